@@ -1,0 +1,1 @@
+"""The procurement approval workflow: its events and, later, its agents."""

@@ -1,0 +1,72 @@
+"""``sagalog``: the entry point, global options and error handling.
+
+Every ``SagalogError`` becomes one message on stderr and its family's exit code
+(2 bad input, 3 a service unreachable, 4 a refused change), never a traceback:
+the message already says what to do.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from sagalog import __version__
+from sagalog.cli.context import Project
+from sagalog.cli.events import publish, tail_command
+from sagalog.cli.schemas import schemas
+from sagalog.cli.topology import topology
+from sagalog.errors import SagalogError
+from sagalog.settings import ClientSettings
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="sagalog")
+@click.option("--project-dir", type=click.Path(file_okay=False, exists=True),
+              help="Folder holding schemas/ and topology/ [env SAGALOG_PROJECT_DIR; default .]")
+@click.option("--bootstrap-servers", metavar="HOST:PORT",
+              help="Kafka brokers [env SAGALOG_BOOTSTRAP_SERVERS; default 127.0.0.1:9092]")
+@click.option("--schema-registry-url", metavar="URL",
+              help="Confluent-compatible registry API [env SAGALOG_SCHEMA_REGISTRY_URL]")
+@click.pass_context
+def cli(ctx: click.Context, **options: Any) -> None:
+    """sagalog: long-running, event-sourced workflows on Apache Kafka.
+
+    Start with `sagalog dev up` (local Kafka and schema registry), then
+    `sagalog topology apply`, `sagalog publish` and `sagalog tail`.
+    """
+    overrides = {k: v for k, v in options.items() if v is not None}
+    ctx.obj = Project(settings=ClientSettings(**overrides))
+
+
+def _register_dev() -> None:
+    try:
+        from sagalog.cli.dev import dev
+    except ImportError:  # the local stack module is optional in slim installs
+        return
+    cli.add_command(dev)
+
+
+_register_dev()
+cli.add_command(schemas)
+cli.add_command(topology)
+cli.add_command(publish)
+cli.add_command(tail_command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except SagalogError as exc:
+        click.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)

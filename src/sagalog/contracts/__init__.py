@@ -1,0 +1,1 @@
+"""Event contracts: the schema catalog, event headers, validation and the wire codec."""

@@ -1,0 +1,116 @@
+"""Avro payloads in the Confluent wire format: a zero byte, the 4-byte schema id, the body.
+
+Schema ids come from the registry through ``confluent_kafka.schema_registry`` and
+are cached per (topic, event type) and per id, so the hot path is one dict lookup
+and one fastavro call. Decoding resolves the writer's schema (from the registry, by
+the id in the record) against the reader's (this process's ``schemas/``), which is
+what makes old events readable by new code.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import fastavro
+
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.contracts.registry import SchemaRegistry, same_schema, subject_for
+from sagalog.errors import SchemaError
+
+MAGIC_BYTE = 0
+_PREFIX = struct.Struct(">bI")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedPayload:
+    """A decoded record body."""
+
+    event_type: str
+    schema_id: int
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Reader:
+    event_type: str
+    writer: Any
+    reader: Any | None  # None when the writer's schema is the reader's: no resolution needed
+
+
+class EventCodec:
+    """Encode and decode event payloads against the catalog and the registry."""
+
+    def __init__(self, *, catalog: SchemaCatalog, registry: SchemaRegistry) -> None:
+        self.catalog = catalog
+        self.registry = registry
+        self._prefixes: dict[tuple[str, str], bytes] = {}
+        self._readers: dict[int, _Reader] = {}
+
+    def schema_id(self, topic: str, event_type: str) -> int:
+        """The registry id of ``event_type``'s current schema on ``topic``."""
+        return int(_PREFIX.unpack(self._prefix(topic, event_type))[1])
+
+    def _prefix(self, topic: str, event_type: str) -> bytes:
+        key = (topic, event_type)
+        prefix = self._prefixes.get(key)
+        if prefix is None:
+            schema = self.catalog[event_type]
+            schema_id = self.registry.schema_id(subject_for(topic, event_type), schema)
+            prefix = self._prefixes[key] = _PREFIX.pack(MAGIC_BYTE, schema_id)
+        return prefix
+
+    def encode(self, topic: str, event_type: str, datum: Mapping[str, Any]) -> bytes:
+        """Encode a datum already valid for ``event_type`` (see ``to_avro_datum``)."""
+        buffer = io.BytesIO()
+        buffer.write(self._prefix(topic, event_type))
+        fastavro.schemaless_writer(buffer, self.catalog[event_type].parsed, datum)
+        return buffer.getvalue()
+
+    def decode(self, data: bytes | None) -> DecodedPayload:
+        """Decode one record body.
+
+        Raises:
+            SchemaError: the body is not in the wire format, names an unknown schema
+                id, or cannot be read with that schema. Callers dead-letter the record
+                with this message rather than stall the partition.
+        """
+        if data is None or len(data) < _PREFIX.size:
+            raise SchemaError("record body is empty or shorter than the 5-byte wire-format prefix")
+        magic, schema_id = _PREFIX.unpack_from(data)
+        if magic != MAGIC_BYTE:
+            raise SchemaError(
+                f"record body starts with byte {magic}, not the wire-format magic byte 0: "
+                "it was not written by a schema-registry serializer"
+            )
+        reader = self._readers.get(schema_id)
+        if reader is None:
+            reader = self._readers[schema_id] = self._reader_for(schema_id)
+        try:
+            payload = fastavro.schemaless_reader(
+                io.BytesIO(data[_PREFIX.size :]), reader.writer, reader.reader
+            )
+        except Exception as exc:  # fastavro raises EOFError, ValueError, SchemaResolutionError...
+            raise SchemaError(
+                f"record body does not decode with schema id {schema_id} "
+                f"({reader.event_type}): {exc.__class__.__name__}: {exc}"
+            ) from exc
+        assert isinstance(payload, dict)
+        return DecodedPayload(event_type=reader.event_type, schema_id=schema_id, payload=payload)
+
+    def _reader_for(self, schema_id: int) -> _Reader:
+        definition = self.registry.writer_schema(schema_id)
+        name = definition.get("name", "")
+        namespace = definition.get("namespace")
+        event_type = name if "." in name or not namespace else f"{namespace}.{name}"
+        writer = fastavro.parse_schema(definition, _write_hint=False)
+        if event_type not in self.catalog:
+            # An event type this process has no schema for: read it as written.
+            return _Reader(event_type=event_type, writer=writer, reader=None)
+        current = self.catalog[event_type]
+        if same_schema(current.definition, definition):
+            return _Reader(event_type=event_type, writer=writer, reader=None)
+        return _Reader(event_type=event_type, writer=writer, reader=current.parsed)

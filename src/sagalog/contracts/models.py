@@ -1,0 +1,58 @@
+"""Pydantic event classes: the typed face of a schema in ``schemas/``.
+
+A class mirrors one ``.avsc`` by name and fields (``procurement.v1.BudgetReserved``
+in ``schemas/procurement/v1/budget_reserved.avsc`` is ``class BudgetReserved(Event)``
+with ``event_type = "procurement.v1.BudgetReserved"``). ``contracts.drift`` compares
+the two so a test fails the moment they disagree. Every subclass is registered by
+its event type, so a runtime can go from a ``ce_type`` header to the class.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict
+
+from sagalog.errors import SchemaError
+
+
+class Event(BaseModel):
+    """Base of every event class: immutable, and strict about unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_type: ClassVar[str]
+    _by_type: ClassVar[dict[str, type[Event]]] = {}
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        event_type = cls.__dict__.get("event_type")
+        if event_type is None:
+            return  # an abstract intermediate class
+        other = Event._by_type.get(event_type)
+        if other is not None and other.__qualname__ != cls.__qualname__:
+            raise SchemaError(
+                f"event type '{event_type}' has two classes: {other.__module__}."
+                f"{other.__qualname__} and {cls.__module__}.{cls.__qualname__}"
+            )
+        Event._by_type[event_type] = cls
+
+    @classmethod
+    def class_for(cls, event_type: str) -> type[Event] | None:
+        """The class registered for ``event_type``, if its module has been imported."""
+        return cls._by_type.get(event_type)
+
+    @classmethod
+    def registered(cls) -> dict[str, type[Event]]:
+        """Every event class imported so far, by event type."""
+        return dict(cls._by_type)
+
+    def to_avro(self) -> dict[str, Any]:
+        """The Avro datum for this event (enums as their symbols)."""
+        return self.model_dump(mode="python")
+
+    @classmethod
+    def from_avro(cls, payload: dict[str, Any]) -> Self:
+        """Build the event from a decoded Avro datum."""
+        return cls.model_validate(payload)

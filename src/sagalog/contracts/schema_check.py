@@ -1,0 +1,51 @@
+"""``sagalog schemas check``: every schema against every committed earlier version."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.contracts.compatibility import Incompatibility, check
+from sagalog.contracts.history import SchemaHistory
+
+
+@dataclass
+class SchemaCheckReport:
+    """What the check found; ``ok`` when there is nothing to fix."""
+
+    checked: dict[str, int] = field(default_factory=dict)  # event type -> earlier versions
+    incompatibilities: list[Incompatibility] = field(default_factory=list)
+    deleted: dict[str, str] = field(default_factory=dict)  # path -> commit that deleted it
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.incompatibilities and not self.deleted
+
+
+def check_schemas(root: Path) -> SchemaCheckReport:
+    """Load the catalog under ``root`` (layout rules) and check its compatibility history.
+
+    Raises:
+        SchemaError: a schema file breaks a layout rule (the catalog refuses it).
+    """
+    catalog = SchemaCatalog.load(root)
+    history = SchemaHistory.open(root)
+    report = SchemaCheckReport()
+    if history.repo is None:
+        report.warnings.append(
+            f"{root} is not in a git repository: there is no committed history to compare "
+            "against; only the layout rules were checked"
+        )
+    elif history.shallow:
+        report.warnings.append(
+            "this is a shallow clone: versions older than its depth were not checked; "
+            "run `git fetch --unshallow` for the full check"
+        )
+    for name, schema in sorted(catalog.items()):
+        earlier = history.versions(root / schema.path)
+        report.checked[name] = len(earlier)
+        report.incompatibilities += check(name, schema.definition, earlier)
+    report.deleted = history.deleted(root)
+    return report

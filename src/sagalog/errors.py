@@ -1,0 +1,77 @@
+"""The one error root of sagalog and its families.
+
+Every error says what went wrong, with which input, and what to do next, so that a
+message read in a CI log or a terminal is enough to act on. Callers catch
+``SagalogError`` at the edge (the CLI turns it into a message and an exit code);
+code inside the library raises the most specific family.
+"""
+
+from __future__ import annotations
+
+
+class SagalogError(Exception):
+    """Root of every error sagalog raises on purpose.
+
+    Attributes:
+        exit_code: the process exit code the CLI uses for this family, so scripts
+            can tell bad input (2) from an unreachable service (3) from a refused
+            change (4).
+    """
+
+    exit_code: int = 1
+
+
+class ConfigurationError(SagalogError):
+    """A setting or a file the user wrote is wrong; fix the named input and rerun."""
+
+    exit_code = 2
+
+
+class LocalStackError(SagalogError):
+    """The embedded Kafka or schema registry could not be prepared, started or stopped."""
+
+    exit_code = 3
+
+
+class ServiceUnavailableError(SagalogError):
+    """A broker or the schema registry did not answer within the bounded wait.
+
+    Check that it runs (``sagalog dev status``) and that the address in the settings
+    is the one it listens on.
+    """
+
+    exit_code = 3
+
+
+class SchemaError(SagalogError):
+    """A schema file is unreadable, or the catalog lacks a schema that was asked for."""
+
+    exit_code = 2
+
+
+class SchemaCompatibilityError(SchemaError):
+    """A schema change breaks the compatibility rule (BACKWARD_TRANSITIVE).
+
+    Old events are replayed by new code forever, so a reader built from the new
+    schema must read every earlier version: give new fields a default, and never
+    remove a field that has none.
+    """
+
+    exit_code = 4
+
+
+class EventValidationError(SagalogError):
+    """An event's payload does not match its schema; the message names the field."""
+
+    exit_code = 2
+
+
+class TopologyError(ConfigurationError):
+    """A topology file is malformed; the message names the file, the entry and the field."""
+
+
+class DestructiveChangeRefused(SagalogError):
+    """A topology change would lose data or reorder keyed history; rerun with ``--force``
+    only after reading why it was refused."""
+
+    exit_code = 4

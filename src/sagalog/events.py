@@ -1,0 +1,66 @@
+"""The platform's own events (``schemas/sagalog/v1``): what the tracker and the agent
+runtime publish about workflows, as opposed to the business facts agents publish."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+
+from sagalog.contracts.models import Event
+
+
+class StepFailed(Event):
+    """A workflow step failed for good; the tracker compensates."""
+
+    event_type = "sagalog.v1.StepFailed"
+
+    step: str
+    reason: str
+    error_class: str
+    attempts: int
+    retryable: bool = False
+
+
+class StateTransition(Event):
+    """A workflow moved from one state to another."""
+
+    event_type = "sagalog.v1.StateTransition"
+
+    flow: str
+    flow_version: int
+    from_state: str
+    to_state: str
+    step: str | None = None
+    cause_event_id: str
+    time_in_previous_state_ms: int
+    at: dt.datetime
+
+
+class GateOpened(Event):
+    """A workflow waits for a person's decision."""
+
+    event_type = "sagalog.v1.GateOpened"
+
+    gate: str
+    assignee: str
+    token: str
+    attempt: int
+    deadline: dt.datetime
+    escalation_level: int = 0
+
+
+class GateDecision(enum.StrEnum):
+    APPROVED = "APPROVED"
+    REJECTED = "REJECTED"
+
+
+class GateDecided(Event):
+    """A human gate was decided."""
+
+    event_type = "sagalog.v1.GateDecided"
+
+    gate: str
+    token: str
+    decision: GateDecision
+    decided_by: str
+    comment: str | None = None

@@ -1,0 +1,1 @@
+"""Topology as code: topics and the schemas they carry, declared in ``topology/*.yaml``."""

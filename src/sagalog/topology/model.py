@@ -1,0 +1,109 @@
+"""Topics as frozen, validated objects.
+
+A topic's declaration is the whole truth about it: partition count, replication,
+retention, cleanup policy, any other Kafka topic setting, and the event types it
+carries (which decides the registry subjects). Frozen, because a plan computed from
+a topology must not change under it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, field_validator
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def duration_ms(value: Any) -> int:
+    """``"30d"`` -> 2592000000; ``"forever"`` -> -1 (Kafka's "keep everything"); ints are ms."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 30d, 12h, 500ms or 'forever'")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        if value.strip().lower() in ("forever", "infinite", "-1"):
+            return -1
+        match = _DURATION.match(value)
+        if match:
+            return int(match.group(1)) * _UNIT_MS[match.group(2)]
+    raise ValueError(f"{value!r} is not a duration; use e.g. 30d, 12h, 90m, 500ms or 'forever'")
+
+
+DurationMs = Annotated[int, BeforeValidator(duration_ms)]
+
+
+def _config_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class TopicDefaults(BaseModel):
+    """Values every topic takes unless it says otherwise."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    partitions: PositiveInt = 6
+    replication_factor: PositiveInt | None = None
+    config: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        return {str(k): _config_value(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+class TopicSpec(BaseModel):
+    """One declared topic."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str = ""
+    partitions: PositiveInt
+    replication_factor: PositiveInt | None = Field(
+        default=None, description="None: the broker's default.replication.factor."
+    )
+    retention: DurationMs | None = Field(default=None, description="retention.ms; None: broker default.")
+    cleanup_policy: Literal["delete", "compact", "compact,delete"] = "delete"
+    config: dict[str, str] = Field(default_factory=dict)
+    schemas: tuple[str, ...] = ()
+
+    @field_validator("name")
+    @classmethod
+    def _legal_name(cls, value: str) -> str:
+        if not _TOPIC_NAME.match(value) or value in (".", ".."):
+            raise ValueError(
+                "a topic name is 1-249 characters of letters, digits, '.', '_' and '-'"
+            )
+        return value
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        return {str(k): _config_value(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+    def kafka_config(self) -> dict[str, str]:
+        """The Kafka topic configs this declaration sets (and the plan compares)."""
+        config = dict(self.config)
+        config["cleanup.policy"] = self.cleanup_policy
+        if self.retention is not None:
+            config["retention.ms"] = str(self.retention)
+        return config
+
+
+class Topology(BaseModel):
+    """Every declared topic, and the cluster topics the plan leaves alone."""
+
+    model_config = ConfigDict(frozen=True)
+
+    topics: tuple[TopicSpec, ...]
+    ignore: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+
+    def topic(self, name: str) -> TopicSpec | None:
+        return next((t for t in self.topics if t.name == name), None)
