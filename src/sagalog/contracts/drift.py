@@ -92,6 +92,8 @@ def _type_drift(avro_type: Any, annotation: Any, *, where: str) -> list[str]:  #
         if len(branches) != 1:
             return [f"{where}: unions of several non-null types are not supported in classes"]
         return _type_drift(branches[0], inner, where=where)
+    if _strip_optional(annotation)[1]:
+        return [f"{where}: the schema makes it required, the class makes it optional"]
     if isinstance(avro_type, str):
         avro_type = {"type": avro_type}
     kind = avro_type["type"]

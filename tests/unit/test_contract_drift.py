@@ -1,0 +1,67 @@
+"""Pydantic event classes and their Avro schemas cannot drift apart unnoticed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import importlib
+
+import pytest
+
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.contracts.drift import model_drift
+from sagalog.contracts.models import Event
+
+# Every module that declares event classes; a new one is added here.
+EVENT_MODULES = ["sagalog.events", "procurement.events"]
+
+
+@pytest.fixture(scope="module")
+def classes() -> dict[str, type[Event]]:
+    for module in EVENT_MODULES:
+        importlib.import_module(module)
+    return Event.registered()
+
+
+def test_every_schema_has_a_class_and_every_class_a_schema(
+    catalog: SchemaCatalog, classes: dict[str, type[Event]]
+) -> None:
+    assert sorted(set(catalog) - set(classes)) == [], "schemas without an event class"
+    assert sorted(set(classes) - set(catalog)) == [], "event classes without a schema"
+
+
+def test_no_class_drifts_from_its_schema(
+    catalog: SchemaCatalog, classes: dict[str, type[Event]]
+) -> None:
+    problems = [p for name, cls in classes.items() for p in model_drift(cls, catalog[name])]
+    assert problems == []
+
+
+def test_drift_is_detected_field_by_field(catalog: SchemaCatalog) -> None:
+    class Level(enum.StrEnum):
+        LOW = "LOW"
+
+    class Drifted(Event):  # deliberately wrong in five ways
+        step: int                     # schema: string
+        reason: str | None = None     # schema: required string
+        error_class: str
+        retryable: bool = True        # schema default: false
+        extra: dt.datetime            # not in the schema
+        level: Level = Level.LOW      # not in the schema
+
+    problems = model_drift(Drifted, catalog["sagalog.v1.StepFailed"])
+    text = "\n".join(problems)
+    assert "sagalog.v1.StepFailed.attempts: in the schema, missing from Drifted" in text
+    assert "sagalog.v1.StepFailed.extra: in Drifted, missing from the schema" in text
+    assert "sagalog.v1.StepFailed.step: the schema says string (str), the class says int" in text
+    assert "sagalog.v1.StepFailed.reason: the schema makes it required" in text
+    assert "default True in Drifted, False in the schema" in text
+
+
+def test_two_classes_for_one_event_type_are_refused() -> None:
+    importlib.import_module("sagalog.events")
+    from sagalog.errors import SchemaError
+
+    with pytest.raises(SchemaError, match="has two classes"):
+        class StepFailedAgain(Event):
+            event_type = "sagalog.v1.StepFailed"

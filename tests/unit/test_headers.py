@@ -1,0 +1,45 @@
+"""Event metadata follows the CloudEvents Kafka binding and survives a round trip."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+
+from sagalog.contracts.headers import EventHeaders, header_dict
+from sagalog.errors import EventValidationError
+
+
+def test_round_trip_through_kafka_headers() -> None:
+    headers = EventHeaders(
+        id="e-1", type="procurement.v1.BudgetReserved", source="sagalog/budget-agent",
+        workflow_id="wf-9", time=dt.datetime(2026, 11, 29, 8, 0, tzinfo=dt.UTC),
+        causation_id="e-0", flow_version=3,
+        traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    )
+    raw = headers.to_kafka()
+    names = [name for name, _ in raw]
+    assert names[:6] == ["ce_specversion", "ce_id", "ce_source", "ce_type", "ce_time",
+                         "content-type"]
+    assert dict(raw)["ce_time"] == b"2026-11-29T08:00:00Z"
+    assert dict(raw)["ce_correlationid"] == b"wf-9"  # defaults to the workflow id
+    back = EventHeaders.from_kafka(raw)
+    assert back == dataclasses.replace(headers, correlation_id="wf-9")
+
+
+def test_missing_headers_are_named() -> None:
+    with pytest.raises(EventValidationError, match="ce_id, ce_source, ce_time, ce_workflowid"):
+        EventHeaders.from_kafka([("ce_type", b"x.v1.Y")])
+
+
+def test_malformed_flow_version_is_named() -> None:
+    raw = EventHeaders(id="e", type="t", source="s", workflow_id="w").to_kafka()
+    raw.append(("ce_flowversion", b"three"))
+    with pytest.raises(EventValidationError, match="ce_flowversion is not an integer"):
+        EventHeaders.from_kafka(raw)
+
+
+def test_header_dict_routes_without_decoding() -> None:
+    assert header_dict([("ce_type", b"a.v1.B"), ("x", None)]) == {"ce_type": "a.v1.B"}
+    assert header_dict(None) == {}
