@@ -78,7 +78,32 @@ class EventPublisher:
             ServiceUnavailableError: the broker did not acknowledge within the bound.
         """
         datum = to_avro_datum(self.catalog[event_type].definition, payload, event_type=event_type)
-        headers = EventHeaders(
+        return self._send(topic, datum, self._headers(
+            event_type, workflow_id=workflow_id, causation_id=causation_id,
+            correlation_id=correlation_id, flow_version=flow_version, event_id=event_id,
+            traceparent=traceparent,
+        ))
+
+    def publish_event(self, topic: str, event: Event, **metadata: Any) -> PublishedEvent:
+        """Publish a typed event (see ``publish`` for the metadata arguments).
+
+        The class was validated by pydantic and matches its schema (the drift test
+        guards that), so the payload goes straight to the encoder.
+        """
+        return self._send(topic, event.to_avro(), self._headers(event.event_type, **metadata))
+
+    def _headers(
+        self,
+        event_type: str,
+        *,
+        workflow_id: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+        flow_version: int | None = None,
+        event_id: str | None = None,
+        traceparent: str | None = None,
+    ) -> EventHeaders:
+        return EventHeaders(
             id=event_id or new_event_id(),
             type=event_type,
             source=self.source,
@@ -88,11 +113,6 @@ class EventPublisher:
             flow_version=flow_version,
             traceparent=traceparent,
         )
-        return self._send(topic, datum, headers)
-
-    def publish_event(self, topic: str, event: Event, **metadata: Any) -> PublishedEvent:
-        """Publish a typed event (see ``publish`` for the metadata arguments)."""
-        return self.publish(topic, event.event_type, event.to_avro(), **metadata)
 
     def _send(self, topic: str, datum: dict[str, Any], headers: EventHeaders) -> PublishedEvent:
         value = self.codec.encode(topic, headers.type, datum)

@@ -7,7 +7,6 @@ the message already says what to do.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
@@ -21,7 +20,18 @@ from sagalog.errors import SagalogError
 from sagalog.settings import ClientSettings
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Sagalog(click.Group):
+    """The root group: turns a ``SagalogError`` into its message and exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SagalogError as exc:
+            click.secho(f"error: {exc}", fg="red", err=True)
+            raise click.exceptions.Exit(exc.exit_code) from exc
+
+
+@click.group(cls=_Sagalog, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="sagalog")
 @click.option("--project-dir", type=click.Path(file_okay=False, exists=True),
               help="Folder holding schemas/ and topology/ [env SAGALOG_PROJECT_DIR; default .]")
@@ -57,16 +67,4 @@ cli.add_command(tail_command)
 
 def main() -> None:
     """Console-script entry point."""
-    try:
-        cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except SagalogError as exc:
-        click.secho(f"error: {exc}", fg="red", err=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    cli.main(prog_name="sagalog")

@@ -98,6 +98,8 @@ def _convert(  # noqa: PLR0911, PLR0912 - one branch per Avro type reads best as
             problems.append(f"{where}: expected true or false, got {_describe(value)}")
         return value
     if kind in ("int", "long"):
+        if logical in _TIMESTAMP_TYPES and isinstance(value, dt.datetime):
+            return value
         if logical in _TIMESTAMP_TYPES and isinstance(value, str):
             return _parse_timestamp(value, where=where, problems=problems)
         if isinstance(value, bool) or not isinstance(value, int):

@@ -1,0 +1,131 @@
+"""Settings of the embedded development stack (``sagalog dev``).
+
+This module is the only place the dev stack reads the environment: everything
+else receives a ``DevStackSettings`` so that tests and ``make demo`` can build
+one by hand and nothing changes behind their back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_HEAP_SIZE = re.compile(r"^[1-9][0-9]*[kKmMgG]?$")
+
+
+def inherited_environment() -> dict[str, str]:
+    """The environment the JVMs and Maven inherit, unchanged.
+
+    Children get the user's environment (proxies, locale, ``JAVA_TOOL_OPTIONS``) as
+    any shell command would; it lives here so this module stays the only reader of
+    ``os.environ``. The services' own settings are passed as ``-D`` flags, which
+    Quarkus ranks above environment variables.
+    """
+    return dict(os.environ)
+
+
+def _default_cache_dir() -> Path:
+    """Jars and unpacked distributions: safe to delete, refetched on the next ``up``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sagalog"
+
+
+def _default_state_dir() -> Path:
+    """Broker data, registry database, logs and pid files: what a restart must keep."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "sagalog" / "dev"
+
+
+class DevStackSettings(BaseSettings):
+    """Where the local Kafka and schema registry listen and keep their files.
+
+    Every field is read from ``SAGALOG_DEV_<FIELD>`` (for example
+    ``SAGALOG_DEV_KAFKA_PORT=19092``), so two stacks can run side by side with
+    different ports and state directories.
+
+    Attributes:
+        kafka_port: the PLAINTEXT listener clients bootstrap from.
+        controller_port: the KRaft controller listener; only the broker itself uses it.
+        registry_port: the Apicurio Registry HTTP port (Confluent API under
+            ``/apis/ccompat/v7``).
+        registry_management_port: Apicurio's health and metrics port (3.2 and later).
+            0 lets the OS pick a free one, so it never collides with another stack.
+        cache_dir: downloaded jars and distributions, shared by every stack of the user.
+        state_dir: data, logs, pid files and generated configuration of this stack.
+        java_home: a JDK to prefer over the ones found on the machine.
+        inherited_java_home: ``JAVA_HOME``, tried after ``java_home``.
+        kafka_heap: the broker's ``-Xmx``.
+        registry_heap: the registry's ``-Xmx``.
+        ready_timeout_s: how long ``up`` waits for each service to answer.
+        stop_timeout_s: how long ``down`` waits after SIGTERM before SIGKILL.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="SAGALOG_DEV_", extra="ignore")
+
+    kafka_port: int = Field(default=9092, ge=1, le=65535)
+    controller_port: int = Field(default=9093, ge=1, le=65535)
+    registry_port: int = Field(default=8081, ge=1, le=65535)
+    registry_management_port: int = Field(default=0, ge=0, le=65535)
+    cache_dir: Path = Field(default_factory=_default_cache_dir)
+    state_dir: Path = Field(default_factory=_default_state_dir)
+    java_home: Path | None = None
+    inherited_java_home: Path | None = Field(
+        default=None, validation_alias=AliasChoices("JAVA_HOME", "inherited_java_home")
+    )
+    kafka_heap: str = "512m"
+    registry_heap: str = "512m"
+    ready_timeout_s: float = Field(default=120.0, gt=0)
+    stop_timeout_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("cache_dir", "state_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        """Absolute, because the paths end up in server.properties and JDBC URLs."""
+        return value.expanduser().absolute()
+
+    @field_validator("java_home", "inherited_java_home", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        """An exported but empty ``JAVA_HOME=`` means "not set", not the current directory."""
+        return None if value == "" else value
+
+    @field_validator("kafka_heap", "registry_heap")
+    @classmethod
+    def _heap_size(cls, value: str) -> str:
+        """Checked here so a typo fails before a JVM refuses to start."""
+        if not _HEAP_SIZE.match(value):
+            raise ValueError(f"{value!r} is not a JVM heap size such as 512m or 2g")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct_ports(self) -> DevStackSettings:
+        """Two services on one port would fail later with a less helpful message."""
+        ports = {
+            "kafka_port": self.kafka_port,
+            "controller_port": self.controller_port,
+            "registry_port": self.registry_port,
+        }
+        if self.registry_management_port:
+            ports["registry_management_port"] = self.registry_management_port
+        seen: dict[int, str] = {}
+        for name, port in ports.items():
+            if port in seen:
+                raise ValueError(
+                    f"{seen[port]} and {name} are both {port}; give each service its own port"
+                )
+            seen[port] = name
+        return self
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The value to export as ``SAGALOG_BOOTSTRAP_SERVERS``."""
+        return f"127.0.0.1:{self.kafka_port}"
+
+    @property
+    def schema_registry_url(self) -> str:
+        """The value to export as ``SAGALOG_SCHEMA_REGISTRY_URL`` (Confluent-compatible API)."""
+        return f"http://127.0.0.1:{self.registry_port}/apis/ccompat/v7"

@@ -1,0 +1,101 @@
+"""`sagalog topology apply` against the real cluster: idempotent, and careful."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from sagalog.cli.main import cli
+from sagalog.cluster import connect_admin
+from sagalog.errors import DestructiveChangeRefused
+from sagalog.topology.plan import ChangeKind
+
+from .conftest import Project
+
+
+def partitions(project: Project, topic: str) -> int:
+    _, metadata = connect_admin(project.settings)
+    return len(metadata.topics[topic].partitions)
+
+
+def run(project: Project, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["--project-dir", str(project.root), *args])
+    return result.exit_code, result.output
+
+
+def test_apply_twice_second_run_changes_nothing(project: Project) -> None:
+    code, output = run(project, "topology", "apply")
+    assert code == 0, output
+    topic = project.topic("procurement.events")
+    assert f"create topic {topic}: 3 partitions" in output
+    assert f"register schema {topic}-procurement.v1.RequestSubmitted" in output
+    assert partitions(project, topic) == 3
+
+    code, output = run(project, "topology", "apply")
+    assert (code, output.strip()) == (0, "nothing to change: the cluster matches the topology")
+    code, _ = run(project, "topology", "plan", "--detailed-exitcode")
+    assert code == 0
+
+    registry = project.client().registry
+    subject = f"{topic}-procurement.v1.RequestSubmitted"
+    assert registry.compatibility(subject) == "FULL_TRANSITIVE"
+
+
+def test_config_drift_is_planned_and_repaired(project: Project) -> None:
+    project.apply()
+    topic = project.topic("procurement.events")
+    admin, _ = connect_admin(project.settings)
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=15)
+
+    code, output = run(project, "topology", "plan", "--detailed-exitcode")
+    assert code == 10
+    assert f"alter config {topic}: retention.ms: 3600000 -> -1" in output
+    project.apply()
+    assert project.client().plan(project.topology()).empty
+
+
+def test_destructive_changes_are_refused_without_force(project: Project) -> None:
+    project.apply()
+    topic = project.topic("procurement.events")
+    project.write_topology(f"""
+ignore: ["*"]
+topics:
+  {topic}: {{partitions: 1, retention: forever}}
+""")
+    with pytest.raises(DestructiveChangeRefused, match="Kafka cannot remove partitions"):
+        project.apply()
+    assert partitions(project, topic) == 3  # nothing was changed
+
+    code, output = run(project, "topology", "apply")
+    assert code == 4
+    assert "refused 1 change(s) that need --force; nothing was changed" in output
+
+    done = project.apply(force=True)
+    assert [c.kind for c in done] == [ChangeKind.RECREATE_TOPIC]  # type: ignore[attr-defined]
+    assert partitions(project, topic) == 1
+
+
+def test_more_partitions_and_undeclared_topics_need_force(project: Project) -> None:
+    project.apply()
+    topic = project.topic("procurement.events")
+    extra = project.topic("leftover")
+    project.write_topology(f"""
+ignore: ["*"]
+topics:
+  {topic}: {{partitions: 4, retention: forever}}
+  {extra}: {{partitions: 1}}
+""")
+    project.apply(force=True)
+    project.write_topology(f"""
+ignore: ["[!{extra[0]}]*"]
+topics:
+  {topic}: {{partitions: 4, retention: forever}}
+""")
+    plan = project.client().plan(project.topology())
+    refused = [(c.kind, c.target) for c in plan.refused_without_force]
+    assert (ChangeKind.DELETE_TOPIC, extra) in refused
+    assert {kind for kind, _ in refused} == {ChangeKind.DELETE_TOPIC}
