@@ -48,13 +48,17 @@ class EventPublisher:
         self.source = source
         self.catalog = catalog
         self.codec = codec or EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
-        self.producer = Producer(settings.kafka_config(**{
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "compression.type": "lz4",
-            "message.timeout.ms": int(max(settings.connect_timeout_s, 5) * 3000),
-        }))
+        self.producer = Producer(
+            settings.kafka_config(
+                **{
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 5,
+                    "compression.type": "lz4",
+                    "message.timeout.ms": int(max(settings.connect_timeout_s, 5) * 3000),
+                }
+            )
+        )
 
     def publish(
         self,
@@ -78,11 +82,19 @@ class EventPublisher:
             ServiceUnavailableError: the broker did not acknowledge within the bound.
         """
         datum = to_avro_datum(self.catalog[event_type].definition, payload, event_type=event_type)
-        return self._send(topic, datum, self._headers(
-            event_type, workflow_id=workflow_id, causation_id=causation_id,
-            correlation_id=correlation_id, flow_version=flow_version, event_id=event_id,
-            traceparent=traceparent,
-        ))
+        return self._send(
+            topic,
+            datum,
+            self._headers(
+                event_type,
+                workflow_id=workflow_id,
+                causation_id=causation_id,
+                correlation_id=correlation_id,
+                flow_version=flow_version,
+                event_id=event_id,
+                traceparent=traceparent,
+            ),
+        )
 
     def publish_event(self, topic: str, event: Event, **metadata: Any) -> PublishedEvent:
         """Publish a typed event (see ``publish`` for the metadata arguments).
@@ -122,8 +134,11 @@ class EventPublisher:
             outcome["error"], outcome["message"] = error, message
 
         self.producer.produce(
-            topic, key=headers.workflow_id.encode(), value=value,
-            headers=headers.to_kafka(), on_delivery=delivered,
+            topic,
+            key=headers.workflow_id.encode(),
+            value=value,
+            headers=headers.to_kafka(),
+            on_delivery=delivered,
         )
         remaining = self.producer.flush(timeout=self.settings.connect_timeout_s * 3)
         if remaining or "message" not in outcome:
@@ -138,8 +153,12 @@ class EventPublisher:
                 hint = "; declare it in topology/ and run `sagalog topology apply`"
             raise SagalogError(f"publishing to {topic} failed: {error.str()}{hint}")
         message: Message = outcome["message"]
-        return PublishedEvent(topic=topic, partition=message.partition(),
-                              offset=message.offset(), headers=headers)
+        return PublishedEvent(
+            topic=topic,
+            partition=int(message.partition() or 0),
+            offset=int(message.offset() or 0),
+            headers=headers,
+        )
 
     def close(self) -> None:
         self.producer.flush(timeout=self.settings.connect_timeout_s)

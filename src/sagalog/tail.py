@@ -20,7 +20,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
 
 from sagalog.contracts.codec import EventCodec
-from sagalog.contracts.headers import header_dict
+from sagalog.contracts.headers import H_WORKFLOW_ID, header_dict
 from sagalog.errors import SagalogError, SchemaError
 from sagalog.settings import ClientSettings
 
@@ -42,10 +42,15 @@ class TailedRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "topic": self.topic, "partition": self.partition, "offset": self.offset,
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
             "timestamp": dt.datetime.fromtimestamp(self.timestamp_ms / 1000, dt.UTC).isoformat(),
-            "key": self.key, "type": self.event_type, "schema_id": self.schema_id,
-            "headers": self.headers, "payload": jsonable(self.payload),
+            "key": self.key,
+            "type": self.event_type,
+            "schema_id": self.schema_id,
+            "headers": self.headers,
+            "payload": jsonable(self.payload),
             **({"error": self.error} if self.error else {}),
         }
 
@@ -77,19 +82,27 @@ def tail(
     from_beginning: bool = True,
     max_records: int | None = None,
     idle_timeout_s: float | None = None,
+    workflow_id: str | None = None,
 ) -> Iterator[TailedRecord]:
     """Yield ``topic``'s records in partition order until ``max_records`` were read or
     nothing arrived for ``idle_timeout_s`` (forever when both are None).
 
+    With ``workflow_id``, only that workflow's records, chosen from the headers
+    before any decoding; ``max_records`` then counts only those.
+
     Raises:
         SagalogError: the topic does not exist.
     """
-    consumer = Consumer(settings.kafka_config(**{
-        "group.id": f"sagalog-tail-{uuid.uuid4()}",
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-        "enable.partition.eof": False,
-    }))
+    consumer = Consumer(
+        settings.kafka_config(
+            **{
+                "group.id": f"sagalog-tail-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": False,
+            }
+        )
+    )
     try:
         metadata = consumer.list_topics(topic, timeout=settings.connect_timeout_s)
         info = metadata.topics.get(topic)
@@ -114,17 +127,28 @@ def tail(
                     continue
                 raise SagalogError(f"reading {topic} failed: {error.str()}")
             last = time.monotonic()
+            if workflow_id is not None and _workflow_of(message) != workflow_id:
+                continue
             seen += 1
             yield _record(codec, message)
     finally:
         consumer.close()
 
 
+def _workflow_of(message: Any) -> str | None:
+    for name, value in message.headers() or ():
+        if name == H_WORKFLOW_ID and value is not None:
+            return str(value.decode("utf-8", "replace"))
+    return None
+
+
 def _record(codec: EventCodec, message: Any) -> TailedRecord:
     key = message.key()
     headers = header_dict(message.headers())
     base = {
-        "topic": message.topic(), "partition": message.partition(), "offset": message.offset(),
+        "topic": message.topic(),
+        "partition": message.partition(),
+        "offset": message.offset(),
         "timestamp_ms": message.timestamp()[1],
         "key": key.decode("utf-8", "replace") if key is not None else None,
         "headers": headers,
@@ -132,7 +156,9 @@ def _record(codec: EventCodec, message: Any) -> TailedRecord:
     try:
         decoded = codec.decode(message.value())
     except SchemaError as exc:
-        return TailedRecord(**base, event_type=headers.get("ce_type"), schema_id=None,
-                            payload=None, error=str(exc))
-    return TailedRecord(**base, event_type=decoded.event_type, schema_id=decoded.schema_id,
-                        payload=decoded.payload)
+        return TailedRecord(
+            **base, event_type=headers.get("ce_type"), schema_id=None, payload=None, error=str(exc)
+        )
+    return TailedRecord(
+        **base, event_type=decoded.event_type, schema_id=decoded.schema_id, payload=decoded.payload
+    )

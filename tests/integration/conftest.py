@@ -62,8 +62,9 @@ def settings() -> ClientSettings:
     try:
         connect_admin(settings)
     except ServiceUnavailableError as exc:
-        pytest.fail(f"{exc}\nintegration tests need the local stack: run `sagalog dev up`",
-                    pytrace=False)
+        pytest.fail(
+            f"{exc}\nintegration tests need the local stack: run `sagalog dev up`", pytrace=False
+        )
     return settings
 
 
@@ -102,8 +103,9 @@ def project(tmp_path: Path, settings: ClientSettings) -> Iterator[Project]:
     shutil.copytree(REPO / "schemas", root / "schemas")
     (root / "topology").mkdir(parents=True)
     suffix = uuid.uuid4().hex[:10]
-    project = Project(root=root, settings=settings.model_copy(update={"project_dir": str(root)}),
-                      suffix=suffix)
+    project = Project(
+        root=root, settings=settings.model_copy(update={"project_dir": str(root)}), suffix=suffix
+    )
     # Only this test's topics are managed; everything else on the shared cluster is ignored.
     project.write_topology("""
 ignore: ["*"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 
 from sagalog.settings import ClientSettings
@@ -12,25 +13,47 @@ from sagalog.settings import ClientSettings
 from .conftest import Project
 
 REQUEST = {
-    "request_id": "r-42", "requester": "ana@example.com", "department": "it",
-    "title": "Monitors", "description": "two monitors", "amount": 480, "currency": "EUR",
-    "vendor": "Acme", "submitted_at": "2026-11-29T09:00:00Z",
+    "request_id": "r-42",
+    "requester": "ana@example.com",
+    "department": "it",
+    "title": "Monitors",
+    "description": "two monitors",
+    "amount": 480,
+    "currency": "EUR",
+    "vendor": "Acme",
+    "submitted_at": "2026-11-29T09:00:00Z",
 }
 
 
 def sagalog(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SAGALOG_PROJECT_DIR": str(project.root),
-           "SAGALOG_BOOTSTRAP_SERVERS": project.settings.bootstrap_servers,
-           "SAGALOG_SCHEMA_REGISTRY_URL": project.settings.schema_registry_url}
-    return subprocess.run(["sagalog", *args], capture_output=True, text=True, env=env,
-                          timeout=120, check=False)
+    env = {
+        **os.environ,
+        "SAGALOG_PROJECT_DIR": str(project.root),
+        "SAGALOG_BOOTSTRAP_SERVERS": project.settings.bootstrap_servers,
+        "SAGALOG_SCHEMA_REGISTRY_URL": project.settings.schema_registry_url,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "sagalog", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_publish_then_tail(project: Project) -> None:
     assert sagalog(project, "topology", "apply").returncode == 0
     topic = project.topic("procurement.events")
-    published = sagalog(project, "publish", topic, "procurement.v1.RequestSubmitted",
-                        json.dumps(REQUEST), "--workflow-id", "wf-42")
+    published = sagalog(
+        project,
+        "publish",
+        topic,
+        "procurement.v1.RequestSubmitted",
+        json.dumps(REQUEST),
+        "--workflow-id",
+        "wf-42",
+    )
     assert published.returncode == 0, published.stderr
     landed = json.loads(published.stdout)
     assert landed["headers"]["ce_type"] == "procurement.v1.RequestSubmitted"
@@ -48,8 +71,13 @@ def test_publish_then_tail(project: Project) -> None:
 def test_bad_event_json_names_the_field(project: Project) -> None:
     assert sagalog(project, "topology", "apply").returncode == 0
     topic = project.topic("procurement.events")
-    bad = sagalog(project, "publish", topic, "procurement.v1.RequestSubmitted",
-                  json.dumps({**REQUEST, "amount": "lots"}))
+    bad = sagalog(
+        project,
+        "publish",
+        topic,
+        "procurement.v1.RequestSubmitted",
+        json.dumps({**REQUEST, "amount": "lots"}),
+    )
     assert bad.returncode == 2
     assert "amount: 'lots' is not a decimal number" in bad.stderr
     assert "Traceback" not in bad.stderr
@@ -57,28 +85,52 @@ def test_bad_event_json_names_the_field(project: Project) -> None:
     assert broken.returncode == 2 and "payload is not valid JSON" in broken.stderr
     unknown = sagalog(project, "publish", topic, "procurement.v1.Nope", "{}")
     assert unknown.returncode == 2 and "unknown event type 'procurement.v1.Nope'" in unknown.stderr
-    unregistered = sagalog(project, "publish", topic, "sagalog.v1.StepFailed", json.dumps(
-        {"step": "s", "reason": "r", "error_class": "E", "attempts": 1}))
+    unregistered = sagalog(
+        project,
+        "publish",
+        topic,
+        "sagalog.v1.StepFailed",
+        json.dumps({"step": "s", "reason": "r", "error_class": "E", "attempts": 1}),
+    )
     assert unregistered.returncode == 2
     assert "is not registered under subject" in unregistered.stderr
     assert "sagalog topology apply" in unregistered.stderr
 
 
 def test_unreachable_broker_and_registry_fail_fast(project: Project) -> None:
-    env_broker = {**os.environ, "SAGALOG_BOOTSTRAP_SERVERS": "127.0.0.1:1",
-                  "SAGALOG_CONNECT_TIMEOUT_S": "3", "SAGALOG_PROJECT_DIR": str(project.root)}
+    env_broker = {
+        **os.environ,
+        "SAGALOG_BOOTSTRAP_SERVERS": "127.0.0.1:1",
+        "SAGALOG_CONNECT_TIMEOUT_S": "3",
+        "SAGALOG_PROJECT_DIR": str(project.root),
+    }
     started = time.monotonic()
-    done = subprocess.run(["sagalog", "topology", "plan"], capture_output=True, text=True,
-                          env=env_broker, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "sagalog", "topology", "plan"],
+        capture_output=True,
+        text=True,
+        env=env_broker,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 3
     assert "Kafka at 127.0.0.1:1 did not answer within 3s" in done.stderr
     assert time.monotonic() - started < 30
 
-    env_registry = {**env_broker, "SAGALOG_BOOTSTRAP_SERVERS": project.settings.bootstrap_servers,
-                    "SAGALOG_SCHEMA_REGISTRY_URL": "http://127.0.0.1:1/apis/ccompat/v7"}
+    env_registry = {
+        **env_broker,
+        "SAGALOG_BOOTSTRAP_SERVERS": project.settings.bootstrap_servers,
+        "SAGALOG_SCHEMA_REGISTRY_URL": "http://127.0.0.1:1/apis/ccompat/v7",
+    }
     started = time.monotonic()
-    done = subprocess.run(["sagalog", "topology", "plan"], capture_output=True, text=True,
-                          env=env_registry, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "sagalog", "topology", "plan"],
+        capture_output=True,
+        text=True,
+        env=env_registry,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 3, done.stderr
     assert "schema registry at http://127.0.0.1:1/apis/ccompat/v7 did not answer" in done.stderr
     assert time.monotonic() - started < 30

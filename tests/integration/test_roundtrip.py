@@ -19,9 +19,15 @@ from sagalog.tail import tail
 from .conftest import Project
 
 REQUEST = RequestSubmitted(
-    request_id="r-1", requester="ana@example.com", department="it", title="Laptops",
-    description="ten laptops", amount=decimal.Decimal("12500.50"), currency="EUR",
-    vendor="Acme", priority=Priority.HIGH,
+    request_id="r-1",
+    requester="ana@example.com",
+    department="it",
+    title="Laptops",
+    description="ten laptops",
+    amount=decimal.Decimal("12500.50"),
+    currency="EUR",
+    vendor="Acme",
+    priority=Priority.HIGH,
     submitted_at=dt.datetime(2026, 11, 29, 7, 30, tzinfo=dt.UTC),
 )
 
@@ -33,17 +39,24 @@ def test_typed_event_round_trip_with_headers(project: Project) -> None:
     first = publisher.publish_event(topic, REQUEST, workflow_id="wf-1", flow_version=1)
     second = publisher.publish_event(
         topic,
-        BudgetReserved(reservation_id="res-1", cost_center="cc-7",
-                       amount=decimal.Decimal("12500.50"), currency="EUR"),
-        workflow_id="wf-1", causation_id=first.headers.id,
+        BudgetReserved(
+            reservation_id="res-1",
+            cost_center="cc-7",
+            amount=decimal.Decimal("12500.50"),
+            currency="EUR",
+        ),
+        workflow_id="wf-1",
+        causation_id=first.headers.id,
     )
     assert first.partition == second.partition  # one workflow, one partition
     assert second.offset == first.offset + 1
 
     codec = EventCodec(catalog=project.catalog, registry=SchemaRegistry(project.settings))
     records = list(tail(project.settings, codec, topic, max_records=2, idle_timeout_s=20))
-    assert [r.event_type for r in records] == ["procurement.v1.RequestSubmitted",
-                                               "procurement.v1.BudgetReserved"]
+    assert [r.event_type for r in records] == [
+        "procurement.v1.RequestSubmitted",
+        "procurement.v1.BudgetReserved",
+    ]
     assert RequestSubmitted.from_avro(records[0].payload or {}) == REQUEST
     assert records[1].headers["ce_causationid"] == first.headers.id
     assert records[0].headers["ce_flowversion"] == "1"
@@ -68,8 +81,13 @@ def test_undecodable_records_are_reported_not_fatal(project: Project) -> None:
     project.apply()
     topic = project.topic("procurement.events")
     producer = Producer(project.settings.kafka_config())
-    producer.produce(topic, key=b"wf-x", value=b"not avro", partition=0,
-                     headers=[("ce_type", b"procurement.v1.RequestSubmitted")])
+    producer.produce(
+        topic,
+        key=b"wf-x",
+        value=b"not avro",
+        partition=0,
+        headers=[("ce_type", b"procurement.v1.RequestSubmitted")],
+    )
     producer.produce(topic, key=b"wf-x", value=b"\x00\x7f\xff\xff\xf0body", partition=0)
     producer.flush(10)
     publisher = EventPublisher(project.settings, catalog=project.catalog, source="tests/poison")

@@ -28,8 +28,9 @@ def rewrite(project: Project, change) -> None:  # type: ignore[no-untyped-def]
 
 def test_registry_refuses_removing_a_field_without_default(project: Project) -> None:
     project.apply()
-    rewrite(project, lambda fields: fields.remove(
-        next(f for f in fields if f["name"] == "cost_center")))
+    rewrite(
+        project, lambda fields: fields.remove(next(f for f in fields if f["name"] == "cost_center"))
+    )
     with pytest.raises(SchemaCompatibilityError) as caught:
         project.apply()
     message = str(caught.value)
@@ -50,12 +51,18 @@ def test_old_events_read_by_new_code_get_defaults(project: Project) -> None:
     topic = project.topic("procurement.events")
     old_catalog = project.catalog
     publisher = EventPublisher(project.settings, catalog=old_catalog, source="tests/evolution")
-    payload = {"reservation_id": "res-1", "cost_center": "cc-1", "amount": "10.00",
-               "currency": "EUR"}
+    payload = {
+        "reservation_id": "res-1",
+        "cost_center": "cc-1",
+        "amount": "10.00",
+        "currency": "EUR",
+    }
     publisher.publish(topic, EVENT, payload, workflow_id="wf-old")
 
-    rewrite(project, lambda fields: fields.append(
-        {"name": "expires_in_days", "type": "int", "default": 30}))
+    rewrite(
+        project,
+        lambda fields: fields.append({"name": "expires_in_days", "type": "int", "default": 30}),
+    )
     project.apply()  # a compatible new version registers
     new_catalog = SchemaCatalog.load(project.root / "schemas")
     registry = SchemaRegistry(project.settings)
@@ -63,7 +70,8 @@ def test_old_events_read_by_new_code_get_defaults(project: Project) -> None:
     assert registry.latest(subject).version == 2  # type: ignore[union-attr]
 
     EventPublisher(project.settings, catalog=new_catalog, source="tests/evolution").publish(
-        topic, EVENT, {**payload, "expires_in_days": 7}, workflow_id="wf-old")
+        topic, EVENT, {**payload, "expires_in_days": 7}, workflow_id="wf-old"
+    )
     codec = EventCodec(catalog=new_catalog, registry=registry)
     records = list(tail(project.settings, codec, topic, max_records=2, idle_timeout_s=20))
     assert [r.payload["expires_in_days"] for r in records] == [30, 7]  # type: ignore[index]

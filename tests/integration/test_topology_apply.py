@@ -46,8 +46,13 @@ def test_config_drift_is_planned_and_repaired(project: Project) -> None:
     project.apply()
     topic = project.topic("procurement.events")
     admin, _ = connect_admin(project.settings)
-    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(timeout=15)
 

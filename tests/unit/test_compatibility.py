@@ -10,8 +10,9 @@ from sagalog.contracts.compatibility import EarlierVersion, check
 def record(*fields: dict[str, Any], symbols: list[str] | None = None) -> dict[str, Any]:
     all_fields = list(fields)
     if symbols is not None:
-        all_fields.append({"name": "level", "type": {
-            "type": "enum", "name": "Level", "symbols": symbols}})
+        all_fields.append(
+            {"name": "level", "type": {"type": "enum", "name": "Level", "symbols": symbols}}
+        )
     return {"type": "record", "name": "OrderPlaced", "namespace": "shop.v1", "fields": all_fields}
 
 
@@ -56,10 +57,14 @@ def test_transitive_checks_every_earlier_version() -> None:
 
 
 def test_enum_symbol_removed_and_added() -> None:
-    removed = check("shop.v1.OrderPlaced", record(ID, symbols=["A"]), [v(record(ID, symbols=["A", "B"]))])
+    removed = check(
+        "shop.v1.OrderPlaced", record(ID, symbols=["A"]), [v(record(ID, symbols=["A", "B"]))]
+    )
     assert [p.direction for p in removed] == ["backward"]
     assert "enum symbols were removed" in str(removed[0])
-    added = check("shop.v1.OrderPlaced", record(ID, symbols=["A", "B"]), [v(record(ID, symbols=["A"]))])
+    added = check(
+        "shop.v1.OrderPlaced", record(ID, symbols=["A", "B"]), [v(record(ID, symbols=["A"]))]
+    )
     assert [p.direction for p in added] == ["forward"]
 
 

@@ -42,12 +42,12 @@ def test_drift_is_detected_field_by_field(catalog: SchemaCatalog) -> None:
         LOW = "LOW"
 
     class Drifted(Event):  # deliberately wrong in five ways
-        step: int                     # schema: string
-        reason: str | None = None     # schema: required string
+        step: int  # schema: string
+        reason: str | None = None  # schema: required string
         error_class: str
-        retryable: bool = True        # schema default: false
-        extra: dt.datetime            # not in the schema
-        level: Level = Level.LOW      # not in the schema
+        retryable: bool = True  # schema default: false
+        extra: dt.datetime  # not in the schema
+        level: Level = Level.LOW  # not in the schema
 
     problems = model_drift(Drifted, catalog["sagalog.v1.StepFailed"])
     text = "\n".join(problems)
@@ -63,5 +63,6 @@ def test_two_classes_for_one_event_type_are_refused() -> None:
     from sagalog.errors import SchemaError
 
     with pytest.raises(SchemaError, match="has two classes"):
+
         class StepFailedAgain(Event):
             event_type = "sagalog.v1.StepFailed"

@@ -13,15 +13,25 @@ from sagalog.errors import EventValidationError
 
 def test_round_trip_through_kafka_headers() -> None:
     headers = EventHeaders(
-        id="e-1", type="procurement.v1.BudgetReserved", source="sagalog/budget-agent",
-        workflow_id="wf-9", time=dt.datetime(2026, 11, 29, 8, 0, tzinfo=dt.UTC),
-        causation_id="e-0", flow_version=3,
+        id="e-1",
+        type="procurement.v1.BudgetReserved",
+        source="sagalog/budget-agent",
+        workflow_id="wf-9",
+        time=dt.datetime(2026, 11, 29, 8, 0, tzinfo=dt.UTC),
+        causation_id="e-0",
+        flow_version=3,
         traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
     )
     raw = headers.to_kafka()
     names = [name for name, _ in raw]
-    assert names[:6] == ["ce_specversion", "ce_id", "ce_source", "ce_type", "ce_time",
-                         "content-type"]
+    assert names[:6] == [
+        "ce_specversion",
+        "ce_id",
+        "ce_source",
+        "ce_type",
+        "ce_time",
+        "content-type",
+    ]
     assert dict(raw)["ce_time"] == b"2026-11-29T08:00:00Z"
     assert dict(raw)["ce_correlationid"] == b"wf-9"  # defaults to the workflow id
     back = EventHeaders.from_kafka(raw)

@@ -13,15 +13,24 @@ from click.testing import CliRunner
 from sagalog.cli.main import cli
 from sagalog.contracts.schema_check import check_schemas
 
-V1 = {"type": "record", "name": "OrderPlaced", "namespace": "shop.v1", "fields": [
-    {"name": "order_id", "type": "string"},
-    {"name": "customer", "type": "string"},
-]}
+V1 = {
+    "type": "record",
+    "name": "OrderPlaced",
+    "namespace": "shop.v1",
+    "fields": [
+        {"name": "order_id", "type": "string"},
+        {"name": "customer", "type": "string"},
+    ],
+}
 
 
 def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=repo,
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
 
 
 def write(repo: Path, definition: dict[str, Any]) -> None:
@@ -40,7 +49,9 @@ def repo(tmp_path: Path) -> Path:
 
 
 def test_compatible_change_passes(repo: Path) -> None:
-    write(repo, {**V1, "fields": [*V1["fields"], {"name": "note", "type": "string", "default": ""}]})
+    write(
+        repo, {**V1, "fields": [*V1["fields"], {"name": "note", "type": "string", "default": ""}]}
+    )
     report = check_schemas(repo / "schemas")
     assert report.ok and report.checked == {"shop.v1.OrderPlaced": 1}
 
@@ -59,7 +70,9 @@ def test_removing_a_field_without_default_is_refused(repo: Path) -> None:
 
 
 def test_every_committed_version_is_checked(repo: Path) -> None:
-    write(repo, {**V1, "fields": [*V1["fields"], {"name": "note", "type": "string", "default": ""}]})
+    write(
+        repo, {**V1, "fields": [*V1["fields"], {"name": "note", "type": "string", "default": ""}]}
+    )
     git(repo, "commit", "-qam", "v2")
     # Dropping the default is fine against v2 (its events have a note) but not v1.
     write(repo, {**V1, "fields": [*V1["fields"], {"name": "note", "type": "string"}]})
@@ -76,8 +89,9 @@ def test_deleted_schema_is_refused(repo: Path) -> None:
     git(repo, "rm", "-q", str(other))
     git(repo, "commit", "-qm", "drop shipped")
     report = check_schemas(repo / "schemas")
-    assert report.deleted == {"schemas/shop/v1/order_shipped.avsc": report.deleted[
-        "schemas/shop/v1/order_shipped.avsc"]}
+    assert report.deleted == {
+        "schemas/shop/v1/order_shipped.avsc": report.deleted["schemas/shop/v1/order_shipped.avsc"]
+    }
     assert not report.ok
 
 

@@ -25,35 +25,51 @@ def test_repository_topology_loads(repo_root: Path, catalog: SchemaCatalog) -> N
 
 
 def test_defaults_apply_and_topics_override(tmp_path: Path) -> None:
-    topology = load(tmp_path, """
+    topology = load(
+        tmp_path,
+        """
 defaults: {partitions: 4, config: {min.insync.replicas: 2}}
 topics:
   a.events: {}
   b.events: {partitions: 2, retention: 12h, config: {segment.ms: 3600000}}
-""")
+""",
+    )
     a, b = topology.topics  # type: ignore[attr-defined]
     assert (a.partitions, b.partitions) == (4, 2)
-    assert b.kafka_config() == {"min.insync.replicas": "2", "segment.ms": "3600000",
-                                "cleanup.policy": "delete", "retention.ms": "43200000"}
+    assert b.kafka_config() == {
+        "min.insync.replicas": "2",
+        "segment.ms": "3600000",
+        "cleanup.policy": "delete",
+        "retention.ms": "43200000",
+    }
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("topics:\n  a.events: {partitions: 0}",
-     "topics.yaml, topic 'a.events', field 'partitions': Input should be greater than 0 (got 0)"),
-    ("topics:\n  a.events: {partitons: 3}",
-     "topics.yaml, topic 'a.events', field 'partitons': unknown field"),
-    ("topics:\n  a.events: {retention: soon}",
-     "topics.yaml, topic 'a.events', field 'retention': Value error, 'soon' is not a duration"),
-    ("topics:\n  a.events: {cleanup_policy: keep}",
-     "topics.yaml, topic 'a.events', field 'cleanup_policy'"),
-    ("topics:\n  'bad name!': {}",
-     "topics.yaml, topic 'bad name!', field 'name'"),
-    ("topic:\n  a.events: {}", "topics.yaml: unknown top-level key(s) ['topic']"),
-    ("topics: [a, b]", "topics.yaml: 'topics' must be a mapping"),
-    ("topics:\n  a.events: {partitions: 3\n", "topics.yaml: not valid YAML at line"),
-    ("defaults: {partitions: many}\ntopics: {}",
-     "topics.yaml, defaults, field 'partitions'"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "topics:\n  a.events: {partitions: 0}",
+            "topic 'a.events', field 'partitions': Input should be greater than 0 (got 0)",
+        ),
+        (
+            "topics:\n  a.events: {partitons: 3}",
+            "topics.yaml, topic 'a.events', field 'partitons': unknown field",
+        ),
+        (
+            "topics:\n  a.events: {retention: soon}",
+            "topic 'a.events', field 'retention': Value error, 'soon' is not a duration",
+        ),
+        (
+            "topics:\n  a.events: {cleanup_policy: keep}",
+            "topics.yaml, topic 'a.events', field 'cleanup_policy'",
+        ),
+        ("topics:\n  'bad name!': {}", "topics.yaml, topic 'bad name!', field 'name'"),
+        ("topic:\n  a.events: {}", "topics.yaml: unknown top-level key(s) ['topic']"),
+        ("topics: [a, b]", "topics.yaml: 'topics' must be a mapping"),
+        ("topics:\n  a.events: {partitions: 3\n", "topics.yaml: not valid YAML at line"),
+        ("defaults: {partitions: many}\ntopics: {}", "topics.yaml, defaults, field 'partitions'"),
+    ],
+)
 def test_malformed_files_name_file_entry_and_field(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(TopologyError) as caught:
         load(tmp_path, text)
@@ -61,15 +77,20 @@ def test_malformed_files_name_file_entry_and_field(tmp_path: Path, text: str, me
 
 
 def test_unknown_schema_is_named(tmp_path: Path, catalog: SchemaCatalog) -> None:
-    with pytest.raises(TopologyError, match=r"topic 'a.events', field 'schemas': no schema "
-                                            r"declares event type 'shop.v1.Nope'"):
+    with pytest.raises(
+        TopologyError,
+        match=r"topic 'a.events', field 'schemas': no schema "
+        r"declares event type 'shop.v1.Nope'",
+    ):
         load(tmp_path, "topics:\n  a.events: {schemas: [shop.v1.Nope]}", catalog)
 
 
 def test_duplicate_topic_across_files(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text("topics:\n  x.events: {}")
     (tmp_path / "b.yaml").write_text("topics:\n  x.events: {}")
-    with pytest.raises(TopologyError, match=r"b.yaml, topic 'x.events': already declared in .*a.yaml"):
+    with pytest.raises(
+        TopologyError, match=r"b.yaml, topic 'x.events': already declared in .*a.yaml"
+    ):
         load_topology(tmp_path)
 
 

@@ -12,8 +12,14 @@ from sagalog.contracts.validation import to_avro_datum
 from sagalog.errors import EventValidationError
 
 GOOD = {
-    "request_id": "r-1", "requester": "ana@example.com", "department": "it", "title": "Laptops",
-    "description": "ten", "amount": "12500.5", "currency": "EUR", "vendor": "Acme",
+    "request_id": "r-1",
+    "requester": "ana@example.com",
+    "department": "it",
+    "title": "Laptops",
+    "description": "ten",
+    "amount": "12500.5",
+    "currency": "EUR",
+    "vendor": "Acme",
     "submitted_at": "2026-11-29T07:30:00Z",
 }
 
@@ -45,11 +51,24 @@ def test_every_problem_is_named(catalog: SchemaCatalog) -> None:
 
 
 def test_nested_paths_and_unions(catalog: SchemaCatalog) -> None:
-    schema = {"type": "record", "name": "R", "fields": [
-        {"name": "lines", "type": {"type": "array", "items": {
-            "type": "record", "name": "Line", "fields": [{"name": "qty", "type": "int"}]}}},
-        {"name": "note", "type": ["null", "string"], "default": None},
-    ]}
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [
+            {
+                "name": "lines",
+                "type": {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "Line",
+                        "fields": [{"name": "qty", "type": "int"}],
+                    },
+                },
+            },
+            {"name": "note", "type": ["null", "string"], "default": None},
+        ],
+    }
     with pytest.raises(EventValidationError) as caught:
         to_avro_datum(schema, {"lines": [{"qty": 1}, {"qty": "two"}], "note": 5}, event_type="R")
     assert "lines[1].qty: expected an integer (int), got 'two'" in str(caught.value)

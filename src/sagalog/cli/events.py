@@ -9,6 +9,7 @@ import click
 
 from sagalog.cli.context import Project, pass_project
 from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.headers import header_dict
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import EventValidationError
 from sagalog.publisher import EventPublisher
@@ -21,13 +22,23 @@ from sagalog.tail import tail
 @click.argument("payload", metavar="JSON")
 @click.option("--workflow-id", help="The workflow (and record key); a new id when omitted.")
 @click.option("--causation-id", help="The id of the event this one reacts to.")
-@click.option("--correlation-id", help="Shared by a business transaction; defaults to the workflow id.")
+@click.option(
+    "--correlation-id", help="Shared by a business transaction; defaults to the workflow id."
+)
 @click.option("--flow-version", type=int, help="The flow version the workflow runs under.")
 @click.option("--source", default="sagalog/cli", show_default=True, help="The ce_source header.")
 @pass_project
-def publish(project: Project, topic: str, event_type: str, payload: str, workflow_id: str | None,
-            causation_id: str | None, correlation_id: str | None, flow_version: int | None,
-            source: str) -> None:
+def publish(
+    project: Project,
+    topic: str,
+    event_type: str,
+    payload: str,
+    workflow_id: str | None,
+    causation_id: str | None,
+    correlation_id: str | None,
+    flow_version: int | None,
+    source: str,
+) -> None:
     """Validate JSON against EVENT_TYPE's schema and publish it to TOPIC.
 
     JSON is the payload itself, or @file to read it from a file. Prints where the
@@ -47,31 +58,68 @@ def publish(project: Project, topic: str, event_type: str, payload: str, workflo
         ) from exc
     publisher = EventPublisher(project.settings, catalog=project.catalog, source=source)
     published = publisher.publish(
-        topic, event_type, data, workflow_id=workflow_id, causation_id=causation_id,
-        correlation_id=correlation_id, flow_version=flow_version,
+        topic,
+        event_type,
+        data,
+        workflow_id=workflow_id,
+        causation_id=causation_id,
+        correlation_id=correlation_id,
+        flow_version=flow_version,
     )
-    click.echo(json.dumps({
-        "topic": published.topic, "partition": published.partition, "offset": published.offset,
-        "headers": {k: v.decode() for k, v in published.headers.to_kafka()},
-    }))
+    click.echo(
+        json.dumps(
+            {
+                "topic": published.topic,
+                "partition": published.partition,
+                "offset": published.offset,
+                "headers": header_dict(published.headers.to_kafka()),
+            }
+        )
+    )
 
 
 @click.command("tail")
 @click.argument("topic")
-@click.option("--from-beginning/--from-end", default=True, show_default=True,
-              help="Start at the oldest record or only show new ones.")
+@click.option(
+    "--from-beginning/--from-end",
+    default=True,
+    show_default=True,
+    help="Start at the oldest record or only show new ones.",
+)
 @click.option("-n", "--max", "max_records", type=int, help="Stop after this many records.")
-@click.option("--idle-timeout", type=float,
-              help="Stop after this many seconds without a record (default: follow forever).")
+@click.option(
+    "--idle-timeout",
+    type=float,
+    help="Stop after this many seconds without a record (default: follow forever).",
+)
+@click.option(
+    "--workflow",
+    "workflow_id",
+    metavar="ID",
+    help="Only this workflow's events (filtered on the ce_workflowid header).",
+)
 @pass_project
-def tail_command(project: Project, topic: str, from_beginning: bool, max_records: int | None,
-                 idle_timeout: float | None) -> None:
+def tail_command(
+    project: Project,
+    topic: str,
+    from_beginning: bool,
+    max_records: int | None,
+    idle_timeout: float | None,
+    workflow_id: str | None,
+) -> None:
     """Print TOPIC's events, decoded, with their headers, as JSON lines.
 
     Reads committed records only and joins no consumer group, so it never moves a
     service's offsets. Records that do not decode are printed with an "error" field.
     """
     codec = EventCodec(catalog=project.catalog, registry=SchemaRegistry(project.settings))
-    for record in tail(project.settings, codec, topic, from_beginning=from_beginning,
-                       max_records=max_records, idle_timeout_s=idle_timeout):
+    for record in tail(
+        project.settings,
+        codec,
+        topic,
+        from_beginning=from_beginning,
+        max_records=max_records,
+        idle_timeout_s=idle_timeout,
+        workflow_id=workflow_id,
+    ):
         click.echo(json.dumps(record.to_json(), ensure_ascii=False))

@@ -31,16 +31,27 @@ class _Sagalog(click.Group):
             raise click.exceptions.Exit(exc.exit_code) from exc
 
 
-@click.group(cls=_Sagalog, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=_Sagalog, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(__version__, prog_name="sagalog")
-@click.option("--project-dir", type=click.Path(file_okay=False, exists=True),
-              help="Folder holding schemas/ and topology/ [env SAGALOG_PROJECT_DIR; default .]")
-@click.option("--bootstrap-servers", metavar="HOST:PORT",
-              help="Kafka brokers [env SAGALOG_BOOTSTRAP_SERVERS; default 127.0.0.1:9092]")
-@click.option("--schema-registry-url", metavar="URL",
-              help="Confluent-compatible registry API [env SAGALOG_SCHEMA_REGISTRY_URL]")
+@click.option(
+    "--project-dir",
+    type=click.Path(file_okay=False, exists=True),
+    help="Folder holding schemas/ and topology/ [env SAGALOG_PROJECT_DIR; default .]",
+)
+@click.option(
+    "--bootstrap-servers",
+    metavar="HOST:PORT",
+    help="Kafka brokers [env SAGALOG_BOOTSTRAP_SERVERS; default 127.0.0.1:9092]",
+)
+@click.option(
+    "--schema-registry-url",
+    metavar="URL",
+    help="Confluent-compatible registry API [env SAGALOG_SCHEMA_REGISTRY_URL]",
+)
 @click.pass_context
-def cli(ctx: click.Context, **options: Any) -> None:
+def cli(ctx: click.Context, /, **options: Any) -> None:
     """sagalog: long-running, event-sourced workflows on Apache Kafka.
 
     Start with `sagalog dev up` (local Kafka and schema registry), then

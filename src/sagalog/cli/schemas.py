@@ -36,11 +36,19 @@ def check(project: Project, as_json: bool) -> None:
     """
     report = check_schemas(project.root / "schemas")
     if as_json:
-        click.echo(json.dumps({
-            "rule": RULE, "ok": report.ok, "checked": report.checked,
-            "incompatibilities": [str(i) for i in report.incompatibilities],
-            "deleted": report.deleted, "warnings": report.warnings,
-        }, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "rule": RULE,
+                    "ok": report.ok,
+                    "checked": report.checked,
+                    "incompatibilities": [str(i) for i in report.incompatibilities],
+                    "deleted": report.deleted,
+                    "warnings": report.warnings,
+                },
+                indent=2,
+            )
+        )
     else:
         for warning in report.warnings:
             click.secho(f"warning: {warning}", fg="yellow", err=True)
@@ -52,7 +60,8 @@ def check(project: Project, as_json: bool) -> None:
             click.secho(
                 f"deleted: {path} was removed in commit {commit}; old events of that type can "
                 "no longer be decoded by new code: restore it (deprecate, never delete)",
-                fg="red", err=True,
+                fg="red",
+                err=True,
             )
         if report.ok:
             click.secho(f"ok: {len(report.checked)} schema(s) satisfy {RULE}", fg="green")

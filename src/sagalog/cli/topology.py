@@ -26,8 +26,11 @@ def _show(plan: Plan) -> None:
 
 
 @topology.command()
-@click.option("--detailed-exitcode", is_flag=True,
-              help="Exit 0 when nothing would change, 10 when something would (for CI).")
+@click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help="Exit 0 when nothing would change, 10 when something would (for CI).",
+)
 @pass_project
 def plan(project: Project, detailed_exitcode: bool) -> None:
     """Show how the cluster and registry differ from the topology files."""
@@ -39,8 +42,9 @@ def plan(project: Project, detailed_exitcode: bool) -> None:
 
 
 @topology.command()
-@click.option("--force", is_flag=True,
-              help="Also make changes that lose data or reorder keyed history.")
+@click.option(
+    "--force", is_flag=True, help="Also make changes that lose data or reorder keyed history."
+)
 @pass_project
 def apply(project: Project, force: bool) -> None:
     """Create and update topics and register schemas, idempotently.

@@ -99,7 +99,7 @@ def load_schema_file(path: Path, *, root: Path) -> EventSchema:
     if namespace != expected_namespace:
         raise SchemaError(
             f"{relative}: namespace is '{namespace}' but the path says '{expected_namespace}'; "
-            f"set \"namespace\": \"{expected_namespace}\" or move the file"
+            f'set "namespace": "{expected_namespace}" or move the file'
         )
     if path.name != file_name_for(record_name):
         raise SchemaError(
@@ -108,7 +108,9 @@ def load_schema_file(path: Path, *, root: Path) -> EventSchema:
         )
     full_name = f"{namespace}.{record_name}"
     text = json.dumps(definition, separators=(",", ":"), sort_keys=False)
-    return EventSchema(name=full_name, path=relative, definition=definition, text=text, parsed=parsed)
+    return EventSchema(
+        name=full_name, path=relative, definition=definition, text=text, parsed=parsed
+    )
 
 
 class SchemaCatalog(Mapping[str, EventSchema]):

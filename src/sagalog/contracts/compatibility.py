@@ -84,7 +84,7 @@ def check(
     earlier: Sequence[EarlierVersion],
 ) -> list[Incompatibility]:
     """Every way ``candidate`` breaks FULL_TRANSITIVE against the ``earlier`` versions."""
-    checker = ReaderWriterCompatibilityChecker()
+    checker = ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]
     new = _parse(candidate)
     problems: list[Incompatibility] = []
     for version in earlier:

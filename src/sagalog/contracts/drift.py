@@ -62,7 +62,9 @@ def _record_drift(model: type[BaseModel], record: Mapping[str, Any], *, path: st
         elif has_default and "default" not in avro_field:
             problems.append(f"{where}: {model.__name__} has a default, the schema has none")
         elif "default" in avro_field and info.default is not PydanticUndefined:
-            model_default = info.default.value if isinstance(info.default, enum.Enum) else info.default
+            model_default = (
+                info.default.value if isinstance(info.default, enum.Enum) else info.default
+            )
             if model_default != avro_field["default"]:
                 problems.append(
                     f"{where}: default {model_default!r} in {model.__name__}, "
@@ -82,7 +84,7 @@ def _strip_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
-def _type_drift(avro_type: Any, annotation: Any, *, where: str) -> list[str]:  # noqa: PLR0911
+def _type_drift(avro_type: Any, annotation: Any, *, where: str) -> list[str]:
     if isinstance(avro_type, list):
         branches = [b for b in avro_type if b != "null"]
         inner, optional = _strip_optional(annotation)
@@ -103,22 +105,30 @@ def _type_drift(avro_type: Any, annotation: Any, *, where: str) -> list[str]:  #
     expected = _LOGICAL.get(logical or "") or _PRIMITIVES.get(kind)
     if expected is not None:
         if annotation is not expected:
-            return [f"{where}: the schema says {logical or kind} ({expected.__name__}), "
-                    f"the class says {_name(annotation)}"]
+            return [
+                f"{where}: the schema says {logical or kind} ({expected.__name__}), "
+                f"the class says {_name(annotation)}"
+            ]
         return []
     if kind == "enum":
         if not (isinstance(annotation, type) and issubclass(annotation, enum.Enum)):
-            return [f"{where}: the schema says enum {avro_type['name']}, "
-                    f"the class says {_name(annotation)}"]
+            return [
+                f"{where}: the schema says enum {avro_type['name']}, "
+                f"the class says {_name(annotation)}"
+            ]
         symbols = [m.value for m in annotation]
         if symbols != list(avro_type["symbols"]):
-            return [f"{where}: enum symbols {symbols} in the class, "
-                    f"{avro_type['symbols']} in the schema"]
+            return [
+                f"{where}: enum symbols {symbols} in the class, "
+                f"{avro_type['symbols']} in the schema"
+            ]
         return []
     if kind == "record":
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return [f"{where}: the schema says record {avro_type['name']}, "
-                    f"the class says {_name(annotation)}"]
+            return [
+                f"{where}: the schema says record {avro_type['name']}, "
+                f"the class says {_name(annotation)}"
+            ]
         return _record_drift(annotation, avro_type, path=where)
     if kind in ("array", "map"):
         origin = typing.get_origin(annotation)
@@ -127,8 +137,9 @@ def _type_drift(avro_type: Any, annotation: Any, *, where: str) -> list[str]:  #
             return [f"{where}: the schema says {kind}, the class says {_name(annotation)}"]
         args = typing.get_args(annotation)
         inner = args[0] if kind == "array" else args[1]
-        return _type_drift(avro_type["items" if kind == "array" else "values"], inner,
-                           where=f"{where}[]")
+        return _type_drift(
+            avro_type["items" if kind == "array" else "values"], inner, where=f"{where}[]"
+        )
     return [f"{where}: Avro type {kind!r} has no class mapping"]
 
 

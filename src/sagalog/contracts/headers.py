@@ -79,7 +79,7 @@ class EventHeaders:
     traceparent: str | None = None
     tracestate: str | None = None
 
-    def to_kafka(self) -> list[tuple[str, bytes]]:
+    def to_kafka(self) -> list[tuple[str, str | bytes | None]]:
         """Render as a Kafka header list, omitting absent optional attributes."""
         pairs: list[tuple[str, str | None]] = [
             (H_SPECVERSION, SPEC_VERSION),

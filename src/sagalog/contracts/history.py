@@ -35,10 +35,19 @@ class SchemaHistory:
         """Every committed version of ``path`` (renames followed), newest first."""
         if self.repo is None:
             return []
-        log = _git(
-            self.repo, "log", "--follow", "--format=@%h %cs", "--name-only", "--",
-            str(path.resolve().relative_to(self.repo)), check=False,
-        ) or ""  # no output: no commits yet, or the file is new
+        log = (
+            _git(
+                self.repo,
+                "log",
+                "--follow",
+                "--format=@%h %cs",
+                "--name-only",
+                "--",
+                str(path.resolve().relative_to(self.repo)),
+                check=False,
+            )
+            or ""
+        )  # no output: no commits yet, or the file is new
         versions: list[EarlierVersion] = []
         commit = ""
         for line in log.splitlines():
@@ -50,8 +59,9 @@ class SchemaHistory:
                 if text is None:  # the commit deleted it; nothing to read
                     continue
                 definition, _ = parse_schema_text(text, origin=f"{line.strip()} at {sha}")
-                versions.append(EarlierVersion(label=f"commit {sha} ({date})",
-                                               definition=definition))
+                versions.append(
+                    EarlierVersion(label=f"commit {sha} ({date})", definition=definition)
+                )
                 commit = ""
         return versions
 
@@ -60,10 +70,20 @@ class SchemaHistory:
         if self.repo is None:
             return {}
         relative = schema_root.resolve().relative_to(self.repo)
-        log = _git(
-            self.repo, "log", "--diff-filter=D", "--format=@%h", "--name-only", "--",
-            f"{relative}/*.avsc", f"{relative}/**/*.avsc", check=False,
-        ) or ""
+        log = (
+            _git(
+                self.repo,
+                "log",
+                "--diff-filter=D",
+                "--format=@%h",
+                "--name-only",
+                "--",
+                f"{relative}/*.avsc",
+                f"{relative}/**/*.avsc",
+                check=False,
+            )
+            or ""
+        )
         deleted: dict[str, str] = {}
         commit = ""
         for line in log.splitlines():

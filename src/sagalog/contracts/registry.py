@@ -88,9 +88,9 @@ class SchemaRegistry:
             raise SchemaError(f"registry refused to read subject {subject}: {exc}") from exc
         return RegisteredVersion(
             subject=subject,
-            version=registered.version,
-            schema_id=registered.schema_id,
-            definition=json.loads(registered.schema.schema_str),
+            version=int(registered.version or 0),
+            schema_id=int(registered.schema_id or 0),
+            definition=json.loads(registered.schema.schema_str or "null"),
         )
 
     def compatibility(self, subject: str) -> str | None:
@@ -156,14 +156,12 @@ class SchemaRegistry:
                     "run `sagalog topology apply` to register the schemas the topology declares"
                 ) from exc
             raise SchemaError(f"registry refused to look up {subject}: {exc}") from exc
-        return int(registered.schema_id)
+        return int(registered.schema_id or 0)
 
     def writer_schema(self, schema_id: int) -> Any:
         """The schema JSON registered under global ``schema_id`` (cached by the client)."""
         try:
-            schema = self._call(
-                f"schema id {schema_id}", lambda: self.client.get_schema(schema_id)
-            )
+            schema = self._call(f"schema id {schema_id}", lambda: self.client.get_schema(schema_id))
         except SchemaRegistryError as exc:
             raise SchemaError(f"unknown schema id {schema_id} in {self.url}: {exc}") from exc
-        return json.loads(schema.schema_str)
+        return json.loads(schema.schema_str or "null")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
 import datetime as dt
 import decimal
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,9 +34,7 @@ def to_avro_datum(schema: Mapping[str, Any], payload: Any, *, event_type: str) -
     datum = _convert(schema, payload, path="", named=named, problems=problems)
     if problems:
         listed = "\n  ".join(problems)
-        raise EventValidationError(
-            f"payload does not match schema {event_type}:\n  {listed}"
-        )
+        raise EventValidationError(f"payload does not match schema {event_type}:\n  {listed}")
     assert isinstance(datum, dict)
     return datum
 
@@ -46,7 +44,7 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _convert(  # noqa: PLR0911, PLR0912 - one branch per Avro type reads best as one function
+def _convert(
     schema: Any,
     value: Any,
     *,
@@ -76,7 +74,11 @@ def _convert(  # noqa: PLR0911, PLR0912 - one branch per Avro type reads best as
         known = {f["name"] for f in schema["fields"]}
         for unknown in sorted(set(value) - known):
             close = difflib.get_close_matches(unknown, known, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"the schema has {', '.join(sorted(known))}"
+            hint = (
+                f"did you mean '{close[0]}'?"
+                if close
+                else f"the schema has {', '.join(sorted(known))}"
+            )
             problems.append(f"{_join(path, unknown)}: unknown field; {hint}")
         for fld in schema["fields"]:
             name = fld["name"]
@@ -142,8 +144,9 @@ def _convert(  # noqa: PLR0911, PLR0912 - one branch per Avro type reads best as
             problems.append(f"{where}: expected an object (map), got {_describe(value)}")
             return value
         return {
-            str(k): _convert(schema["values"], v, path=_join(path, str(k)), named=named,
-                             problems=problems)
+            str(k): _convert(
+                schema["values"], v, path=_join(path, str(k)), named=named, problems=problems
+            )
             for k, v in value.items()
         }
     problems.append(f"{where}: unsupported Avro type {kind!r}")
@@ -151,7 +154,11 @@ def _convert(  # noqa: PLR0911, PLR0912 - one branch per Avro type reads best as
 
 
 def _convert_union(
-    branches: list[Any], value: Any, *, path: str, named: dict[str, Mapping[str, Any]],
+    branches: list[Any],
+    value: Any,
+    *,
+    path: str,
+    named: dict[str, Mapping[str, Any]],
     problems: list[str],
 ) -> Any:
     if value is None and any(b == "null" or b == {"type": "null"} for b in branches):

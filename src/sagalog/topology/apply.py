@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
-    AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
@@ -72,7 +71,8 @@ class TopologyClient:
             for resource, future in futures.items():
                 entries = future.result(timeout=self.timeout)
                 configs[resource.name] = {
-                    key: entries[key].value for key in declared_keys[resource.name]
+                    key: entries[key].value
+                    for key in declared_keys[resource.name]
                     if key in entries and entries[key].value is not None
                 }
         states = {}
@@ -80,7 +80,9 @@ class TopologyClient:
             partitions = metadata.topics[name].partitions
             replicas = len(next(iter(partitions.values())).replicas) if partitions else 0
             states[name] = TopicState(
-                name=name, partitions=len(partitions), replication_factor=replicas,
+                name=name,
+                partitions=len(partitions),
+                replication_factor=replicas,
                 config=configs.get(name, {}),
             )
         return states
@@ -135,20 +137,27 @@ class TopologyClient:
                 self._create(change.spec)
             case ChangeKind.ADD_PARTITIONS:
                 assert change.spec is not None
-                self._wait(self.admin.create_partitions(
-                    [NewPartitions(change.target, change.spec.partitions)],
-                    request_timeout=self.timeout,
-                ).values(), f"add partitions to {change.target}")
+                self._wait(
+                    self.admin.create_partitions(
+                        [NewPartitions(change.target, change.spec.partitions)],
+                        request_timeout=self.timeout,
+                    ).values(),
+                    f"add partitions to {change.target}",
+                )
             case ChangeKind.ALTER_CONFIG:
                 entries = [
                     ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
                     for k, v in change.config.items()
                 ]
-                resource = ConfigResource(ResourceType.TOPIC, change.target,
-                                          incremental_configs=entries)
-                self._wait(self.admin.incremental_alter_configs(
-                    [resource], request_timeout=self.timeout).values(),
-                    f"alter config of {change.target}")
+                resource = ConfigResource(
+                    ResourceType.TOPIC, change.target, incremental_configs=entries
+                )
+                self._wait(
+                    self.admin.incremental_alter_configs(
+                        [resource], request_timeout=self.timeout
+                    ).values(),
+                    f"alter config of {change.target}",
+                )
             case ChangeKind.DELETE_TOPIC:
                 self._delete(change.target)
             case ChangeKind.RECREATE_TOPIC:
@@ -171,8 +180,10 @@ class TopologyClient:
         deadline = time.monotonic() + max(self.timeout, 30.0)
         while True:
             try:
-                self._wait(self.admin.create_topics([topic], request_timeout=self.timeout)
-                           .values(), f"create topic {spec.name}")
+                self._wait(
+                    self.admin.create_topics([topic], request_timeout=self.timeout).values(),
+                    f"create topic {spec.name}",
+                )
                 return
             except SagalogError as exc:
                 # A topic just deleted is removed asynchronously; creating it again
@@ -182,8 +193,10 @@ class TopologyClient:
                 time.sleep(0.5)
 
     def _delete(self, name: str) -> None:
-        self._wait(self.admin.delete_topics([name], request_timeout=self.timeout).values(),
-                   f"delete topic {name}")
+        self._wait(
+            self.admin.delete_topics([name], request_timeout=self.timeout).values(),
+            f"delete topic {name}",
+        )
         deadline = time.monotonic() + max(self.timeout, 30.0)
         while name in self.admin.list_topics(timeout=self.timeout).topics:
             if time.monotonic() > deadline:

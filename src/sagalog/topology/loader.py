@@ -48,9 +48,7 @@ def load_topology(directory: Path, *, known_schemas: Mapping[str, Any] | None = 
             raise TopologyError(f"{path}: 'topics' must be a mapping of topic name to settings")
         for name, entry in entries.items():
             if name in topics:
-                raise TopologyError(
-                    f"{path}, topic '{name}': already declared in {origin[name]}"
-                )
+                raise TopologyError(f"{path}, topic '{name}': already declared in {origin[name]}")
             topic = _topic(path, str(name), entry, defaults)
             if known_schemas is not None:
                 for schema in topic.schemas:

@@ -54,7 +54,11 @@ class TopicDefaults(BaseModel):
     @field_validator("config", mode="before")
     @classmethod
     def _stringify(cls, value: Any) -> Any:
-        return {str(k): _config_value(v) for k, v in value.items()} if isinstance(value, dict) else value
+        return (
+            {str(k): _config_value(v) for k, v in value.items()}
+            if isinstance(value, dict)
+            else value
+        )
 
 
 class TopicSpec(BaseModel):
@@ -68,7 +72,9 @@ class TopicSpec(BaseModel):
     replication_factor: PositiveInt | None = Field(
         default=None, description="None: the broker's default.replication.factor."
     )
-    retention: DurationMs | None = Field(default=None, description="retention.ms; None: broker default.")
+    retention: DurationMs | None = Field(
+        default=None, description="retention.ms; None: broker default."
+    )
     cleanup_policy: Literal["delete", "compact", "compact,delete"] = "delete"
     config: dict[str, str] = Field(default_factory=dict)
     schemas: tuple[str, ...] = ()
@@ -85,7 +91,11 @@ class TopicSpec(BaseModel):
     @field_validator("config", mode="before")
     @classmethod
     def _stringify(cls, value: Any) -> Any:
-        return {str(k): _config_value(v) for k, v in value.items()} if isinstance(value, dict) else value
+        return (
+            {str(k): _config_value(v) for k, v in value.items()}
+            if isinstance(value, dict)
+            else value
+        )
 
     def kafka_config(self) -> dict[str, str]:
         """The Kafka topic configs this declaration sets (and the plan compares)."""

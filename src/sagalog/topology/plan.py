@@ -98,60 +98,82 @@ def plan_topics(topology: Topology, cluster: Mapping[str, TopicState]) -> list[C
         state = cluster.get(spec.name)
         if state is None:
             rf = spec.replication_factor or "broker default"
-            changes.append(Change(
-                ChangeKind.CREATE_TOPIC, spec.name,
-                f"{spec.partitions} partitions, replication {rf}, "
-                + ", ".join(f"{k}={v}" for k, v in sorted(spec.kafka_config().items())),
-                spec=spec,
-            ))
+            changes.append(
+                Change(
+                    ChangeKind.CREATE_TOPIC,
+                    spec.name,
+                    f"{spec.partitions} partitions, replication {rf}, "
+                    + ", ".join(f"{k}={v}" for k, v in sorted(spec.kafka_config().items())),
+                    spec=spec,
+                )
+            )
             continue
         if spec.partitions < state.partitions:
-            changes.append(Change(
-                ChangeKind.RECREATE_TOPIC, spec.name,
-                f"partitions {state.partitions} -> {spec.partitions}",
-                needs_force=True,
-                reason="Kafka cannot remove partitions: the topic would be deleted and "
-                       "recreated, losing every event in it.",
-                spec=spec,
-            ))
+            changes.append(
+                Change(
+                    ChangeKind.RECREATE_TOPIC,
+                    spec.name,
+                    f"partitions {state.partitions} -> {spec.partitions}",
+                    needs_force=True,
+                    reason="Kafka cannot remove partitions: the topic would be deleted and "
+                    "recreated, losing every event in it.",
+                    spec=spec,
+                )
+            )
             continue
         if spec.partitions > state.partitions:
-            changes.append(Change(
-                ChangeKind.ADD_PARTITIONS, spec.name,
-                f"partitions {state.partitions} -> {spec.partitions}",
-                needs_force=True,
-                reason="more partitions remap keys: running workflows' next events would land "
-                       "in another partition than their history and lose their order.",
-                spec=spec,
-            ))
+            changes.append(
+                Change(
+                    ChangeKind.ADD_PARTITIONS,
+                    spec.name,
+                    f"partitions {state.partitions} -> {spec.partitions}",
+                    needs_force=True,
+                    reason="more partitions remap keys: running workflows' next events would land "
+                    "in another partition than their history and lose their order.",
+                    spec=spec,
+                )
+            )
         if spec.replication_factor and spec.replication_factor != state.replication_factor:
-            changes.append(Change(
-                ChangeKind.UNSUPPORTED, spec.name,
-                f"replication factor {state.replication_factor} -> {spec.replication_factor}",
-                reason="changing replication is a partition reassignment; run "
-                       "kafka-reassign-partitions, then rerun the plan.",
-            ))
+            changes.append(
+                Change(
+                    ChangeKind.UNSUPPORTED,
+                    spec.name,
+                    f"replication factor {state.replication_factor} -> {spec.replication_factor}",
+                    reason="changing replication is a partition reassignment; run "
+                    "kafka-reassign-partitions, then rerun the plan.",
+                )
+            )
         differing = {
-            key: value for key, value in spec.kafka_config().items()
+            key: value
+            for key, value in spec.kafka_config().items()
             if state.config.get(key) != value
         }
         if differing:
-            changes.append(Change(
-                ChangeKind.ALTER_CONFIG, spec.name,
-                ", ".join(f"{k}: {state.config.get(k, '(unset)')} -> {v}"
-                          for k, v in sorted(differing.items())),
-                config=differing,
-            ))
+            changes.append(
+                Change(
+                    ChangeKind.ALTER_CONFIG,
+                    spec.name,
+                    ", ".join(
+                        f"{k}: {state.config.get(k, '(unset)')} -> {v}"
+                        for k, v in sorted(differing.items())
+                    ),
+                    config=differing,
+                )
+            )
     declared = {t.name for t in topology.topics}
     for name in sorted(cluster):
         if name in declared or any(fnmatch.fnmatchcase(name, p) for p in topology.ignore):
             continue
-        changes.append(Change(
-            ChangeKind.DELETE_TOPIC, name, "not declared in the topology",
-            needs_force=True,
-            reason="deleting a topic loses its events (the audit trail); declare it, add it "
-                   "to 'ignore', or rerun with --force to delete it.",
-        ))
+        changes.append(
+            Change(
+                ChangeKind.DELETE_TOPIC,
+                name,
+                "not declared in the topology",
+                needs_force=True,
+                reason="deleting a topic loses its events (the audit trail); declare it, add it "
+                "to 'ignore', or rerun with --force to delete it.",
+            )
+        )
     return changes
 
 
@@ -170,16 +192,31 @@ def plan_schemas(
             subject = subject_for(spec.name, event_type)
             state = subjects.get(subject, SubjectState(definition=None, compatibility=None))
             if state.compatibility != COMPATIBILITY_RULE:
-                changes.append(Change(
-                    ChangeKind.SET_COMPATIBILITY, subject,
-                    f"{state.compatibility or '(inherited)'} -> {COMPATIBILITY_RULE}",
-                    event_type=event_type,
-                ))
+                changes.append(
+                    Change(
+                        ChangeKind.SET_COMPATIBILITY,
+                        subject,
+                        f"{state.compatibility or '(inherited)'} -> {COMPATIBILITY_RULE}",
+                        event_type=event_type,
+                    )
+                )
             definition = catalog[event_type].definition
             if state.definition is None:
-                changes.append(Change(ChangeKind.REGISTER_SCHEMA, subject,
-                                      f"{event_type} (first version)", event_type=event_type))
+                changes.append(
+                    Change(
+                        ChangeKind.REGISTER_SCHEMA,
+                        subject,
+                        f"{event_type} (first version)",
+                        event_type=event_type,
+                    )
+                )
             elif not same_schema(state.definition, definition):
-                changes.append(Change(ChangeKind.REGISTER_SCHEMA, subject,
-                                      f"{event_type} (new version)", event_type=event_type))
+                changes.append(
+                    Change(
+                        ChangeKind.REGISTER_SCHEMA,
+                        subject,
+                        f"{event_type} (new version)",
+                        event_type=event_type,
+                    )
+                )
     return changes

@@ -1,0 +1,51 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+# Everything installs into .venv; the local Kafka + schema registry run from Maven
+# Central artifacts (`sagalog dev up`) and are left running; `make down` stops them.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install up down status demo test unit integration lint format clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+up: install
+	$(BIN)/sagalog dev up
+
+down:
+	@if [ -x $(BIN)/sagalog ]; then $(BIN)/sagalog dev down; fi
+
+status: install
+	$(BIN)/sagalog dev status
+
+demo: up
+	SAGALOG=$(BIN)/sagalog deploy/demo/first-touch.sh
+
+lint: install
+	$(BIN)/ruff check src services tests
+	$(BIN)/ruff format --check src services tests
+	$(BIN)/mypy
+
+format: install
+	$(BIN)/ruff format src services tests
+	$(BIN)/ruff check --fix src services tests
+
+unit: install
+	$(BIN)/pytest tests/unit
+
+integration: up
+	$(BIN)/pytest tests/integration
+
+test: up lint
+	$(BIN)/pytest
+
+clean: down
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
