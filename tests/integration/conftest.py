@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from sagalog.cluster import connect_admin
 from sagalog.contracts.catalog import SchemaCatalog
@@ -121,3 +122,8 @@ topics:
     if mine:
         for future in admin.delete_topics(mine, request_timeout=15).values():
             future.result(timeout=15)
+    registry = SchemaRegistryClient(settings.registry_config())
+    for subject in registry.get_subjects():
+        if suffix in subject:
+            registry.delete_subject(subject)
+            registry.delete_subject(subject, permanent=True)
