@@ -43,7 +43,7 @@ def _kafka_version() -> str:
         from sagalog.devstack import DevStackSettings, LocalStack
 
         status = LocalStack(DevStackSettings()).status()
-        return str(getattr(status, "kafka_version", None) or status)
+        return f"{status.kafka.version}, {status.kafka.state}"
     except Exception as exc:  # the stack module reports; the header must never break a run
         return f"unknown ({exc.__class__.__name__})"
 

@@ -1,24 +1,26 @@
 """Fetching and checking the Kafka classpath and the Apicurio Registry distribution.
 
-Both come from Maven Central through ``mvn`` so that a user's mirror, proxy and
-credentials in ``~/.m2/settings.xml`` apply unchanged. Each is fetched once into
-the cache directory, checked against the lock file, and only then moved into
-place: a half-finished or tampered download never becomes the cache.
+The Kafka classpath is resolved by ``mvn`` (it needs transitive resolution), so a
+user's mirror, proxy and credentials in ``~/.m2/settings.xml`` apply unchanged;
+the registry is one file, downloaded over HTTPS (see ``download``). Each is
+fetched once into the cache directory, checked against the lock file, and only
+then moved into place: a half-finished or tampered download never becomes the cache.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tarfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from sagalog.devstack.download import download_verified, repository_path
 from sagalog.devstack.lockfile import (
     DevStackLock,
     RegistryDistribution,
     describe_mismatch,
-    sha256_of,
     verify_directory,
 )
 from sagalog.errors import LocalStackError
@@ -27,6 +29,8 @@ from sagalog.errors import LocalStackError
 MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 MAVEN_TIMEOUT_S = 1800.0
 _VERIFIED_MARKER = ".sagalog-verified"
+#: Maven 3.8 prints colour resets even with -B -q; they would garble error messages.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 Progress = Callable[[str], None]
 
@@ -41,8 +45,8 @@ def registry_home(*, cache_dir: Path, distribution: RegistryDistribution) -> Pat
     return cache_dir / "apicurio-registry" / distribution.version
 
 
-def maven_command(*, goal: str, arguments: Sequence[str]) -> list[str]:
-    """The ``mvn`` command line for one goal of the dependency plugin.
+def find_maven() -> str:
+    """The ``mvn`` executable.
 
     Raises:
         LocalStackError: ``mvn`` is not installed; it is only needed on a cold cache.
@@ -50,10 +54,15 @@ def maven_command(*, goal: str, arguments: Sequence[str]) -> list[str]:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise LocalStackError(
-            "Maven (`mvn`) is not on PATH; sagalog needs it once to fetch Kafka and the "
-            "schema registry from Maven Central into the cache: install it "
-            "(`apt-get install maven`, or `brew install maven`) and rerun `sagalog dev up`"
+            "Maven (`mvn`) is not on PATH; sagalog needs it once to resolve Kafka's jars "
+            "from Maven Central into the cache: install it (`apt-get install maven`, or "
+            "`brew install maven`) and rerun `sagalog dev up`"
         )
+    return mvn
+
+
+def maven_command(*, mvn: str, goal: str, arguments: Sequence[str]) -> list[str]:
+    """The ``mvn`` command line for one goal of the (pinned) dependency plugin."""
     return [
         mvn,
         "-B",
@@ -82,8 +91,8 @@ def run_maven(*, command: Sequence[str], cwd: Path, what: str) -> None:
             f"(`{' '.join(command)}`): check the network path to Maven Central and rerun"
         ) from exc
     if completed.returncode != 0:
-        output = (completed.stdout + completed.stderr).strip().splitlines()
-        tail = "\n".join(output[-20:])
+        output = _ANSI.sub("", completed.stdout + completed.stderr).strip().splitlines()
+        tail = "\n".join(line for line in output[-20:] if line.strip())
         raise LocalStackError(
             f"Maven could not fetch {what} (exit {completed.returncode}) with "
             f"`{' '.join(command)}`:\n{tail}\nCheck access to Maven Central (or the mirror in "
@@ -129,9 +138,11 @@ def ensure_kafka_jars(*, cache_dir: Path, lock: DevStackLock, progress: Progress
                 "to fetch it again"
             )
         return final
+    mvn = find_maven()
     progress(f"kafka: resolving Kafka {lock.kafka.version} jars with Maven (first run only)…")
     staging = _staging_dir(final)
     command = maven_command(
+        mvn=mvn,
         goal="copy-dependencies",
         arguments=[
             "-f",
@@ -140,23 +151,30 @@ def ensure_kafka_jars(*, cache_dir: Path, lock: DevStackLock, progress: Progress
             "-DincludeScope=runtime",
         ],
     )
-    run_maven(command=command, cwd=staging, what=f"the Kafka {lock.kafka.version} jars")
-    mismatches = verify_directory(directory=staging, expected=lock.kafka.jars)
-    if mismatches:
+    try:
+        run_maven(command=command, cwd=staging, what=f"the Kafka {lock.kafka.version} jars")
+        mismatches = verify_directory(directory=staging, expected=lock.kafka.jars)
+        if mismatches:
+            raise LocalStackError(
+                f"the jars Maven resolved from {lock.kafka_pom} do not match the lock:\n"
+                + "\n".join(describe_mismatch(m) for m in mismatches)
+                + "\nA mirror served other bytes or the pom and lock disagree: delete the "
+                "affected entries under ~/.m2/repository and retry, or refresh the lock "
+                "(deploy/local/README.md)"
+            )
+    except LocalStackError:
         shutil.rmtree(staging, ignore_errors=True)
-        raise LocalStackError(
-            f"the jars Maven resolved from {lock.kafka_pom} do not match the lock:\n"
-            + "\n".join(describe_mismatch(m) for m in mismatches)
-            + "\nA mirror served other bytes or the pom and lock disagree: delete the "
-            "affected entries under ~/.m2/repository and retry, or refresh the lock "
-            "(deploy/local/README.md)"
-        )
+        raise
     _promote(staging=staging, final=final)
     return final
 
 
 def ensure_registry(
-    *, cache_dir: Path, distribution: RegistryDistribution, progress: Progress
+    *,
+    cache_dir: Path,
+    distribution: RegistryDistribution,
+    repository_url: str,
+    progress: Progress,
 ) -> Path:
     """Return the directory of the unpacked, verified registry, fetching it on first use.
 
@@ -164,7 +182,7 @@ def ensure_registry(
     holding its digest tells later runs that the directory came from the locked bytes.
 
     Raises:
-        LocalStackError: Maven is missing or fails, or the tarball differs from the lock.
+        LocalStackError: the download fails, or the tarball differs from the lock.
     """
     final = registry_home(cache_dir=cache_dir, distribution=distribution)
     marker = final / _VERIFIED_MARKER
@@ -176,34 +194,20 @@ def ensure_registry(
             f"against the lock (missing or different {_VERIFIED_MARKER}): delete the cache "
             f"entry (`rm -r {final}`) and rerun `sagalog dev up` to fetch it again"
         )
-    progress(
-        f"registry: fetching Apicurio Registry {distribution.version} with Maven "
-        "(first run only, about 110-160 MB)…"
-    )
+    url = f"{repository_url.rstrip('/')}/{repository_path(distribution.artifact)}"
+    progress(f"registry: downloading Apicurio Registry {distribution.version} (first run only)…")
     staging = _staging_dir(final)
-    download = staging / ".download"
-    download.mkdir()
-    command = maven_command(
-        goal="copy",
-        arguments=[f"-Dartifact={distribution.artifact}", f"-DoutputDirectory={download}"],
+    tarball = staging / distribution.file_name
+    download_verified(
+        url=url,
+        target=tarball,
+        expected_sha256=distribution.sha256,
+        report=_quarter_reporter(progress, label=f"registry: {distribution.file_name}"),
     )
-    run_maven(
-        command=command, cwd=download, what=f"Apicurio Registry {distribution.version}"
-    )
-    tarball = download / distribution.file_name
-    actual = sha256_of(tarball) if tarball.is_file() else None
-    if actual != distribution.sha256:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise LocalStackError(
-            f"checksum mismatch for {tarball}: expected sha256 {distribution.sha256}, "
-            f"got {actual or 'no file'}; delete the cache entry "
-            f"(~/.m2/repository/io/apicurio/apicurio-registry-app/{distribution.version}) "
-            "and retry"
-        )
     progress(f"registry: unpacking Apicurio Registry {distribution.version}…")
     with tarfile.open(tarball, mode="r:gz") as archive:
         archive.extractall(staging, filter="data")
-    shutil.rmtree(download)
+    tarball.unlink()
     if not (staging / distribution.launcher).is_file():
         shutil.rmtree(staging, ignore_errors=True)
         raise LocalStackError(
@@ -213,3 +217,19 @@ def ensure_registry(
     (staging / _VERIFIED_MARKER).write_text(distribution.sha256 + "\n", encoding="utf-8")
     _promote(staging=staging, final=final)
     return final
+
+
+def _quarter_reporter(progress: Progress, *, label: str) -> Callable[[int, int | None], None]:
+    """Turn byte counts into at most four progress lines (25, 50, 75, 100 %)."""
+    reported = 0
+
+    def report(received: int, total: int | None) -> None:
+        nonlocal reported
+        if not total:
+            return
+        quarter = received * 4 // total
+        if quarter > reported:
+            reported = quarter
+            progress(f"{label}: {received >> 20} of {total >> 20} MB")
+
+    return report

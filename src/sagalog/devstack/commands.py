@@ -167,6 +167,8 @@ def registry_system_properties(
         "apicurio.datasource.jdbc.min-size": "2",
         "apicurio.datasource.jdbc.max-size": "20",
         "apicurio.storage.snapshot.location": str(work_dir),
+        # One line per HTTP request (readiness probes included) drowns the audit log.
+        "quarkus.http.access-log.enabled": "false",
     }
     if distribution.management_interface:
         properties["quarkus.management.host"] = LOOPBACK

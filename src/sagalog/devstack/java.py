@@ -89,10 +89,19 @@ def java_candidates(*, settings: DevStackSettings) -> list[JavaCandidate]:
 
     The explicit settings come first so a user can always force a JDK; then the
     ``java`` on PATH (what the user runs by habit); then every JDK under the usual
-    install roots, newest-looking last names first.
+    install roots, in reverse name order (``temurin-25`` before ``java-17``).
+
+    Raises:
+        LocalStackError: ``SAGALOG_DEV_JAVA_HOME`` is set but holds no ``bin/java``;
+            a stale inherited ``JAVA_HOME`` is skipped instead, as shells often carry one.
     """
     ordered: list[JavaCandidate] = []
     if settings.java_home is not None:
+        if not (settings.java_home / "bin" / "java").is_file():
+            raise LocalStackError(
+                f"SAGALOG_DEV_JAVA_HOME={settings.java_home} has no bin/java: point it at the "
+                f"home directory of a JDK 17 or newer, or unset it to let sagalog search"
+            )
         ordered.append(JavaCandidate(settings.java_home / "bin" / "java", "SAGALOG_DEV_JAVA_HOME"))
     if settings.inherited_java_home is not None:
         ordered.append(JavaCandidate(settings.inherited_java_home / "bin" / "java", "JAVA_HOME"))
@@ -131,7 +140,9 @@ def probe_java(candidate: JavaCandidate) -> JavaRuntime | None:
     release = candidate.executable.parent.parent / "release"
     if release.is_file():
         try:
-            version, major = parse_java_version(release.read_text(encoding="utf-8", errors="replace"))
+            version, major = parse_java_version(
+                release.read_text(encoding="utf-8", errors="replace")
+            )
         except ValueError:
             pass
         else:

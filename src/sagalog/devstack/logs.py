@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -43,11 +43,15 @@ class _Followed:
     path: Path
     stream: BinaryIO | None = None
     pending: bytes = b""
-    inode: int | None = field(default=None)
+    inode: int | None = None
 
 
-def _reopen_if_replaced(entry: _Followed) -> None:
-    """Open the file once it exists, and again after it was recreated or truncated."""
+def _reopen_if_replaced(entry: _Followed, *, at_end: bool) -> None:
+    """Open the file once it exists, and again after it was recreated or truncated.
+
+    ``at_end`` is True only for the files that exist when following starts: a file
+    that appears or is replaced later is read from its first line.
+    """
     try:
         stat = entry.path.stat()
     except FileNotFoundError:
@@ -58,10 +62,9 @@ def _reopen_if_replaced(entry: _Followed) -> None:
         entry.stream.close()
         entry.stream = None
     if entry.stream is None:
-        first_open = entry.inode is None
         entry.stream = entry.path.open("rb")
         entry.inode = stat.st_ino
-        if first_open:
+        if at_end:
             entry.stream.seek(0, os.SEEK_END)
 
 
@@ -74,12 +77,12 @@ def follow(paths: Mapping[str, Path]) -> Iterator[tuple[str, str]]:
     """
     entries = {name: _Followed(path) for name, path in paths.items()}
     for entry in entries.values():
-        _reopen_if_replaced(entry)
+        _reopen_if_replaced(entry, at_end=True)
     try:
         while True:
             idle = True
             for name, entry in entries.items():
-                _reopen_if_replaced(entry)
+                _reopen_if_replaced(entry, at_end=False)
                 if entry.stream is None:
                     continue
                 chunk = entry.stream.read()

@@ -24,6 +24,8 @@ from sagalog.devstack.settings import inherited_environment
 
 #: How often a wait loop looks again; the waits themselves are bounded by deadlines.
 POLL_INTERVAL_S = 0.1
+#: First line written to a log before each start, so a run's own lines can be found.
+START_MARKER = "=== sagalog dev: starting"
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,7 @@ def spawn_detached(*, command: Sequence[str], log_path: Path) -> int:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     with log_path.open("a", encoding="utf-8") as log:
-        log.write(f"=== sagalog dev: starting at {stamp}: {' '.join(command)}\n")
+        log.write(f"{START_MARKER} at {stamp}: {' '.join(command)}\n")
     return os.posix_spawn(
         command[0],
         list(command),

@@ -52,15 +52,14 @@ class KafkaProbe:
         if not port_answers(host=self._host, port=self._port, timeout_s=min(timeout_s, 0.5)):
             return False
         if self._client is None:
-            self._client = AdminClient(
-                {
-                    "bootstrap.servers": f"{self._host}:{self._port}",
-                    "reconnect.backoff.ms": 50,
-                    "reconnect.backoff.max.ms": 500,
-                    "socket.connection.setup.timeout.ms": 2000,
-                    "logger": _LIBRDKAFKA_LOG,
-                }
-            )
+            config: dict[str, Any] = {
+                "bootstrap.servers": f"{self._host}:{self._port}",
+                "reconnect.backoff.ms": 50,
+                "reconnect.backoff.max.ms": 500,
+                "socket.connection.setup.timeout.ms": 2000,
+                "logger": _LIBRDKAFKA_LOG,
+            }
+            self._client = AdminClient(config)
         try:
             metadata = self._client.list_topics(timeout=timeout_s)
         except KafkaException:

@@ -56,6 +56,9 @@ class DevStackSettings(BaseSettings):
             0 lets the OS pick a free one, so it never collides with another stack.
         cache_dir: downloaded jars and distributions, shared by every stack of the user.
         state_dir: data, logs, pid files and generated configuration of this stack.
+        maven_repository_url: where the registry distribution is downloaded from
+            (a Maven Central mirror works: the lock pins its sha256). The Kafka jars
+            are resolved by ``mvn``, which takes mirrors from ``~/.m2/settings.xml``.
         java_home: a JDK to prefer over the ones found on the machine.
         inherited_java_home: ``JAVA_HOME``, tried after ``java_home``.
         kafka_heap: the broker's ``-Xmx``.
@@ -72,6 +75,7 @@ class DevStackSettings(BaseSettings):
     registry_management_port: int = Field(default=0, ge=0, le=65535)
     cache_dir: Path = Field(default_factory=_default_cache_dir)
     state_dir: Path = Field(default_factory=_default_state_dir)
+    maven_repository_url: str = "https://repo.maven.apache.org/maven2"
     java_home: Path | None = None
     inherited_java_home: Path | None = Field(
         default=None, validation_alias=AliasChoices("JAVA_HOME", "inherited_java_home")

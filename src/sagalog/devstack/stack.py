@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -28,9 +29,9 @@ from sagalog.devstack.commands import (
 from sagalog.devstack.java import JavaFinder, JavaRuntime, java_candidates
 from sagalog.devstack.layout import KAFKA, REGISTRY, StackLayout
 from sagalog.devstack.lockfile import DevStackLock, RegistryDistribution, load_lock
-from sagalog.devstack.reports import ComponentStart, DownReport, StackStatus, UpReport
+from sagalog.devstack.reports import DownReport, StackStatus, UpReport
 from sagalog.devstack.settings import DevStackSettings
-from sagalog.devstack.supervisor import Supervisor
+from sagalog.devstack.supervisor import Launch, Supervisor
 from sagalog.errors import LocalStackError
 
 _FORMAT_TIMEOUT_S = 300.0
@@ -81,7 +82,10 @@ class LocalStack:
 
         Everything that can fail fast (Java, ports) is checked for both components
         before either is started, so a port clash on the registry does not leave
-        a freshly started broker behind.
+        a freshly started broker behind. Both JVMs then boot in parallel (the
+        registry keeps its schemas in H2, not in Kafka). If either fails, or the user
+        presses Ctrl-C, what this call started is stopped again; what it found running
+        is left alone.
 
         Raises:
             LocalStackError: Java or Maven missing, a port taken, a checksum
@@ -89,24 +93,24 @@ class LocalStack:
         """
         started = self._clock()
         with self._exclusive():
-            kafka = self._supervisor.adopt(KAFKA, port=self.settings.kafka_port)
-            registry = self._supervisor.adopt(REGISTRY, port=self.settings.registry_port)
-            kafka_java = registry_choice = None
-            if kafka is None:
-                kafka_java = self._java().require(
-                    minimum=self.lock.kafka.min_java, component=f"Kafka {self.lock.kafka.version}"
-                )
-                self._supervisor.check_ports(KAFKA, ports=self._kafka_ports())
-            if registry is None:
-                registry_choice = self._choose_registry(announce=True)
-                self._supervisor.check_ports(
-                    REGISTRY, ports=self._registry_ports(registry_choice[0])
-                )
-            if kafka is None and kafka_java is not None:
-                kafka = self._start_kafka(kafka_java)
-            if registry is None and registry_choice is not None:
-                registry = self._start_registry(*registry_choice)
-        if kafka is None or registry is None:  # unreachable: each branch above sets one
+            starts = {
+                KAFKA: self._supervisor.adopt(KAFKA, port=self.settings.kafka_port),
+                REGISTRY: self._supervisor.adopt(REGISTRY, port=self.settings.registry_port),
+            }
+            launchers = self._preflight(
+                kafka=starts[KAFKA] is None, registry=starts[REGISTRY] is None
+            )
+            launches: list[Launch] = []
+            try:
+                for launcher in launchers:
+                    launches.append(launcher())
+                for launch in launches:
+                    starts[launch.component] = self._supervisor.await_ready(launch)
+            except (LocalStackError, KeyboardInterrupt):
+                self._supervisor.abandon(launches)
+                raise
+        kafka, registry = starts[KAFKA], starts[REGISTRY]
+        if kafka is None or registry is None:  # unreachable: each is adopted or launched
             raise LocalStackError("internal error: a component was neither adopted nor started")
         return UpReport(
             kafka=kafka,
@@ -138,6 +142,25 @@ class LocalStack:
             schema_registry_url=self.settings.schema_registry_url,
         )
 
+    def _preflight(self, *, kafka: bool, registry: bool) -> list[Callable[[], Launch]]:
+        """Check Java and ports of everything that must start, before starting any of it.
+
+        Returns:
+            One launcher per component to start, Kafka first.
+        """
+        launchers: list[Callable[[], Launch]] = []
+        if kafka:
+            kafka_java = self._java().require(
+                minimum=self.lock.kafka.min_java, component=f"Kafka {self.lock.kafka.version}"
+            )
+            self._supervisor.check_ports(KAFKA, ports=self._kafka_ports())
+            launchers.append(functools.partial(self._launch_kafka, kafka_java))
+        if registry:
+            distribution, registry_java = self._choose_registry(announce=True)
+            self._supervisor.check_ports(REGISTRY, ports=self._registry_ports(distribution))
+            launchers.append(functools.partial(self._launch_registry, distribution, registry_java))
+        return launchers
+
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
         """Serialise ``up`` and ``down`` of one state directory (two terminals, CI retries)."""
@@ -168,7 +191,7 @@ class LocalStack:
             )
         return ports
 
-    def _start_kafka(self, java: JavaRuntime) -> ComponentStart:
+    def _launch_kafka(self, java: JavaRuntime) -> Launch:
         jar_dir = ensure_kafka_jars(
             cache_dir=self.settings.cache_dir, lock=self.lock, progress=self._progress
         )
@@ -191,7 +214,7 @@ class LocalStack:
             heap=self.settings.kafka_heap,
             state_dir=self.settings.state_dir,
         )
-        return self._supervisor.launch(
+        return self._supervisor.spawn(
             KAFKA,
             command=command,
             port=self.settings.kafka_port,
@@ -251,11 +274,12 @@ class LocalStack:
         except LocalStackError:
             return None
 
-    def _start_registry(
-        self, distribution: RegistryDistribution, java: JavaRuntime
-    ) -> ComponentStart:
+    def _launch_registry(self, distribution: RegistryDistribution, java: JavaRuntime) -> Launch:
         home = ensure_registry(
-            cache_dir=self.settings.cache_dir, distribution=distribution, progress=self._progress
+            cache_dir=self.settings.cache_dir,
+            distribution=distribution,
+            repository_url=self.settings.maven_repository_url,
+            progress=self._progress,
         )
         work_dir = self.layout.registry_dir(version=distribution.version)
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -274,7 +298,7 @@ class LocalStack:
             state_dir=self.settings.state_dir,
             system_properties=properties,
         )
-        return self._supervisor.launch(
+        return self._supervisor.spawn(
             REGISTRY,
             command=command,
             port=self.settings.registry_port,

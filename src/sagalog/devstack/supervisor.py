@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sagalog.devstack.artifacts import Progress
 from sagalog.devstack.commands import LOOPBACK
@@ -16,6 +17,7 @@ from sagalog.devstack.java import JavaRuntime
 from sagalog.devstack.layout import StackLayout
 from sagalog.devstack.logs import tail_lines
 from sagalog.devstack.processes import (
+    START_MARKER,
     PidRecord,
     is_ours,
     is_running,
@@ -38,6 +40,25 @@ from sagalog.errors import LocalStackError
 
 LOG_TAIL_LINES = 20
 _STATUS_PROBE_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A component spawned by this ``up`` and not yet known to answer.
+
+    Attributes:
+        component: ``kafka`` or ``registry``.
+        pid: the JVM's pid.
+        port: the port to probe.
+        version: the version started.
+        at: the supervisor clock's reading at spawn time.
+    """
+
+    component: str
+    pid: int
+    port: int
+    version: str
+    at: float
 
 
 class Supervisor:
@@ -73,6 +94,9 @@ class Supervisor:
         """The end of a component's log, indented, for error messages."""
         path = self._layout.log_file(component=component)
         lines = tail_lines(path, count=LOG_TAIL_LINES)
+        starts = [i for i, line in enumerate(lines) if line.startswith(START_MARKER)]
+        if starts:  # only this run's lines: earlier runs' errors would mislead
+            lines = lines[starts[-1] + 1 :]
         body = "\n".join(f"  {line}" for line in lines) if lines else "  (empty)"
         return f"last {LOG_TAIL_LINES} lines of {path}:\n{body}"
 
@@ -132,36 +156,48 @@ class Supervisor:
             ready_after_s=elapsed,
         )
 
-    def launch(
+    def spawn(
         self, component: str, *, command: list[str], port: int, version: str, java: JavaRuntime
-    ) -> ComponentStart:
-        """Spawn detached, record the pid, and wait for the first good answer.
+    ) -> Launch:
+        """Start the JVM detached and record its pid; ``await_ready`` waits for it.
 
-        Raises:
-            LocalStackError: the JVM exited during startup, or did not answer within
-                ``ready_timeout_s`` (it is then stopped, so the next ``up`` starts clean).
+        Split from the wait so that both JVMs boot at the same time: the registry
+        (SQL storage) does not need Kafka to start.
         """
         pid = spawn_detached(command=command, log_path=self._layout.log_file(component=component))
+        spawned_at = self._clock()
         write_pid_record(
             self._layout.pid_file(component=component),
             PidRecord(component, pid, port, version, java.describe(), time.time()),
         )
         self._progress(f"{component}: starting {version} (pid {pid}) on {java.describe()}…")
+        return Launch(component=component, pid=pid, port=port, version=version, at=spawned_at)
+
+    def await_ready(self, launch: Launch) -> ComponentStart:
+        """Wait for the first good answer of a spawned component.
+
+        Raises:
+            LocalStackError: the JVM exited during startup, or did not answer within
+                ``ready_timeout_s`` (it is then stopped, so the next ``up`` starts clean).
+        """
+        component, pid, port = launch.component, launch.pid, launch.port
+        remaining = self._settings.ready_timeout_s - (self._clock() - launch.at)
         result = wait_until_ready(
             probe=probe_for(component=component, host=LOOPBACK, port=port),
             alive=lambda: is_running(pid),
-            timeout_s=self._settings.ready_timeout_s,
+            timeout_s=max(remaining, 0.0),
             clock=self._clock,
         )
         self._raise_unless_ready(component, pid=pid, port=port, result=result)
-        self._progress(f"{component}: ready on {LOOPBACK}:{port} in {result.elapsed_s:.1f}s")
+        elapsed = self._clock() - launch.at
+        self._progress(f"{component}: ready on {LOOPBACK}:{port} in {elapsed:.1f}s")
         return ComponentStart(
             name=component,
             action=StartAction.STARTED,
             pid=pid,
             port=port,
-            version=version,
-            ready_after_s=result.elapsed_s,
+            version=launch.version,
+            ready_after_s=elapsed,
         )
 
     def _raise_unless_ready(
@@ -180,7 +216,7 @@ class Supervisor:
         self._layout.pid_file(component=component).unlink(missing_ok=True)
         raise LocalStackError(
             f"{component} (pid {pid}) did not answer on {LOOPBACK}:{port} within "
-            f"{self._settings.ready_timeout_s:.0f}s, so it was stopped; "
+            f"{self._settings.ready_timeout_s:g}s, so it was stopped; "
             f"{self.log_tail(component)}\nIf the machine is only slow, raise "
             f"SAGALOG_DEV_READY_TIMEOUT_S and rerun `sagalog dev up`"
         )
@@ -201,7 +237,7 @@ class Supervisor:
             )
         else:
             self._progress(
-                f"{component}: did not stop within {self._settings.stop_timeout_s:.0f}s of "
+                f"{component}: did not stop within {self._settings.stop_timeout_s:g}s of "
                 f"SIGTERM; killed (pid {record.pid}, SIGKILL)"
             )
         return ComponentStop(
@@ -210,6 +246,17 @@ class Supervisor:
             signal_name=outcome.signal_name,
             elapsed_s=outcome.elapsed_s,
         )
+
+    def abandon(self, launches: list[Launch]) -> None:
+        """Stop, newest first, the components a failed ``up`` started and that still run."""
+        for launch in reversed(launches):
+            if not is_ours(
+                pid=launch.pid, component=launch.component, state_dir=self._settings.state_dir
+            ):
+                continue
+            stop_process(pid=launch.pid, timeout_s=self._settings.stop_timeout_s, clock=self._clock)
+            self._layout.pid_file(component=launch.component).unlink(missing_ok=True)
+            self._progress(f"{launch.component}: stopped again (pid {launch.pid}), `up` failed")
 
     def status(self, component: str, *, port: int, planned_version: str | None) -> ComponentStatus:
         """Ask once, with a short timeout: ``status`` must answer quickly even when stuck."""

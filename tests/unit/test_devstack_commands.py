@@ -1,0 +1,143 @@
+"""The broker's properties and both command lines, pinned as data."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from sagalog.devstack.commands import (
+    kafka_format_command,
+    kafka_server_command,
+    kafka_server_properties,
+    new_cluster_id,
+    registry_command,
+    registry_system_properties,
+    render_properties,
+)
+from sagalog.devstack.lockfile import RegistryDistribution
+
+DATA = Path("/state/kafka/data")
+STATE = Path("/state")
+
+
+def _distribution(*, management: bool) -> RegistryDistribution:
+    return RegistryDistribution(
+        version="3.3.3",
+        min_java=21,
+        artifact="io.apicurio:apicurio-registry-app:3.3.3:tar.gz:all",
+        file_name="apicurio-registry-app-3.3.3-all.tar.gz",
+        sha256="0" * 64,
+        launcher="quarkus-run.jar",
+        management_interface=management,
+    )
+
+
+def test_single_node_kraft_properties_bind_loopback_on_the_configured_ports() -> None:
+    properties = kafka_server_properties(kafka_port=19092, controller_port=19093, data_dir=DATA)
+    assert properties["process.roles"] == "broker,controller"
+    assert properties["controller.quorum.voters"] == "1@127.0.0.1:19093"
+    assert properties["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+    assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:19092"
+    assert properties["log.dirs"] == str(DATA)
+    assert properties["auto.create.topics.enable"] == "false"
+    for key in (
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "share.coordinator.state.topic.replication.factor",
+        "share.coordinator.state.topic.min.isr",
+    ):
+        assert properties[key] == "1", key
+    assert properties["group.initial.rebalance.delay.ms"] == "0"
+
+
+def test_render_properties_writes_a_header_and_escapes_backslashes() -> None:
+    text = render_properties({"a": "1", "log.dirs": r"C:\data"}, header="generated\nby test")
+    assert text == "# generated\n# by test\na=1\nlog.dirs=C:\\\\data\n"
+
+
+def test_cluster_ids_have_kafkas_uuid_format() -> None:
+    for _ in range(200):
+        cluster_id = new_cluster_id()
+        assert len(cluster_id) == 22 and not cluster_id.startswith("-")
+        assert len(base64.urlsafe_b64decode(cluster_id + "==")) == 16
+
+
+def test_format_does_not_pass_standalone_because_the_voters_are_configured() -> None:
+    command = kafka_format_command(
+        java=Path("/jdk/bin/java"),
+        jar_dir=Path("/cache/kafka/4.4.0"),
+        log4j_config=Path("/b/log4j2.properties"),
+        properties=Path("/state/kafka/server.properties"),
+        cluster_id="abc",
+    )
+    assert command[:3] == ["/jdk/bin/java", "-cp", "/cache/kafka/4.4.0/*"]
+    assert command[-7:] == [
+        "kafka.tools.StorageTool",
+        "format",
+        "--ignore-formatted",
+        "-t",
+        "abc",
+        "-c",
+        "/state/kafka/server.properties",
+    ]
+    assert "--standalone" not in command
+
+
+def test_server_command_carries_heap_and_the_flags_that_identify_our_process() -> None:
+    command = kafka_server_command(
+        java=Path("/jdk/bin/java"),
+        jar_dir=Path("/cache/kafka/4.4.0"),
+        log4j_config=Path("/b/log4j2.properties"),
+        properties=Path("/state/kafka/server.properties"),
+        heap="1g",
+        state_dir=STATE,
+    )
+    assert "-Xmx1g" in command
+    assert "-Dsagalog.dev.component=kafka" in command
+    assert "-Dsagalog.dev.state=/state" in command
+    assert "-Dlog4j2.configurationFile=/b/log4j2.properties" in command
+    assert command[-2:] == ["kafka.Kafka", "/state/kafka/server.properties"]
+
+
+def test_registry_keeps_schemas_in_an_h2_file_and_listens_on_loopback() -> None:
+    properties = registry_system_properties(
+        distribution=_distribution(management=True),
+        port=18081,
+        management_port=0,
+        database=Path("/state/registry/3.3.3/db"),
+        work_dir=Path("/state/registry/3.3.3"),
+    )
+    assert properties["apicurio.storage.kind"] == "sql"
+    assert properties["apicurio.storage.sql.kind"] == "h2"
+    assert properties["apicurio.datasource.url"] == "jdbc:h2:file:/state/registry/3.3.3/db"
+    assert properties["quarkus.http.host"] == "127.0.0.1"
+    assert properties["quarkus.http.port"] == "18081"
+    assert properties["quarkus.management.port"] == "0"
+    assert properties["quarkus.management.host"] == "127.0.0.1"
+
+
+def test_registry_without_management_interface_gets_no_management_flags() -> None:
+    properties = registry_system_properties(
+        distribution=_distribution(management=False),
+        port=8081,
+        management_port=9000,
+        database=Path("/db"),
+        work_dir=Path("/w"),
+    )
+    assert not any(key.startswith("quarkus.management") for key in properties)
+
+
+def test_registry_command_runs_the_launcher_with_every_property() -> None:
+    command = registry_command(
+        java=Path("/jdk25/bin/java"),
+        home=Path("/cache/apicurio-registry/3.3.3"),
+        distribution=_distribution(management=True),
+        heap="512m",
+        state_dir=STATE,
+        system_properties={"quarkus.http.port": "8081"},
+    )
+    assert command[0] == "/jdk25/bin/java"
+    assert "-Dquarkus.http.port=8081" in command
+    assert "-Dsagalog.dev.component=registry" in command
+    assert command[-2:] == ["-jar", "/cache/apicurio-registry/3.3.3/quarkus-run.jar"]
