@@ -1,12 +1,15 @@
-"""Shared test fixtures: the repository's own project files."""
+"""Shared test fixtures, and the versions of the real services named in the test log."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.settings import ClientSettings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -19,3 +22,34 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def catalog() -> SchemaCatalog:
     return SchemaCatalog.load(REPO / "schemas")
+
+
+def _registry_version(url: str) -> str:
+    base = url.split("/apis/")[0]
+    try:
+        with urllib.request.urlopen(f"{base}/apis/registry/v3/system/info", timeout=5) as reply:
+            info = json.load(reply)
+        return f"{info.get('name')} {info.get('version')}"
+    except OSError as exc:
+        return f"unreachable ({exc})"
+
+
+def _kafka_version() -> str:
+    try:
+        from sagalog.devstack import DevStackSettings, LocalStack
+
+        kafka = LocalStack(DevStackSettings()).status().kafka
+        if kafka.state.value != "running":
+            return "version unknown: not the local stack"
+        return f"{kafka.version}, local stack pid {kafka.pid}"
+    except Exception as exc:  # the stack module reports; the header must never break a run
+        return f"unknown ({exc.__class__.__name__})"
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    settings = ClientSettings()
+    return [
+        f"kafka: {settings.bootstrap_servers} (Apache Kafka {_kafka_version()})",
+        f"schema registry: {settings.schema_registry_url} "
+        f"({_registry_version(settings.schema_registry_url)})",
+    ]

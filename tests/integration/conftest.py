@@ -7,9 +7,7 @@ prove nothing.
 
 from __future__ import annotations
 
-import json
 import shutil
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,35 +24,6 @@ from sagalog.topology.apply import TopologyClient
 from sagalog.topology.loader import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _registry_version(url: str) -> str:
-    base = url.split("/apis/")[0]
-    try:
-        with urllib.request.urlopen(f"{base}/apis/registry/v3/system/info", timeout=5) as reply:
-            info = json.load(reply)
-        return f"{info.get('name')} {info.get('version')}"
-    except OSError as exc:
-        return f"unreachable ({exc})"
-
-
-def _kafka_version() -> str:
-    try:
-        from sagalog.devstack import DevStackSettings, LocalStack
-
-        status = LocalStack(DevStackSettings()).status()
-        return f"{status.kafka.version}, {status.kafka.state}"
-    except Exception as exc:  # the stack module reports; the header must never break a run
-        return f"unknown ({exc.__class__.__name__})"
-
-
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    settings = ClientSettings()
-    return [
-        f"kafka: {settings.bootstrap_servers} (Apache Kafka {_kafka_version()})",
-        f"schema registry: {settings.schema_registry_url} "
-        f"({_registry_version(settings.schema_registry_url)})",
-    ]
 
 
 @pytest.fixture(scope="session")
