@@ -1,0 +1,1 @@
+"""The agent runtime: independent services that consume, handle and publish events."""
