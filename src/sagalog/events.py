@@ -64,3 +64,34 @@ class GateDecided(Event):
     decision: GateDecision
     decided_by: str
     comment: str | None = None
+
+
+class CompensationRequested(Event):
+    """The tracker asks the agent that ran a step to undo it."""
+
+    event_type = "sagalog.v1.CompensationRequested"
+
+    step: str
+    compensation: str
+    attempt: int = 1
+    reason: str = ""
+
+
+class CompensationCompleted(Event):
+    """An agent undid a step."""
+
+    event_type = "sagalog.v1.CompensationCompleted"
+
+    step: str
+    compensation: str
+
+
+class EffectRecorded(Event):
+    """An agent confirmed a side effect outside Kafka."""
+
+    event_type = "sagalog.v1.EffectRecorded"
+
+    agent: str
+    effect: str
+    idempotency_key: str
+    result_json: str

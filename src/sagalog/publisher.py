@@ -72,6 +72,7 @@ class EventPublisher:
         flow_version: int | None = None,
         event_id: str | None = None,
         traceparent: str | None = None,
+        priority: str | None = None,
     ) -> PublishedEvent:
         """Validate ``payload`` (JSON-shaped) against ``event_type``, publish it, and wait
         until the broker acknowledged it.
@@ -93,6 +94,7 @@ class EventPublisher:
                 flow_version=flow_version,
                 event_id=event_id,
                 traceparent=traceparent,
+                priority=priority,
             ),
         )
 
@@ -114,6 +116,7 @@ class EventPublisher:
         flow_version: int | None = None,
         event_id: str | None = None,
         traceparent: str | None = None,
+        priority: str | None = None,
     ) -> EventHeaders:
         return EventHeaders(
             id=event_id or new_event_id(),
@@ -124,6 +127,7 @@ class EventPublisher:
             correlation_id=correlation_id,
             flow_version=flow_version,
             traceparent=traceparent,
+            priority=priority,
         )
 
     def _send(self, topic: str, datum: dict[str, Any], headers: EventHeaders) -> PublishedEvent:

@@ -12,6 +12,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sagalog.errors import ConfigurationError
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -32,13 +34,35 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
+            raise ConfigurationError(
+                f"retry policy: max_attempts={self.max_attempts}; set it to 1 or more "
+                "(1 means no retry)"
+            )
         if self.base_delay_s < 0 or self.max_delay_s < self.base_delay_s:
-            raise ValueError("need 0 <= base_delay_s <= max_delay_s")
+            raise ConfigurationError(
+                f"retry policy: base_delay_s={self.base_delay_s}, "
+                f"max_delay_s={self.max_delay_s}; need 0 <= base_delay_s <= max_delay_s"
+            )
+        if self.multiplier < 1:
+            raise ConfigurationError(
+                f"retry policy: multiplier={self.multiplier}; set it to 1 or more, "
+                "or the delays shrink as the failures go on"
+            )
 
     def cap(self, attempt: int) -> float:
-        """The largest delay before retry number ``attempt`` (1 = the first retry)."""
-        return float(min(self.max_delay_s, self.base_delay_s * self.multiplier ** (attempt - 1)))
+        """The largest delay before retry number ``attempt`` (1 = the first retry).
+
+        A long-failing workflow reaches attempt numbers where ``multiplier ** attempt``
+        no longer fits in a float; the cap is then simply ``max_delay_s`` instead of
+        an ``OverflowError`` in the retry path.
+        """
+        if self.base_delay_s == 0:
+            return 0.0
+        try:
+            growth = self.base_delay_s * self.multiplier ** (attempt - 1)
+        except OverflowError:
+            return float(self.max_delay_s)
+        return float(min(self.max_delay_s, growth))
 
     def delay(self, attempt: int, *, draw: Callable[[], float] = random.random) -> float:
         """The delay before retry ``attempt``: uniform in [0, cap(attempt)]."""

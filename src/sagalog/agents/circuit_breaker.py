@@ -5,16 +5,25 @@ Closed: calls flow; consecutive failures are counted. Open: after
 passed, so a dependency in an outage is not hammered and work for it waits instead of
 failing. Half-open: up to ``half_open_probes`` calls probe the dependency; a success
 closes the breaker, a failure opens it again for another period.
+
+An outcome reported while the breaker is open belongs to a call admitted before it
+opened; it is ignored, so a late success cannot skip the probes and a late failure
+cannot stretch the open period.
 """
 
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sagalog.errors import ConfigurationError
+
 
 class BreakerState(enum.StrEnum):
+    """Where a breaker stands; string values so they read well in logs and metrics."""
+
     CLOSED = "closed"
     OPEN = "open"
     HALF_OPEN = "half_open"
@@ -28,14 +37,30 @@ class BreakerPolicy:
     open_for_s: float = 10.0
     half_open_probes: int = 1
 
+    def __post_init__(self) -> None:
+        # half_open_probes=0 would leave a half-open breaker refusing forever.
+        if self.failure_threshold < 1 or self.half_open_probes < 1:
+            raise ConfigurationError(
+                f"breaker policy: failure_threshold={self.failure_threshold}, "
+                f"half_open_probes={self.half_open_probes}; set both to 1 or more"
+            )
+        if self.open_for_s < 0:
+            raise ConfigurationError(
+                f"breaker policy: open_for_s={self.open_for_s}; set it to 0 or more seconds"
+            )
+
 
 @dataclass
 class CircuitBreaker:
-    """The breaker of one dependency. Not thread-safe: one per worker event loop."""
+    """The breaker of one dependency. Not thread-safe: one per worker event loop.
+
+    The clock defaults to ``time.monotonic``: a wall clock can step backwards and
+    keep a breaker open, and a constant clock would never let it half-open.
+    """
 
     name: str
     policy: BreakerPolicy = field(default_factory=BreakerPolicy)
-    clock: Callable[[], float] = field(default=lambda: 0.0)
+    clock: Callable[[], float] = field(default=time.monotonic)
     state: BreakerState = BreakerState.CLOSED
     failures: int = 0
     opened_at: float = 0.0
@@ -65,11 +90,17 @@ class CircuitBreaker:
         return True
 
     def record_success(self) -> None:
+        """The admitted call succeeded: the dependency answers, so the breaker closes."""
+        if self.state is BreakerState.OPEN:
+            return
         self.failures = 0
         self.probes_in_flight = 0
         self._move(BreakerState.CLOSED)
 
     def record_failure(self) -> None:
+        """The admitted call failed: count it, or reopen at once if it was a probe."""
+        if self.state is BreakerState.OPEN:
+            return
         if self.state is BreakerState.HALF_OPEN:
             self._open()
             return

@@ -32,6 +32,7 @@ H_WORKFLOW_ID = "ce_workflowid"
 H_CAUSATION_ID = "ce_causationid"
 H_CORRELATION_ID = "ce_correlationid"
 H_FLOW_VERSION = "ce_flowversion"
+H_PRIORITY = "ce_priority"
 H_TRACEPARENT = "traceparent"
 H_TRACESTATE = "tracestate"
 
@@ -64,6 +65,8 @@ class EventHeaders:
         correlation_id: shared by every event of one business transaction; defaults
             to the workflow id.
         flow_version: the version of the flow definition the workflow started under.
+        priority: the workflow's priority lane (LOW, NORMAL, HIGH, URGENT); agents admit
+            higher lanes first when saturated.
         traceparent: W3C trace context of the producer's span.
         tracestate: W3C vendor trace state.
     """
@@ -76,6 +79,7 @@ class EventHeaders:
     causation_id: str | None = None
     correlation_id: str | None = None
     flow_version: int | None = None
+    priority: str | None = None
     traceparent: str | None = None
     tracestate: str | None = None
 
@@ -92,6 +96,7 @@ class EventHeaders:
             (H_CAUSATION_ID, self.causation_id),
             (H_CORRELATION_ID, self.correlation_id or self.workflow_id),
             (H_FLOW_VERSION, None if self.flow_version is None else str(self.flow_version)),
+            (H_PRIORITY, self.priority),
             (H_TRACEPARENT, self.traceparent),
             (H_TRACESTATE, self.tracestate),
         ]
@@ -135,6 +140,7 @@ class EventHeaders:
             causation_id=values.get(H_CAUSATION_ID),
             correlation_id=values.get(H_CORRELATION_ID),
             flow_version=flow_version,
+            priority=values.get(H_PRIORITY),
             traceparent=values.get(H_TRACEPARENT),
             tracestate=values.get(H_TRACESTATE),
         )

@@ -1,0 +1,1 @@
+"""The budget agent: reserves budget for a request in the ledger, and releases it."""

@@ -1,0 +1,5 @@
+"""``python -m budget_agent``: run one instance of the budget agent."""
+
+from budget_agent.agent import agent, settings
+
+agent.run(settings)

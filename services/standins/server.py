@@ -1,0 +1,158 @@
+"""A small HTTP service that performs idempotent effects and records them.
+
+    POST /effects/<operation>   body: JSON, header Idempotency-Key  -> 200 {"id": ..., ...}
+    GET  /effects               every effect applied, with how often its key was called
+    POST /faults                {"fail_next": 3, "latency_ms": 200, "outage": true}
+    GET  /health
+
+An effect is applied once per idempotency key; a repeat returns the first result and
+counts as a repeat call, so a test can tell "called twice" from "done twice".
+Failures are injected before an effect is applied: a failed call never half-applies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Faults:
+    fail_next: int = 0
+    fail_always: bool = False
+    latency_ms: int = 0
+    outage: bool = False
+
+
+@dataclass
+class EffectBook:
+    """Every effect applied, by idempotency key, and every call made."""
+
+    effects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    failures_injected: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def apply(self, operation: str, key: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        with self.lock:
+            self.calls[key] = self.calls.get(key, 0) + 1
+            if key in self.effects:
+                return self.effects[key]["result"], False
+            result = {
+                "id": f"{operation}-{uuid.uuid4().hex[:12]}",
+                "operation": operation,
+                **{k: v for k, v in body.items() if isinstance(v, (str, int, float))},
+            }
+            self.effects[key] = {
+                "operation": operation,
+                "body": body,
+                "result": result,
+                "applied_at": time.time(),
+            }
+            return result, True
+
+
+class StandinServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], *, name: str) -> None:
+        super().__init__(address, _Handler)
+        self.name = name
+        self.book = EffectBook()
+        self.faults = Faults()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: StandinServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _reply(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"{}")
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            self._reply(HTTPStatus.OK, {"status": "ok", "name": self.server.name})
+        elif self.path == "/effects":
+            book = self.server.book
+            with book.lock:
+                self._reply(
+                    HTTPStatus.OK,
+                    {
+                        "effects": book.effects,
+                        "calls": book.calls,
+                        "failures_injected": book.failures_injected,
+                    },
+                )
+        else:
+            self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route {self.path}"})
+
+    def do_POST(self) -> None:
+        if self.path == "/faults":
+            faults = self.server.faults
+            for name, value in self._body().items():
+                if not hasattr(faults, name):
+                    self._reply(HTTPStatus.BAD_REQUEST, {"error": f"unknown fault '{name}'"})
+                    return
+                setattr(faults, name, value)
+            self._reply(HTTPStatus.OK, faults.__dict__)
+            return
+        if not self.path.startswith("/effects/"):
+            self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route {self.path}"})
+            return
+        key = self.headers.get("Idempotency-Key")
+        if not key:
+            self._reply(HTTPStatus.BAD_REQUEST, {"error": "the Idempotency-Key header is required"})
+            return
+        faults = self.server.faults
+        if faults.latency_ms:
+            time.sleep(faults.latency_ms / 1000)
+        with self.server.book.lock:
+            fail = faults.outage or faults.fail_always or faults.fail_next > 0
+            if faults.fail_next > 0:
+                faults.fail_next -= 1
+            if fail:
+                self.server.book.failures_injected += 1
+        if fail:
+            self._reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "injected failure"})
+            return
+        result, _ = self.server.book.apply(self.path.removeprefix("/effects/"), key, self._body())
+        self._reply(HTTPStatus.OK, result)
+
+
+def serve(*, name: str, host: str = "127.0.0.1", port: int = 0) -> StandinServer:
+    """Start a stand-in in a background thread; ``server.server_address`` has the port."""
+    server = StandinServer((host, port), name=name)
+    threading.Thread(target=server.serve_forever, name=f"standin-{name}", daemon=True).start()
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run an effect stand-in (ledger, ERP, mail).")
+    parser.add_argument("name")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    server = StandinServer(("127.0.0.1", args.port), name=args.name)
+    print(json.dumps({"name": args.name, "port": server.server_address[1]}), flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""What a handler receives besides its event: the workflow's context and the
+side-effect shell.
+
+``ctx.effect`` is the only door to the world outside Kafka. It derives an idempotency
+key from the causing event (stable across redeliveries and retries), hands it to the
+dependency, and records the confirmed result in the local ledger and, through an
+``EffectRecorded`` event, in the log. A redelivered event finds its effects recorded
+and gets the recorded results back without calling the dependency again; an instance
+that lost its ledger calls again with the same key, which the dependency honours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sagalog.agents.flow_control import FlowControl
+from sagalog.agents.lineage import DecisionLineage, decision_lineage
+from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.contracts.headers import EventHeaders
+from sagalog.events import EffectRecorded
+from sagalog.tail import jsonable
+
+
+def idempotency_key(*, agent: str, event_id: str, effect: str, occurrence: int) -> str:
+    """The key of the ``occurrence``-th call of ``effect`` while handling ``event_id``."""
+    material = f"{agent}\x1f{event_id}\x1f{effect}\x1f{occurrence}"
+    return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+@dataclass
+class HandlerContext:
+    """One handler invocation's view of its workflow and its door to side effects.
+
+    Attributes:
+        agent: the agent's name.
+        step: the step this handler performs.
+        headers: the triggering event's metadata.
+        attempt: 1 for the first attempt, 2 for the first retry, and so on.
+        workflow: the workflow's accumulated context (earlier steps' outputs, gate
+            decisions, webhook payloads), from the agent's local projection.
+    """
+
+    agent: str
+    step: str
+    headers: EventHeaders
+    attempt: int
+    workflow: WorkflowContext
+    store: StateStore
+    flow: FlowControl
+    clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
+    recorded: list[EffectRecorded] = field(default_factory=list)
+    effects_called: int = 0
+    _occurrences: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def workflow_id(self) -> str:
+        return self.headers.workflow_id
+
+    @property
+    def event_id(self) -> str:
+        return self.headers.id
+
+    async def effect(
+        self,
+        name: str,
+        call: Callable[..., Any],
+        *args: Any,
+        dependency: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Perform ``call(*args, idempotency_key=key, **kwargs)`` at most once in effect.
+
+        Args:
+            name: names the effect (``ledger.reserve``); part of the key.
+            call: the function reaching the dependency; sync or async. It must accept an
+                ``idempotency_key`` keyword and pass it on (an HTTP header, a request
+                id), so a repeat after a crash is recognized by the dependency.
+            dependency: the dependency's name for its circuit breaker and rate limit
+                (defaults to the part of ``name`` before the first dot).
+
+        Raises:
+            DependencyUnavailable: the dependency's breaker is open or its rate budget
+                is spent; the runtime defers the event without counting an attempt.
+            Exception: whatever ``call`` raises; the runtime classifies and retries it.
+        """
+        occurrence = self._occurrences.get(name, 0)
+        self._occurrences[name] = occurrence + 1
+        key = idempotency_key(
+            agent=self.agent, event_id=self.event_id, effect=name, occurrence=occurrence
+        )
+        recorded = self.store.effect_result(key)
+        if recorded is not None:
+            return recorded["result"]
+        dependency = dependency or name.split(".", 1)[0]
+        await self.flow.admit(dependency)
+        self.effects_called += 1
+        try:
+            if inspect.iscoroutinefunction(call):
+                result = await call(*args, idempotency_key=key, **kwargs)
+            else:  # a blocking client runs in a thread so other handlers keep going
+                result = await asyncio.to_thread(call, *args, idempotency_key=key, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+        except BaseException:
+            # A cancelled call (the step timed out) counts against the dependency too,
+            # and every admitted half-open probe must report back.
+            self.flow.failed(dependency)
+            raise
+        self.flow.succeeded(dependency)
+        self.store.record_effect(key, result)
+        self.recorded.append(
+            EffectRecorded(
+                agent=self.agent,
+                effect=name,
+                idempotency_key=key,
+                result_json=json.dumps(jsonable(result), default=str),
+            )
+        )
+        return result
+
+    def decision(
+        self, *, model_id: str, prompt: str, input_refs: Sequence[str] = ()
+    ) -> DecisionLineage:
+        """Lineage for a model call made while handling this event.
+
+        ``input_refs`` default to the triggering event id; pass document or event ids
+        the prompt was built from.
+        """
+        return decision_lineage(
+            model_id=model_id,
+            prompt=prompt,
+            input_refs=list(input_refs) or [self.event_id],
+            decided_at=self.clock(),
+        )

@@ -1,0 +1,172 @@
+"""Declaring an agent: its name, the topics it reads, and a handler per event type.
+
+    agent = Agent("budget-agent", topics=["procurement.events"])
+
+    @agent.handles(RequestSubmitted, step="reserve_budget", dependencies=["ledger"])
+    async def reserve(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
+        reservation = await ctx.effect("ledger.reserve", ledger.reserve, event.amount)
+        return BudgetReserved(...)
+
+    @agent.compensates("reserve_budget")
+    async def release(request: CompensationRequested, ctx: HandlerContext) -> BudgetReleased:
+        ...
+
+Declaring is pure data; ``run`` hands it to the worker. Nothing about Kafka appears
+in a handler: it gets a typed event and a context, and returns the events it causes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.contracts.models import Event
+from sagalog.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from sagalog.agents.context import HandlerContext
+    from sagalog.agents.settings import AgentSettings
+
+HandlerResult = Event | Sequence[Event] | None
+Handler = Callable[[Any, "HandlerContext"], Awaitable[HandlerResult] | HandlerResult]
+F = TypeVar("F", bound=Handler)
+
+COMPENSATION_TYPE = "sagalog.v1.CompensationRequested"
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    """One handler and the rules it runs under."""
+
+    event_type: str
+    event_class: type[Event]
+    func: Handler
+    step: str
+    dependencies: tuple[str, ...] = ()
+    timeout_s: float | None = None
+    compensates: str | None = None
+
+    async def call(self, event: Event, ctx: HandlerContext) -> HandlerResult:
+        if inspect.iscoroutinefunction(self.func):
+            return await self.func(event, ctx)  # type: ignore[no-any-return]
+        # A blocking handler runs in a thread; its timeout stops the wait, not the thread.
+        return await asyncio.to_thread(self.func, event, ctx)  # type: ignore[arg-type]
+
+
+class Agent:
+    """An agent service's declaration."""
+
+    def __init__(self, name: str, *, topics: Sequence[str]) -> None:
+        if not name or not all(c.isalnum() or c in "-_" for c in name):
+            raise ConfigurationError(
+                f"agent name {name!r} must be letters, digits, '-' and '_' (it names "
+                "the consumer group and internal topics)"
+            )
+        if not topics:
+            raise ConfigurationError(f"agent '{name}' reads no topics; pass topics=[...]")
+        self.name = name
+        self.topics = tuple(topics)
+        self.handlers: dict[str, HandlerSpec] = {}
+        self.compensations: dict[str, HandlerSpec] = {}
+
+    def handles(
+        self,
+        event_class: type[Event],
+        *,
+        step: str | None = None,
+        dependencies: Sequence[str] = (),
+        timeout_s: float | None = None,
+    ) -> Callable[[F], F]:
+        """Register the handler of ``event_class`` events (one per event type)."""
+
+        def register(func: F) -> F:
+            event_type = event_class.event_type
+            if event_type in self.handlers:
+                raise ConfigurationError(
+                    f"agent '{self.name}' has two handlers for {event_type}: "
+                    f"{self.handlers[event_type].func.__name__} and {func.__name__}"
+                )
+            self.handlers[event_type] = HandlerSpec(
+                event_type=event_type,
+                event_class=event_class,
+                func=func,
+                step=step or func.__name__,
+                dependencies=tuple(dependencies),
+                timeout_s=timeout_s,
+            )
+            return func
+
+        return register
+
+    def compensates(
+        self,
+        step: str,
+        *,
+        dependencies: Sequence[str] = (),
+        timeout_s: float | None = None,
+    ) -> Callable[[F], F]:
+        """Register the compensation of ``step``: it receives a ``CompensationRequested``.
+
+        The runtime publishes ``CompensationCompleted`` after it, so the tracker can
+        move to the previous step.
+        """
+        from sagalog.events import CompensationRequested
+
+        def register(func: F) -> F:
+            if step in self.compensations:
+                raise ConfigurationError(
+                    f"agent '{self.name}' has two compensations for step '{step}'"
+                )
+            self.compensations[step] = HandlerSpec(
+                event_type=COMPENSATION_TYPE,
+                event_class=CompensationRequested,
+                func=func,
+                step=step,
+                dependencies=tuple(dependencies),
+                timeout_s=timeout_s,
+                compensates=step,
+            )
+            return func
+
+        return register
+
+    def handler_for(
+        self, event_type: str, payload: dict[str, Any] | None = None
+    ) -> HandlerSpec | None:
+        """The handler of an event, or None when this agent ignores it."""
+        if event_type == COMPENSATION_TYPE and payload is not None:
+            return self.compensations.get(str(payload.get("step")))
+        return self.handlers.get(event_type)
+
+    def wants(self, event_type: str) -> bool:
+        """Whether any handler takes ``event_type`` (decided from the header alone)."""
+        return event_type in self.handlers or (
+            event_type == COMPENSATION_TYPE and bool(self.compensations)
+        )
+
+    def check(self, catalog: SchemaCatalog) -> None:
+        """Refuse to start when a handled event type has no schema.
+
+        Raises:
+            ConfigurationError: naming the handler and the missing schema.
+        """
+        specs = [*self.handlers.values(), *self.compensations.values()]
+        missing = [s for s in specs if s.event_type not in catalog]
+        if missing:
+            listed = ", ".join(f"{s.func.__name__} ({s.event_type})" for s in missing)
+            raise ConfigurationError(
+                f"agent '{self.name}' cannot start: no schema under {catalog.root} for the "
+                f"event type(s) its handlers take: {listed}; add the .avsc or fix the class"
+            )
+
+    def run(self, settings: AgentSettings | None = None) -> None:
+        """Run this agent until SIGTERM or SIGINT (blocking)."""
+        from sagalog.agents.settings import AgentSettings
+        from sagalog.agents.worker import AgentWorker
+
+        worker = AgentWorker(self, settings or AgentSettings())
+        worker.run()

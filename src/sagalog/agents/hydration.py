@@ -1,0 +1,100 @@
+"""Rebuild an agent's projection from the log.
+
+When an instance is assigned a partition whose committed offset is ahead of its local
+checkpoint (a new instance, a lost disk, a partition moved by a rebalance), it replays
+that partition from its checkpoint to the committed offset and folds every event into
+the projection before handling anything new. The log is the source of truth; the
+local store is a cache of it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from sagalog.agents.state_store import StateStore
+from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.headers import EventHeaders
+from sagalog.errors import EventValidationError, SchemaError, ServiceUnavailableError
+from sagalog.settings import ClientSettings
+
+
+def hydrate(
+    settings: ClientSettings,
+    codec: EventCodec,
+    store: StateStore,
+    targets: Mapping[tuple[str, int], int],
+    *,
+    idle_timeout_s: float = 30.0,
+) -> int:
+    """Fold each partition's events from its checkpoint up to the target offset.
+
+    Args:
+        targets: (topic, partition) -> the offset to reach (exclusive): the committed one.
+
+    Returns:
+        How many events were folded in.
+
+    Raises:
+        ServiceUnavailableError: no progress for ``idle_timeout_s``.
+    """
+    reader = Consumer(
+        settings.kafka_config(
+            **{
+                "group.id": f"sagalog-hydrate-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+            }
+        )
+    )
+    remaining = {key: end for key, end in targets.items() if store.checkpoint(*key) < end}
+    folded = 0
+    try:
+        reader.assign([TopicPartition(t, p, store.checkpoint(t, p)) for t, p in remaining])
+        idle = 0.0
+        while remaining:
+            message = reader.poll(0.5)
+            if message is None:
+                idle += 0.5
+                if idle > idle_timeout_s:
+                    raise ServiceUnavailableError(
+                        f"hydrating {sorted(remaining)} made no progress for {idle_timeout_s:g}s"
+                    )
+                continue
+            idle = 0.0
+            key = (message.topic(), message.partition())
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    # read_committed: the end may sit below the target only while an
+                    # aborted transaction's markers are skipped; the partition is done.
+                    remaining.pop(key, None)
+                continue
+            if key not in remaining:
+                continue
+            _fold(codec, store, message)
+            folded += 1
+            store.set_checkpoint(key[0], key[1], message.offset() + 1)
+            if message.offset() + 1 >= remaining[key]:
+                del remaining[key]
+    finally:
+        reader.close()
+    return folded
+
+
+def _fold(codec: EventCodec, store: StateStore, message: object) -> None:
+    try:
+        headers = EventHeaders.from_kafka(message.headers())  # type: ignore[attr-defined]
+        decoded = codec.decode(message.value())  # type: ignore[attr-defined]
+    except (EventValidationError, SchemaError):
+        return  # the live path dead-lettered it; nothing to fold
+    store.project(
+        workflow_id=headers.workflow_id,
+        event_id=headers.id,
+        event_type=headers.type,
+        source=headers.source,
+        payload=decoded.payload,
+        position=(message.topic(), message.partition(), message.offset()),  # type: ignore[attr-defined]
+    )

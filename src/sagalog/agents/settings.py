@@ -1,0 +1,63 @@
+"""Settings every agent service shares; a service subclasses them with its own prefix.
+
+Example:
+    class BudgetAgentSettings(AgentSettings):
+        model_config = SettingsConfigDict(env_prefix="BUDGET_AGENT_")
+        ledger_url: str = "http://127.0.0.1:8701"
+        ledger_token: SecretStr = SecretStr("")
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from sagalog.settings import ClientSettings
+
+
+def _default_instance_id() -> str:
+    return socket.gethostname()
+
+
+class AgentSettings(ClientSettings):
+    """One agent instance's runtime settings (env prefix ``SAGALOG_AGENT_`` by default).
+
+    The Kafka and registry connection fields are inherited from ``ClientSettings``, so
+    ``SAGALOG_AGENT_BOOTSTRAP_SERVERS`` (or the service's own prefix) points an agent at
+    a cluster.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="SAGALOG_AGENT_", env_file=".env", extra="ignore")
+
+    instance_id: str = Field(
+        default_factory=_default_instance_id,
+        description="Stable per instance: the transactional.id derives from it, so a "
+        "restarted instance fences its own zombie. Two live instances must differ.",
+    )
+    data_dir: Path = Field(default=Path("./data"), description="Local RocksDB state.")
+    max_in_flight: int = Field(default=64, ge=1, description="Handlers running at once.")
+    max_batch: int = Field(default=500, ge=1, description="Records per transaction.")
+    poll_timeout_s: float = Field(default=0.05, gt=0)
+    step_timeout_s: float = Field(default=30.0, gt=0, description="Default per-step timeout.")
+    max_attempts: int = Field(default=5, ge=1)
+    retry_base_delay_s: float = Field(default=0.5, ge=0)
+    retry_max_delay_s: float = Field(default=60.0, ge=0)
+    breaker_failure_threshold: int = Field(default=5, ge=1)
+    breaker_open_for_s: float = Field(default=10.0, gt=0)
+    rate_limits: dict[str, float] = Field(
+        default_factory=dict,
+        description="Global calls per second per dependency, across all instances, e.g. "
+        '{"ledger": 50}.',
+    )
+    max_rate_wait_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="Wait this long for a rate token inside a transaction; defer beyond.",
+    )
+    transaction_timeout_s: float = Field(default=60.0, gt=0)
+    shutdown_timeout_s: float = Field(default=20.0, gt=0)
+    deadletter_topic: str = "sagalog.deadletter"
+    log_json: bool = True

@@ -1,0 +1,832 @@
+"""The agent worker: consume, handle, produce and commit in one Kafka transaction.
+
+One iteration is one batch and one transaction:
+
+1. poll up to ``max_batch`` committed records (inputs and the agent's retry topic);
+2. fold every input event into the local projection, drop true duplicates (an event
+   id first seen at an earlier offset), and pick the records this agent handles;
+3. run the handlers, grouped by workflow: a workflow's events one after another, in
+   order; different workflows concurrently, up to ``max_in_flight``, highest
+   priority lane first;
+4. in one transaction, produce the outputs, the retries, the dead letters and the
+   ``StepFailed`` events, and commit the consumed offsets; then checkpoint the
+   projection.
+
+If the transaction aborts, nothing it produced is visible and the consumer rewinds
+to the committed offsets: the batch runs again, and the effect ledger keeps
+confirmed side effects from repeating. A fenced producer means another instance with
+the same ``transactional.id`` took over: this one is a zombie and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from sagalog.agents.backoff import RetryPolicy
+from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
+from sagalog.agents.context import HandlerContext
+from sagalog.agents.declaration import Agent, HandlerSpec
+from sagalog.agents.failures import DependencyUnavailable, StepTimeout, is_retryable
+from sagalog.agents.flow_control import FlowControl
+from sagalog.agents.hydration import hydrate
+from sagalog.agents.internal_topics import ensure_internal_topics
+from sagalog.agents.priority import Priority, schedule
+from sagalog.agents.routing import (
+    dead_letter_headers,
+    read_mark,
+    retry_headers,
+    retry_topic_for,
+)
+from sagalog.agents.settings import AgentSettings
+from sagalog.agents.state_store import StateStore
+from sagalog.agents.telemetry import (
+    AgentTelemetry,
+    configure_logging,
+    current_traceparent,
+    ensure_tracer_provider,
+)
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.headers import EventHeaders, new_event_id
+from sagalog.contracts.models import Event
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.errors import EventValidationError, SagalogError, SchemaError
+from sagalog.events import CompensationCompleted, StepFailed
+
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+OutRecord = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes | str | None]]]
+
+
+class ZombieFenced(SagalogError):
+    """Another instance with this ``transactional.id`` took over; this one must stop."""
+
+    exit_code = 70
+
+
+@dataclass
+class _Item:
+    """One record this agent handles in the current batch."""
+
+    message: Message
+    headers: EventHeaders
+    spec: HandlerSpec
+    event: Event
+    attempt: int
+    origin: str  # topic/partition/offset of the input record
+    origin_topic: str
+    from_retry: bool
+    priority: int
+
+
+@dataclass
+class _Outcome:
+    """What became of one record; ``records`` are produced in the transaction."""
+
+    kind: str  # ok | retry | defer | park | dead | duplicate | ignored
+    records: list[OutRecord] = field(default_factory=list)
+    error: str = ""
+    duration_ms: float = 0.0
+    step: str | None = None
+    attempt: int | None = None
+
+
+class AgentWorker:
+    """Runs one instance of an agent until stopped."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        settings: AgentSettings,
+        *,
+        catalog: SchemaCatalog | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    ) -> None:
+        self.agent = agent
+        self.settings = settings
+        self.catalog = catalog or SchemaCatalog.load(Path(settings.project_dir) / "schemas")
+        agent.check(self.catalog)
+        self.codec = EventCodec(catalog=self.catalog, registry=SchemaRegistry(settings))
+        self.clock = clock
+        self.wall_ms = wall_ms
+        self.source = f"sagalog/{agent.name}"
+        self.group_id = f"sagalog-agent-{agent.name}"
+        self.transactional_id = f"sagalog-agent-{agent.name}-{settings.instance_id}"
+        self.retry_topic = retry_topic_for(agent.name)
+        self.policy = RetryPolicy(
+            max_attempts=settings.max_attempts,
+            base_delay_s=settings.retry_base_delay_s,
+            max_delay_s=max(settings.retry_max_delay_s, settings.retry_base_delay_s),
+        )
+        self.flow = FlowControl(
+            breaker_policy=BreakerPolicy(
+                failure_threshold=settings.breaker_failure_threshold,
+                open_for_s=settings.breaker_open_for_s,
+            ),
+            rate_limits=settings.rate_limits,
+            max_rate_wait_s=settings.max_rate_wait_s,
+            clock=clock,
+        )
+        self.telemetry = AgentTelemetry(agent=agent.name, instance=settings.instance_id)
+        self.flow.on_breaker_change = self._breaker_changed
+        self.stats = self.telemetry.stats
+        self.store: StateStore | None = None
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._paused_until: dict[tuple[str, int], int] = {}
+        self._to_hydrate: dict[tuple[str, int], int] = {}
+        self._stopping = False
+        self._loop = asyncio.new_event_loop()
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the worker to finish its batch, commit and exit (SIGTERM does this)."""
+        self._stopping = True
+
+    def run(self, *, install_signals: bool = True) -> None:
+        """Consume until stopped. Blocks.
+
+        Raises:
+            ZombieFenced: a newer instance with the same instance id took over.
+        """
+        configure_logging(json_lines=self.settings.log_json)
+        ensure_tracer_provider()
+        if install_signals:
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+        partitions = ensure_internal_topics(
+            self.settings,
+            inputs=self.agent.topics,
+            retry_topic=self.retry_topic,
+            deadletter_topic=self.settings.deadletter_topic,
+        )
+        self.partitions = partitions
+        self.store = StateStore(
+            self.settings.data_dir / self.agent.name / self.settings.instance_id
+        )
+        self._producer = self._new_producer()
+        self._consumer = Consumer(
+            self.settings.kafka_config(
+                **{
+                    "group.id": self.group_id,
+                    "isolation.level": "read_committed",
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                    # range keeps partition i of every input and of the retry topic on one
+                    # instance, so a workflow's projection, retries and parking live together.
+                    "partition.assignment.strategy": "range",
+                    "session.timeout.ms": 10000,
+                    "heartbeat.interval.ms": 1000,
+                    "fetch.wait.max.ms": 20,
+                    "enable.partition.eof": False,
+                }
+            )
+        )
+        self._consumer.subscribe(
+            [*self.agent.topics, self.retry_topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_revoke,
+        )
+        self.telemetry.log("start", f"agent {self.agent.name} started", outcome="ok")
+        started_stopping: float | None = None
+        try:
+            while not self._stopping:
+                self._iteration()
+            started_stopping = self.clock()
+        finally:
+            self._shutdown(started_stopping)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stopping:  # a second signal: stop now, uncommitted work is redelivered
+            raise KeyboardInterrupt
+        self.telemetry.log("stop", f"received signal {signum}; finishing the batch")
+        self._stopping = True
+
+    def _shutdown(self, started: float | None) -> None:
+        with contextlib.suppress(Exception):
+            if self._consumer is not None:
+                self._consumer.close()
+        with contextlib.suppress(Exception):
+            if self._producer is not None:
+                self._producer.flush(5)
+        if self.store is not None:
+            self.store.close()
+        took = 0.0 if started is None else (self.clock() - started) * 1000
+        self.telemetry.log(
+            "stop", f"agent {self.agent.name} stopped", duration_ms=round(took, 1), outcome="ok"
+        )
+
+    def _new_producer(self) -> Producer:
+        producer = Producer(
+            self.settings.kafka_config(
+                **{
+                    "transactional.id": self.transactional_id,
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 1,
+                    "transaction.timeout.ms": int(self.settings.transaction_timeout_s * 1000),
+                }
+            )
+        )
+        producer.init_transactions(self.settings.connect_timeout_s * 3)
+        return producer
+
+    # -- rebalance ----------------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        assert self.store is not None
+        consumer.assign(partitions)
+        inputs = [tp for tp in partitions if tp.topic in self.agent.topics]
+        committed = (
+            consumer.committed(inputs, timeout=self.settings.connect_timeout_s) if inputs else []
+        )
+        behind = []
+        for tp in committed:
+            checkpoint = self.store.checkpoint(tp.topic, tp.partition)
+            if tp.offset > checkpoint:
+                self._to_hydrate[(tp.topic, tp.partition)] = tp.offset
+                behind.append(TopicPartition(tp.topic, tp.partition))
+        if behind:
+            consumer.pause(behind)
+        first = self.agent.topics[0]
+        assigned = sum(1 for tp in partitions if tp.topic == first)
+        self.flow.rebalance(assigned=assigned, total=self.partitions)
+        self.telemetry.log(
+            "rebalance",
+            f"assigned {len(partitions)} partition(s), {len(behind)} to hydrate",
+            outcome="assigned",
+        )
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self._paused_until.pop((tp.topic, tp.partition), None)
+            self._to_hydrate.pop((tp.topic, tp.partition), None)
+        self.telemetry.log(
+            "rebalance", f"revoked {len(partitions)} partition(s)", outcome="revoked"
+        )
+
+    def _hydrate_pending(self) -> None:
+        """Rebuild the projection of newly assigned partitions up to their committed
+        offsets, then let them flow: a handler never sees a context missing events
+        that were handled before."""
+        assert self._consumer is not None and self.store is not None
+        if not self._to_hydrate:
+            return
+        targets = dict(self._to_hydrate)
+        self._to_hydrate.clear()
+        folded = hydrate(self.settings, self.codec, self.store, targets)
+        self._consumer.resume([TopicPartition(t, p) for t, p in targets])
+        self.telemetry.log("hydrate", f"folded {folded} event(s) into the projection", outcome="ok")
+
+    # -- one batch ------------------------------------------------------------------------
+
+    def _iteration(self) -> None:
+        assert self._consumer is not None
+        self._resume_due()
+        self._hydrate_pending()
+        messages = self._consumer.consume(self.settings.max_batch, self.settings.poll_timeout_s)
+        records = []
+        for message in messages:
+            error = message.error()
+            if error is None:
+                records.append(message)
+            elif error.code() != KafkaError._PARTITION_EOF:
+                self.telemetry.log(
+                    "consume",
+                    f"consumer error: {error.str()}",
+                    level=logging.WARNING,
+                    outcome="error",
+                )
+        if records:
+            self._process(records)
+
+    def _resume_due(self) -> None:
+        assert self._consumer is not None
+        now = self.wall_ms()
+        due = [key for key, at in self._paused_until.items() if at <= now]
+        if due:
+            self._consumer.resume([TopicPartition(t, p) for t, p in due])
+            for key in due:
+                del self._paused_until[key]
+
+    def _hold_until_due(self, records: list[Message]) -> list[Message]:
+        """Drop retry records that are not due yet, pausing their partition until they
+        are; later records of that partition wait behind them."""
+        assert self._consumer is not None
+        now = self.wall_ms()
+        held: set[tuple[str, int]] = set()
+        kept = []
+        for message in records:
+            key = (message.topic(), message.partition())
+            if key in held:
+                continue
+            if message.topic() == self.retry_topic:
+                mark = read_mark(message.headers())
+                if mark is not None and mark.not_before_ms > now:
+                    tp = TopicPartition(key[0], key[1], message.offset())
+                    self._consumer.pause([tp])
+                    self._consumer.seek(tp)
+                    self._paused_until[key] = mark.not_before_ms
+                    held.add(key)
+                    continue
+            kept.append(message)
+        return kept
+
+    def _process(self, messages: list[Message]) -> None:
+        assert self.store is not None
+        records = self._hold_until_due(messages)
+        outcomes: list[tuple[Message, _Outcome]] = []
+        items: list[_Item] = []
+        for message in records:
+            item_or_outcome = self._classify(message)
+            if isinstance(item_or_outcome, _Item):
+                items.append(item_or_outcome)
+            else:
+                outcomes.append((message, item_or_outcome))
+        handled = self._loop.run_until_complete(self._run_items(items)) if items else []
+        if self._stopping and handled is None:
+            return  # shutdown budget spent: nothing committed, the batch is redelivered
+        for item, outcome in handled or []:
+            outcomes.append((item.message, outcome))
+            self._before_commit(item, outcome)
+        if not self._commit([o for _, o in outcomes]):
+            return
+        self._after_commit(records, items, handled or [])
+        for message, outcome in outcomes:
+            self._account(message, outcome)
+
+    def _classify(self, message: Message) -> _Item | _Outcome:
+        """Fold an input into the projection and decide whether a handler runs."""
+        assert self.store is not None
+        raw_headers = list(message.headers() or [])
+        origin = f"{message.topic()}/{message.partition()}/{message.offset()}"
+        try:
+            headers = EventHeaders.from_kafka(raw_headers)
+        except EventValidationError as exc:
+            return self._dead_record(message, reason=str(exc), error=exc, attempts=0, origin=origin)
+        from_retry = message.topic() == self.retry_topic
+        mark = read_mark(raw_headers) if from_retry else None
+        if mark is not None:
+            origin = mark.origin or origin
+        origin_topic, _, rest = origin.partition("/")
+        origin_offset = int(rest.rsplit("/", 1)[-1] or 0)
+        if not from_retry:
+            position = (message.topic(), message.partition(), message.offset())
+            seen = self.store.first_seen(headers.id)
+            if seen is not None and tuple(seen) != position:
+                return _Outcome("duplicate")
+        wanted = self.agent.wants(headers.type)
+        try:
+            decoded = self.codec.decode(message.value())
+        except SchemaError as exc:
+            if not wanted and not from_retry:
+                return _Outcome("ignored")
+            return self._dead_record(message, reason=str(exc), error=exc, attempts=0, origin=origin)
+        if not from_retry:
+            self.store.project(
+                workflow_id=headers.workflow_id,
+                event_id=headers.id,
+                event_type=headers.type,
+                source=headers.source,
+                payload=decoded.payload,
+                position=(message.topic(), message.partition(), message.offset()),
+            )
+        spec = self.agent.handler_for(headers.type, decoded.payload) if wanted else None
+        if spec is None:
+            return _Outcome("ignored")
+        try:
+            event = spec.event_class.from_avro(decoded.payload)
+        except Exception as exc:  # a payload that decodes but breaks the class's rules
+            return self._dead_record(
+                message,
+                reason=f"payload fails {spec.event_class.__name__} validation: {exc}",
+                error=exc,
+                attempts=0,
+                origin=origin,
+                spec=spec,
+                headers=headers,
+            )
+        if not from_retry:
+            blockers = [
+                o
+                for i, o in self.store.parked(headers.workflow_id).items()
+                if i != headers.id and o < origin_offset
+            ]
+            if blockers:
+                return self._retry_record(
+                    message,
+                    attempt=0,
+                    not_before_ms=0,
+                    origin=origin,
+                    error="parked behind an earlier event of its workflow",
+                    kind="park",
+                )
+        return _Item(
+            message=message,
+            headers=headers,
+            spec=spec,
+            event=event,
+            attempt=(mark.attempt if mark else 0) + 1,
+            origin=origin,
+            origin_topic=origin_topic,
+            from_retry=from_retry,
+            priority=int(Priority.parse(headers.priority)),
+        )
+
+    async def _run_items(self, items: list[_Item]) -> list[tuple[_Item, _Outcome]] | None:
+        """Run handlers: workflows concurrently (priority first), each workflow in order."""
+        limit = asyncio.Semaphore(self.settings.max_in_flight)
+        results: list[tuple[_Item, _Outcome]] = []
+        groups = schedule(items, key=lambda i: i.headers.workflow_id, priority=lambda i: i.priority)
+
+        async def run_group(group: list[_Item]) -> None:
+            blocked = False
+            for item in group:
+                if blocked:
+                    results.append(
+                        (
+                            item,
+                            self._retry_record(
+                                item.message,
+                                attempt=item.attempt - 1,
+                                not_before_ms=0,
+                                origin=item.origin,
+                                error="parked behind an earlier event of its workflow",
+                                kind="park",
+                            ),
+                        )
+                    )
+                    continue
+                async with limit:
+                    outcome = await self._handle(item)
+                results.append((item, outcome))
+                blocked = outcome.kind in ("retry", "defer", "park")
+
+        tasks = [asyncio.ensure_future(run_group(g)) for g in groups]
+        if not tasks:
+            return results
+        done, _ = await asyncio.wait(tasks)
+        for task in done:
+            task.result()
+        return results
+
+    async def _handle(self, item: _Item) -> _Outcome:
+        assert self.store is not None
+        spec, headers = item.spec, item.headers
+        ctx = HandlerContext(
+            agent=self.agent.name,
+            step=spec.step,
+            headers=headers,
+            attempt=item.attempt,
+            workflow=self.store.context(headers.workflow_id),
+            store=self.store,
+            flow=self.flow,
+        )
+        timeout = spec.timeout_s or self.settings.step_timeout_s
+        started = self.clock()
+        attributes = {
+            "messaging.system": "kafka",
+            "messaging.destination.name": item.origin_topic,
+            "sagalog.workflow_id": headers.workflow_id,
+            "sagalog.step": spec.step,
+            "sagalog.event_type": headers.type,
+            "sagalog.attempt": item.attempt,
+        }
+        with self.telemetry.span(
+            f"handle {headers.type}", traceparent=headers.traceparent, attributes=attributes
+        ):
+            try:
+                try:
+                    result = await asyncio.wait_for(spec.call(item.event, ctx), timeout)
+                except TimeoutError as exc:
+                    raise StepTimeout(
+                        f"step '{spec.step}' ran past its {timeout:g}s timeout and was cancelled"
+                    ) from exc
+                outputs = _as_list(result)
+                if spec.compensates is not None:
+                    outputs.append(
+                        CompensationCompleted(
+                            step=spec.compensates,
+                            compensation=str(getattr(item.event, "compensation", spec.step)),
+                        )
+                    )
+                traceparent = current_traceparent() or headers.traceparent
+                records = [self._output(item, e, traceparent) for e in [*ctx.recorded, *outputs]]
+                outcome = _Outcome("ok", records=records)
+            except DependencyUnavailable as exc:
+                delay_ms = max(0, int((exc.retry_at - self.clock()) * 1000))
+                # Recorded effects of this attempt must still reach the log.
+                traceparent = current_traceparent() or headers.traceparent
+                outcome = self._retry_record(
+                    item.message,
+                    attempt=item.attempt - 1,
+                    not_before_ms=self.wall_ms() + delay_ms,
+                    origin=item.origin,
+                    error=str(exc),
+                    kind="defer",
+                    extra=[self._output(item, e, traceparent) for e in ctx.recorded],
+                )
+            except Exception as exc:
+                outcome = self._failure(item, exc, ctx)
+        outcome.duration_ms = (self.clock() - started) * 1000
+        outcome.step, outcome.attempt = spec.step, item.attempt
+        return outcome
+
+    def _failure(self, item: _Item, error: Exception, ctx: HandlerContext) -> _Outcome:
+        """A failed attempt: retry with backoff, or dead-letter and fail the step."""
+        retryable = is_retryable(error)
+        traceparent = current_traceparent() or item.headers.traceparent
+        recorded = [self._output(item, e, traceparent) for e in ctx.recorded]
+        if retryable and not self.policy.exhausted(item.attempt):
+            delay = self.policy.delay(item.attempt)
+            return self._retry_record(
+                item.message,
+                attempt=item.attempt,
+                origin=item.origin,
+                not_before_ms=self.wall_ms() + int(delay * 1000),
+                error=f"{error.__class__.__name__}: {error}",
+                kind="retry",
+                extra=recorded,
+            )
+        reason = (
+            f"step '{item.spec.step}' failed after {item.attempt} attempt(s): "
+            f"{error.__class__.__name__}: {error}"
+        )
+        outcome = self._dead_record(
+            item.message,
+            reason=reason,
+            error=error,
+            attempts=item.attempt,
+            origin=item.origin,
+            spec=item.spec,
+            headers=item.headers,
+            retryable=retryable,
+        )
+        outcome.records[:0] = recorded
+        return outcome
+
+    # -- records produced in the transaction -----------------------------------------------
+
+    def _output(self, item: _Item, event: Event, traceparent: str | None) -> OutRecord:
+        headers = EventHeaders(
+            id=new_event_id(),
+            type=event.event_type,
+            source=self.source,
+            workflow_id=item.headers.workflow_id,
+            causation_id=item.headers.id,
+            correlation_id=item.headers.correlation_id or item.headers.workflow_id,
+            flow_version=item.headers.flow_version,
+            priority=item.headers.priority,
+            traceparent=traceparent,
+        )
+        value = self.codec.encode(item.origin_topic, event.event_type, event.to_avro())
+        return (item.origin_topic, item.headers.workflow_id.encode(), value, headers.to_kafka())
+
+    def _retry_record(
+        self,
+        message: Message,
+        *,
+        attempt: int,
+        not_before_ms: int,
+        origin: str,
+        error: str,
+        kind: str,
+        extra: list[OutRecord] | None = None,
+    ) -> _Outcome:
+        headers = retry_headers(
+            message.headers(),
+            attempt=attempt,
+            not_before_ms=not_before_ms,
+            origin=origin,
+            error=error,
+        )
+        record: OutRecord = (self.retry_topic, message.key(), message.value(), headers)
+        return _Outcome(kind, records=[*(extra or []), record], error=error)
+
+    def _dead_record(
+        self,
+        message: Message,
+        *,
+        reason: str,
+        error: BaseException,
+        attempts: int,
+        origin: str,
+        spec: HandlerSpec | None = None,
+        headers: EventHeaders | None = None,
+        retryable: bool = False,
+    ) -> _Outcome:
+        dlq_headers = dead_letter_headers(
+            message.headers(),
+            agent=self.agent.name,
+            reason=reason,
+            error_class=f"{type(error).__module__}.{type(error).__qualname__}",
+            stack="".join(traceback.format_exception(error)),
+            attempts=attempts,
+            origin=origin,
+            now_ms=self.wall_ms(),
+        )
+        records: list[OutRecord] = [
+            (self.settings.deadletter_topic, message.key(), message.value(), dlq_headers)
+        ]
+        if spec is not None and headers is not None:
+            topic = origin.split("/", 1)[0]
+            failed = StepFailed(
+                step=spec.step,
+                reason=reason[:2000],
+                error_class=type(error).__qualname__,
+                attempts=attempts,
+                retryable=retryable,
+            )
+            fake = _Item(
+                message=message,
+                headers=headers,
+                spec=spec,
+                event=failed,
+                attempt=attempts,
+                origin=origin,
+                origin_topic=topic,
+                from_retry=False,
+                priority=0,
+            )
+            try:
+                records.append(self._output(fake, failed, headers.traceparent))
+            except SagalogError as exc:
+                self.telemetry.log(
+                    "dead_letter",
+                    f"could not publish StepFailed: {exc}",
+                    level=logging.ERROR,
+                    workflow_id=headers.workflow_id,
+                )
+        return _Outcome("dead", records=records, error=reason)
+
+    # -- the transaction --------------------------------------------------------------------
+
+    def _commit(self, outcomes: list[_Outcome]) -> bool:
+        """Produce every outcome's records and commit the offsets in one transaction.
+
+        Returns:
+            False when the transaction aborted (the consumer is rewound and the batch
+            runs again).
+        """
+        assert self._producer is not None and self._consumer is not None
+        producer, consumer = self._producer, self._consumer
+        try:
+            producer.begin_transaction()
+            for outcome in outcomes:
+                for topic, key, value, headers in outcome.records:
+                    producer.produce(topic, key=key, value=value, headers=headers)
+            positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
+            producer.send_offsets_to_transaction(
+                positions, consumer.consumer_group_metadata(), self.settings.connect_timeout_s * 3
+            )
+            producer.commit_transaction(self.settings.transaction_timeout_s)
+        except KafkaException as exc:
+            self._on_transaction_error(exc)
+            return False
+        self.stats.transactions += 1
+        return True
+
+    def _on_transaction_error(self, exc: KafkaException) -> None:
+        assert self._producer is not None
+        error: KafkaError = exc.args[0]
+        self.stats.aborted += 1
+        self.telemetry.log(
+            "transaction",
+            f"transaction failed: {error.str()}",
+            level=logging.WARNING,
+            outcome="aborted",
+        )
+        if error.code() in _FENCED:
+            raise ZombieFenced(
+                f"instance '{self.settings.instance_id}' of agent '{self.agent.name}' was fenced: "
+                "another instance with the same instance id took over; this one stops. Give "
+                "every live instance its own SAGALOG_AGENT_INSTANCE_ID"
+            ) from exc
+        if error.fatal():
+            with contextlib.suppress(KafkaException):
+                self._producer.abort_transaction(self.settings.connect_timeout_s)
+            self._producer = self._new_producer()
+        else:
+            with contextlib.suppress(KafkaException):
+                self._producer.abort_transaction(self.settings.connect_timeout_s)
+        self._rewind()
+
+    def _rewind(self) -> None:
+        """Seek every assigned partition back to its committed offset."""
+        assert self._consumer is not None
+        assignment = self._consumer.assignment()
+        if not assignment:
+            return
+        for tp in self._consumer.committed(assignment, timeout=self.settings.connect_timeout_s):
+            offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+            with contextlib.suppress(KafkaException):
+                self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+
+    def _before_commit(self, item: _Item, outcome: _Outcome) -> None:
+        """Park a workflow whose event goes to the retry topic, before the commit: an
+        aborted transaction leaves a parking entry at an offset that is replayed, which
+        the offset rule ignores."""
+        assert self.store is not None
+        if outcome.kind in ("retry", "defer", "park"):
+            offset = int(item.origin.rsplit("/", 1)[-1])
+            self.store.park(item.headers.workflow_id, item.headers.id, offset)
+
+    def _after_commit(
+        self, records: list[Message], items: list[_Item], handled: list[tuple[_Item, _Outcome]]
+    ) -> None:
+        assert self.store is not None
+        last: dict[tuple[str, int], int] = {}
+        for message in records:
+            if message.topic() != self.retry_topic:
+                key = (message.topic(), message.partition())
+                last[key] = max(last.get(key, -1), message.offset())
+        for (topic, partition), offset in last.items():
+            self.store.set_checkpoint(topic, partition, offset + 1)
+        for item, outcome in handled:
+            if item.from_retry and outcome.kind in ("ok", "dead"):
+                self.store.unpark(item.headers.workflow_id, item.headers.id)
+
+    def _account(self, message: Message, outcome: _Outcome) -> None:
+        headers = {
+            k: (v.decode() if isinstance(v, bytes) else v)
+            for k, v in (message.headers() or [])
+            if k.startswith("ce_")
+        }
+        fields = {
+            "workflow_id": headers.get("ce_workflowid"),
+            "event_type": headers.get("ce_type"),
+            "event_id": headers.get("ce_id"),
+            "outcome": outcome.kind,
+            "duration_ms": round(outcome.duration_ms, 2),
+            "step": outcome.step,
+            "attempt": outcome.attempt,
+        }
+        stats = self.stats
+        match outcome.kind:
+            case "ok":
+                stats.handled += 1
+                stats.latencies_ms.append(outcome.duration_ms)
+                self.telemetry.count("handled", "ok")
+                self.telemetry.latency.record(outcome.duration_ms, {"agent": self.agent.name})
+                self.telemetry.log("handled", "handled", **fields)
+            case "retry":
+                stats.failed += 1
+                stats.retried += 1
+                self.telemetry.count("failed", "retry")
+                self.telemetry.count("retried")
+                self.telemetry.log("retry", outcome.error, level=logging.WARNING, **fields)
+            case "defer":
+                stats.deferred += 1
+                self.telemetry.log("defer", outcome.error, **fields)
+            case "park":
+                stats.parked += 1
+                self.telemetry.log("park", outcome.error, **fields)
+            case "dead":
+                stats.failed += 1
+                stats.dead_lettered += 1
+                self.telemetry.count("failed", "dead")
+                self.telemetry.count("dead_lettered")
+                self.telemetry.log("dead_letter", outcome.error, level=logging.ERROR, **fields)
+            case "duplicate":
+                stats.duplicates += 1
+                self.telemetry.log("duplicate", "discarded a duplicate event id", **fields)
+            case _:
+                stats.ignored += 1
+
+    def _breaker_changed(self, dependency: str, before: BreakerState, after: BreakerState) -> None:
+        self.telemetry.log(
+            "breaker",
+            f"circuit breaker of '{dependency}' {before} -> {after}",
+            transition=f"{before}->{after}",
+            outcome=str(after),
+        )
+
+
+def _as_list(result: Any) -> list[Event]:
+    if result is None:
+        return []
+    if isinstance(result, Event):
+        return [result]
+    return list(result)
