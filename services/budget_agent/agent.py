@@ -7,6 +7,7 @@ from pydantic_settings import SettingsConfigDict
 from procurement.events import BudgetReleased, BudgetReserved, RequestSubmitted
 from sagalog.agents.context import HandlerContext
 from sagalog.agents.declaration import Agent
+from sagalog.agents.failures import NonRetryableError
 from sagalog.agents.settings import AgentSettings
 from sagalog.events import CompensationRequested
 from standins.client import perform
@@ -32,6 +33,10 @@ def cost_center_of(department: str) -> str:
 
 @agent.handles(RequestSubmitted, step="reserve_budget", dependencies=["ledger"])
 async def reserve_budget(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
+    if event.amount <= 0:
+        raise NonRetryableError(
+            f"request {event.request_id}: amount must be positive, got {event.amount}"
+        )
     reservation = await ctx.effect(
         "ledger.reserve",
         perform,

@@ -29,6 +29,7 @@ class Faults:
     fail_always: bool = False
     latency_ms: int = 0
     outage: bool = False
+    fail_when: dict[str, Any] = field(default_factory=dict)  # body field -> value: always fail
 
 
 @dataclass
@@ -124,8 +125,12 @@ class _Handler(BaseHTTPRequestHandler):
         faults = self.server.faults
         if faults.latency_ms:
             time.sleep(faults.latency_ms / 1000)
+        body = self._body()
+        matches = bool(faults.fail_when) and all(
+            body.get(k) == v for k, v in faults.fail_when.items()
+        )
         with self.server.book.lock:
-            fail = faults.outage or faults.fail_always or faults.fail_next > 0
+            fail = faults.outage or faults.fail_always or faults.fail_next > 0 or matches
             if faults.fail_next > 0:
                 faults.fail_next -= 1
             if fail:
@@ -133,7 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fail:
             self._reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "injected failure"})
             return
-        result, _ = self.server.book.apply(self.path.removeprefix("/effects/"), key, self._body())
+        result, _ = self.server.book.apply(self.path.removeprefix("/effects/"), key, body)
         self._reply(HTTPStatus.OK, result)
 
 

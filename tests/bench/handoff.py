@@ -206,7 +206,13 @@ def measure_handoff(
             counter = OutputCounter(kafka_config, job.out_topic, counter_group)
             relay = start_relay(job)
             progress(f"{run_id}: relay started, warming up")
-            load_producer = Producer({**kafka_config, "enable.idempotence": True, "linger.ms": float(__import__("os").environ.get("BL", "1"))})
+            load_producer = Producer(
+                {
+                    **kafka_config,
+                    "enable.idempotence": True,
+                    "linger.ms": float(__import__("os").environ.get("BL", "1")),
+                }
+            )
             for p in range(partitions):
                 key, value, headers = make_record(p)
                 load_producer.produce(job.in_topic, value, key, partition=p, headers=headers)
@@ -224,15 +230,29 @@ def measure_handoff(
             rate = throughput * load_fraction
             count = max(1, int(rate * duration_s))
             progress(f"{run_id}: open-loop load at {rate:,.0f}/s for {duration_s:g}s")
+            import os
+
+            def cpu(pid):
+                f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+                return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+            pids = {"main": os.getpid(), "relay": relay.pid, "java": 25502}
+            before = {k: cpu(v) for k, v in pids.items()}
+            if os.environ.get("BC") == "0":
+                counter.close()
             load = OpenLoopLoad(load_producer, job.in_topic, rate, count, make_record).run()
+            if os.environ.get("BC") == "0":
+                time.sleep(3)
+            print({k: round((cpu(v) - before[k]) / load.duration_s, 2) for k, v in pids.items()})
             if load.delivery_errors:
                 raise BenchmarkError(
                     f"latency: {load.delivery_errors} of {count} records were not delivered "
                     f"to {job.in_topic}; check the broker log"
                 )
-            counter.wait_for(
-                partitions + preload + count, timeout_s=120, relay=relay, step="latency"
-            )
+            if os.environ.get("BC") != "0":
+                counter.wait_for(
+                    partitions + preload + count, timeout_s=120, relay=relay, step="latency"
+                )
             pickups = _stop_relay(relay, job)
             relay = None
             end_to_end = counter.end_to_end.summary()

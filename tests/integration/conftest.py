@@ -87,7 +87,7 @@ topics:
 """)
     yield project
     admin, metadata = connect_admin(settings)
-    mine = [t for t in metadata.topics if t.endswith(suffix)]
+    mine = [t for t in metadata.topics if suffix in t]
     if mine:
         for future in admin.delete_topics(mine, request_timeout=15).values():
             future.result(timeout=15)

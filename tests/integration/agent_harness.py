@@ -1,0 +1,244 @@
+"""Run agent services as real processes against the real broker, and observe them.
+
+Agents run as separate OS processes (``python -m budget_agent``) so tests can SIGKILL,
+SIGSTOP and restart them; the dependency stand-in runs in the test process and counts
+effects and calls; outputs are read back by a read_committed consumer, which is the
+only view that counts for exactly-once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from sagalog.contracts.headers import header_dict
+from standins.server import StandinServer, serve
+
+from .conftest import REPO, Project
+
+AGENT_TOPICS = """
+ignore: ["*"]
+topics:
+  procurement.events.{s}:
+    partitions: {partitions}
+    schemas: [procurement.v1.RequestSubmitted, procurement.v1.BudgetReserved,
+              procurement.v1.BudgetReleased, sagalog.v1.StepFailed, sagalog.v1.EffectRecorded,
+              sagalog.v1.CompensationRequested, sagalog.v1.CompensationCompleted]
+  deadletter.{s}:
+    partitions: 1
+"""
+
+
+def request(n: int, **overrides: Any) -> dict[str, Any]:
+    return {
+        "request_id": f"PR-{n}",
+        "requester": "ana@example.com",
+        "department": "it",
+        "title": f"Request {n}",
+        "description": "test",
+        "amount": "100.00",
+        "currency": "EUR",
+        "vendor": "Acme",
+        "submitted_at": "2026-11-29T09:00:00Z",
+        **overrides,
+    }
+
+
+@dataclass
+class AgentProcess:
+    """One budget-agent instance as an OS process."""
+
+    env: dict[str, str]
+    log: Path
+    cwd: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> AgentProcess:
+        handle = self.log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "budget_agent"],
+            cwd=self.cwd,
+            env=self.env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+        return self
+
+    def signal(self, signum: int) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def stop(self, timeout: float = 30) -> int | None:
+        """SIGTERM and wait; returns the exit code."""
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@dataclass
+class AgentLab:
+    """A throwaway topic set, a ledger stand-in, and agent processes on them."""
+
+    project: Project
+    ledger: StandinServer
+    tmp: Path
+    name: str
+    processes: list[AgentProcess] = field(default_factory=list)
+
+    @property
+    def topic(self) -> str:
+        return self.project.topic("procurement.events")
+
+    @property
+    def deadletter(self) -> str:
+        return self.project.topic("deadletter")
+
+    @property
+    def ledger_url(self) -> str:
+        host, port = self.ledger.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def agent(self, instance: str = "a", **settings: Any) -> AgentProcess:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                [str(REPO / "services"), os.environ.get("PYTHONPATH", "")]
+            ),
+            "BUDGET_AGENT_NAME": self.name,
+            "BUDGET_AGENT_TOPIC": self.topic,
+            "BUDGET_AGENT_LEDGER_URL": self.ledger_url,
+            "BUDGET_AGENT_INSTANCE_ID": instance,
+            "BUDGET_AGENT_DATA_DIR": str(self.tmp / "data"),
+            "BUDGET_AGENT_PROJECT_DIR": str(self.project.root),
+            "BUDGET_AGENT_DEADLETTER_TOPIC": self.deadletter,
+            "BUDGET_AGENT_BOOTSTRAP_SERVERS": self.project.settings.bootstrap_servers,
+            "BUDGET_AGENT_SCHEMA_REGISTRY_URL": self.project.settings.schema_registry_url,
+            "BUDGET_AGENT_RETRY_BASE_DELAY_S": "0.2",
+            "BUDGET_AGENT_RETRY_MAX_DELAY_S": "1.0",
+            **{f"BUDGET_AGENT_{k.upper()}": str(v) for k, v in settings.items()},
+        }
+        process = AgentProcess(
+            env=env, log=self.tmp / f"agent-{instance}.log", cwd=self.project.root
+        )
+        self.processes.append(process)
+        return process.start()
+
+    def faults(self, **faults: Any) -> None:
+        for name, value in faults.items():
+            setattr(self.ledger.faults, name, value)
+
+    def records(
+        self,
+        topic: str | None = None,
+        *,
+        expect: Callable[[list[dict[str, Any]]], bool],
+        timeout: float = 60.0,
+    ) -> list[dict[str, Any]]:
+        """Read ``topic`` (read_committed) until ``expect(records)`` holds or time runs out."""
+        return read_until(
+            self.project.settings.kafka_config(),
+            topic or self.topic,
+            expect=expect,
+            timeout=timeout,
+        )
+
+    def outputs(self, event_type: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [r for r in records if r["type"] == event_type]
+
+    def logs(self) -> str:
+        return "\n".join(p.log.read_text() for p in self.processes if p.log.exists())
+
+
+def read_until(
+    config: dict[str, Any],
+    topic: str,
+    *,
+    expect: Callable[[list[dict[str, Any]]], bool],
+    timeout: float,
+) -> list[dict[str, Any]]:
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": f"test-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": False,
+        }
+    )
+    metadata = consumer.list_topics(topic, timeout=10)
+    consumer.assign(
+        [TopicPartition(topic, p, OFFSET_BEGINNING) for p in metadata.topics[topic].partitions]
+    )
+    records: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for message in consumer.consume(500, 0.2):
+                if message.error() is None:
+                    headers = header_dict(message.headers())
+                    records.append(
+                        {
+                            "type": headers.get("ce_type"),
+                            "headers": headers,
+                            "key": message.key(),
+                            "value": message.value(),
+                            "partition": message.partition(),
+                            "offset": message.offset(),
+                        }
+                    )
+            if expect(records):
+                return records
+        return records
+    finally:
+        consumer.close()
+
+
+def count_by(records: list[dict[str, Any]], header: str) -> Counter[str]:
+    return Counter(r["headers"].get(header, "") for r in records)
+
+
+@pytest.fixture
+def lab_factory(project: Project, tmp_path: Path) -> Iterator[Callable[..., AgentLab]]:
+    labs: list[AgentLab] = []
+
+    def make(*, partitions: int = 3) -> AgentLab:
+        project.write_topology(AGENT_TOPICS.replace("{partitions}", str(partitions)))
+        project.apply()
+        ledger = serve(name="ledger")
+        lab = AgentLab(
+            project=project, ledger=ledger, tmp=tmp_path, name=f"budget-{project.suffix}"
+        )
+        labs.append(lab)
+        return lab
+
+    yield make
+    for lab in labs:
+        for process in lab.processes:
+            process.kill()
+        lab.ledger.shutdown()

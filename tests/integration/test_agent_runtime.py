@@ -1,0 +1,196 @@
+"""The agent runtime on the real broker: exactly-once hand-offs, idempotent effects,
+retries, dead letters and circuit breaking, with agents as separate processes."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from sagalog.publisher import EventPublisher
+
+from .agent_harness import AgentLab, count_by, lab_factory, request  # noqa: F401 - fixture
+
+RESERVED = "procurement.v1.BudgetReserved"
+RECORDED = "sagalog.v1.EffectRecorded"
+FAILED = "sagalog.v1.StepFailed"
+
+
+def publisher(lab: AgentLab) -> EventPublisher:
+    return EventPublisher(lab.project.settings, catalog=lab.project.catalog, source="tests/agents")
+
+
+def test_same_event_delivered_five_times_one_effect_one_output(lab_factory: Any) -> None:
+    lab: AgentLab = lab_factory()
+    out = publisher(lab)
+    for _ in range(5):  # an at-least-once upstream delivering the same event (same id) 5 times
+        out.publish(
+            lab.topic,
+            "procurement.v1.RequestSubmitted",
+            request(1),
+            workflow_id="wf-dup",
+            event_id="evt-dup-1",
+        )
+    lab.agent()
+    records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= 1)
+    time.sleep(3)  # give a wrongly duplicated output time to appear
+    records = lab.records(expect=lambda rs: False, timeout=3)
+    assert len(lab.outputs(RESERVED, records)) == 1
+    assert len(lab.outputs(RECORDED, records)) == 1
+    assert len(lab.ledger.book.effects) == 1
+    assert sum(lab.ledger.book.calls.values()) == 1
+    assert '"action": "duplicate"' in lab.logs()
+
+
+def test_dependency_failing_three_times_then_succeeding(lab_factory: Any) -> None:
+    lab: AgentLab = lab_factory()
+    lab.faults(fail_next=3)
+    lab.agent(breaker_failure_threshold=10)
+    publisher(lab).publish(
+        lab.topic, "procurement.v1.RequestSubmitted", request(2), workflow_id="wf-flaky"
+    )
+    records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 1)
+    assert len(lab.outputs(RESERVED, records)) == 1
+    assert lab.ledger.book.failures_injected == 3
+    assert len(lab.ledger.book.effects) == 1
+    logs = lab.logs()
+    assert logs.count('"action": "retry"') == 3
+    assert '"attempt": 4' in logs  # succeeded on the fourth attempt
+
+
+def test_always_failing_event_is_dead_lettered_without_blocking_its_partition(
+    lab_factory: Any,
+) -> None:
+    lab: AgentLab = lab_factory(partitions=1)
+    lab.faults(fail_when={"request_id": "PR-poison"})
+    lab.agent(breaker_failure_threshold=100, max_attempts=4)
+    out = publisher(lab)
+    out.publish(
+        lab.topic,
+        "procurement.v1.RequestSubmitted",
+        request(0, request_id="PR-poison"),
+        workflow_id="wf-poison",
+    )
+    for n in range(3):
+        out.publish(lab.topic, "procurement.v1.RequestSubmitted", request(n), workflow_id=f"wf-{n}")
+
+    records = lab.records(expect=lambda rs: len(lab.outputs(FAILED, rs)) == 1)
+    reserved = lab.outputs(RESERVED, records)
+    failed = lab.outputs(FAILED, records)
+    assert sorted(r["headers"]["ce_workflowid"] for r in reserved) == ["wf-0", "wf-1", "wf-2"]
+    # The later events finished before the poisoned one gave up: the partition kept flowing.
+    assert max(r["offset"] for r in reserved) < failed[0]["offset"]
+    assert failed[0]["headers"]["ce_workflowid"] == "wf-poison"
+
+    dead = lab.records(lab.deadletter, expect=lambda rs: len(rs) == 1)
+    headers = dead[0]["headers"]
+    assert headers["sagalog_dlq_attempts"] == "4"
+    assert "step 'reserve_budget' failed after 4 attempt(s)" in headers["sagalog_dlq_reason"]
+    assert "RetryableError" in headers["sagalog_dlq_error_class"]
+    assert "Traceback" in headers["sagalog_dlq_stack"]
+    assert headers["ce_workflowid"] == "wf-poison"  # the original headers travel along
+    assert lab.ledger.book.failures_injected == 4
+
+
+def test_invalid_events_are_dead_lettered_at_once_and_the_partition_flows(
+    lab_factory: Any,
+) -> None:
+    lab: AgentLab = lab_factory(partitions=1)
+    lab.agent()
+    out = publisher(lab)
+    out.publish(
+        lab.topic,
+        "procurement.v1.RequestSubmitted",
+        request(1, amount="0.00"),
+        workflow_id="wf-zero",
+    )
+    from confluent_kafka import Producer
+
+    raw = Producer(lab.project.settings.kafka_config())
+    raw.produce(
+        lab.topic,
+        key=b"wf-garbage",
+        value=b"\x00\x00\x00\x00\x01garbage",
+        headers=[
+            ("ce_id", b"g-1"),
+            ("ce_type", b"procurement.v1.RequestSubmitted"),
+            ("ce_source", b"tests/garbage"),
+            ("ce_time", b"2026-11-29T09:00:00Z"),
+            ("ce_workflowid", b"wf-garbage"),
+        ],
+    )
+    raw.flush(10)
+    out.publish(lab.topic, "procurement.v1.RequestSubmitted", request(2), workflow_id="wf-fine")
+
+    dead = lab.records(lab.deadletter, expect=lambda rs: len(rs) == 2)
+    reasons = sorted(r["headers"]["sagalog_dlq_reason"] for r in dead)
+    assert "amount must be positive" in reasons[1] or "amount must be positive" in reasons[0]
+    assert any("does not decode" in r or "unknown schema id" in r for r in reasons)
+    by_workflow = {r["headers"]["ce_workflowid"]: r["headers"] for r in dead}
+    assert by_workflow["wf-zero"]["sagalog_dlq_attempts"] == "1"  # non-retryable: no retries
+    records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 1)
+    assert [r["headers"]["ce_workflowid"] for r in lab.outputs(RESERVED, records)] == ["wf-fine"]
+    assert count_by(lab.outputs(FAILED, records), "ce_workflowid")["wf-zero"] == 1
+
+
+def test_circuit_breaker_opens_during_an_outage_and_closes_after(lab_factory: Any) -> None:
+    lab: AgentLab = lab_factory()
+    lab.faults(outage=True)
+    lab.agent(breaker_failure_threshold=3, breaker_open_for_s=2, max_attempts=50)
+    out = publisher(lab)
+    for n in range(10):
+        out.publish(
+            lab.topic, "procurement.v1.RequestSubmitted", request(n), workflow_id=f"wf-o{n}"
+        )
+    deadline = time.monotonic() + 30
+    while '"closed->open"' not in lab.logs() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert '"transition": "closed->open"' in lab.logs()
+    calls_when_open = lab.ledger.book.failures_injected
+    time.sleep(3)
+    # While open, work waits: at most a probe per open period reaches the dependency.
+    assert lab.ledger.book.failures_injected - calls_when_open <= 3
+    lab.faults(outage=False)
+    records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 10, timeout=90)
+    assert len(lab.outputs(RESERVED, records)) == 10
+    assert len(lab.ledger.book.effects) == 10
+    logs = lab.logs()
+    assert '"transition": "half_open->closed"' in logs
+    assert '"action": "defer"' in logs
+    assert '"action": "dead_letter"' not in logs
+
+
+def test_outputs_carry_causation_trace_and_lineage_of_the_input(lab_factory: Any) -> None:
+    lab: AgentLab = lab_factory()
+    lab.agent()
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    sent = publisher(lab).publish(
+        lab.topic,
+        "procurement.v1.RequestSubmitted",
+        request(5),
+        workflow_id="wf-trace",
+        traceparent=traceparent,
+        flow_version=3,
+        priority="HIGH",
+    )
+    records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 1)
+    [reserved] = lab.outputs(RESERVED, records)
+    headers = reserved["headers"]
+    assert headers["ce_causationid"] == sent.headers.id
+    assert headers["ce_flowversion"] == "3" and headers["ce_priority"] == "HIGH"
+    assert headers["ce_source"] == f"sagalog/{lab.name}"
+    # Same trace, new span: the handler's span continues the producer's trace.
+    assert headers["traceparent"].split("-")[1] == traceparent.split("-")[1]
+    assert headers["traceparent"] != traceparent
+    log_lines = [json.loads(line) for line in lab.logs().splitlines() if line.startswith("{")]
+    handled = [line for line in log_lines if line["action"] == "handled"]
+    assert handled and set(handled[0]) >= {
+        "workflow_id",
+        "step",
+        "event_type",
+        "transition",
+        "duration_ms",
+        "outcome",
+        "attempt",
+    }
+    assert handled[0]["step"] == "reserve_budget"
