@@ -96,3 +96,7 @@ topics:
         if suffix in subject:
             registry.delete_subject(subject)
             registry.delete_subject(subject, permanent=True)
+
+
+# Fixtures that live next to the helpers they drive (imported last: they import Project).
+from .agent_harness import lab_factory  # noqa: E402, F401

@@ -9,7 +9,7 @@ from typing import Any
 
 from sagalog.publisher import EventPublisher
 
-from .agent_harness import AgentLab, count_by, lab_factory, request  # noqa: F401 - fixture
+from .agent_harness import AgentLab, count_by, request
 
 RESERVED = "procurement.v1.BudgetReserved"
 RECORDED = "sagalog.v1.EffectRecorded"
