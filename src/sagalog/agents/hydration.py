@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from sagalog.agents.records import headers_of, offset_of, partition_of, topic_of
 from sagalog.agents.state_store import StateStore
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders
@@ -65,9 +67,10 @@ def hydrate(
                     )
                 continue
             idle = 0.0
-            key = (message.topic(), message.partition())
-            if message.error() is not None:
-                if message.error().code() == KafkaError._PARTITION_EOF:
+            key = (topic_of(message), partition_of(message))
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     # read_committed: the end may sit below the target only while an
                     # aborted transaction's markers are skipped; the partition is done.
                     remaining.pop(key, None)
@@ -76,18 +79,18 @@ def hydrate(
                 continue
             _fold(codec, store, message)
             folded += 1
-            store.set_checkpoint(key[0], key[1], message.offset() + 1)
-            if message.offset() + 1 >= remaining[key]:
+            store.set_checkpoint(key[0], key[1], offset_of(message) + 1)
+            if offset_of(message) + 1 >= remaining[key]:
                 del remaining[key]
     finally:
         reader.close()
     return folded
 
 
-def _fold(codec: EventCodec, store: StateStore, message: object) -> None:
+def _fold(codec: EventCodec, store: StateStore, message: Any) -> None:
     try:
-        headers = EventHeaders.from_kafka(message.headers())  # type: ignore[attr-defined]
-        decoded = codec.decode(message.value())  # type: ignore[attr-defined]
+        headers = EventHeaders.from_kafka(headers_of(message))
+        decoded = codec.decode(message.value())
     except (EventValidationError, SchemaError):
         return  # the live path dead-lettered it; nothing to fold
     store.project(
@@ -96,5 +99,5 @@ def _fold(codec: EventCodec, store: StateStore, message: object) -> None:
         event_type=headers.type,
         source=headers.source,
         payload=decoded.payload,
-        position=(message.topic(), message.partition(), message.offset()),  # type: ignore[attr-defined]
+        position=(topic_of(message), partition_of(message), offset_of(message)),
     )

@@ -76,7 +76,7 @@ class StateStore:
     def first_seen(self, event_id: str) -> tuple[str, int, int] | None:
         """(topic, partition, offset) where ``event_id`` was first seen, if it was."""
         value = self.db.get(_SEEN + event_id)
-        return tuple(value) if value is not None else None  # type: ignore[return-value]
+        return (str(value[0]), int(value[1]), int(value[2])) if value is not None else None
 
     def project(
         self,

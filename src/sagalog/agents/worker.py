@@ -51,6 +51,7 @@ from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.hydration import hydrate
 from sagalog.agents.internal_topics import ensure_internal_topics
 from sagalog.agents.priority import Priority, schedule
+from sagalog.agents.records import headers_of, offset_of, partition_of, topic_of
 from sagalog.agents.routing import (
     dead_letter_headers,
     read_mark,
@@ -339,13 +340,13 @@ class AgentWorker:
         held: set[tuple[str, int]] = set()
         kept = []
         for message in records:
-            key = (message.topic(), message.partition())
+            key = (topic_of(message), partition_of(message))
             if key in held:
                 continue
-            if message.topic() == self.retry_topic:
-                mark = read_mark(message.headers())
+            if topic_of(message) == self.retry_topic:
+                mark = read_mark(headers_of(message))
                 if mark is not None and mark.not_before_ms > now:
-                    tp = TopicPartition(key[0], key[1], message.offset())
+                    tp = TopicPartition(key[0], key[1], offset_of(message))
                     self._consumer.pause([tp])
                     self._consumer.seek(tp)
                     self._paused_until[key] = mark.not_before_ms
@@ -380,20 +381,20 @@ class AgentWorker:
     def _classify(self, message: Message) -> _Item | _Outcome:
         """Fold an input into the projection and decide whether a handler runs."""
         assert self.store is not None
-        raw_headers = list(message.headers() or [])
-        origin = f"{message.topic()}/{message.partition()}/{message.offset()}"
+        raw_headers = list(headers_of(message))
+        origin = f"{topic_of(message)}/{partition_of(message)}/{offset_of(message)}"
         try:
             headers = EventHeaders.from_kafka(raw_headers)
         except EventValidationError as exc:
             return self._dead_record(message, reason=str(exc), error=exc, attempts=0, origin=origin)
-        from_retry = message.topic() == self.retry_topic
+        from_retry = topic_of(message) == self.retry_topic
         mark = read_mark(raw_headers) if from_retry else None
         if mark is not None:
             origin = mark.origin or origin
         origin_topic, _, rest = origin.partition("/")
         origin_offset = int(rest.rsplit("/", 1)[-1] or 0)
         if not from_retry:
-            position = (message.topic(), message.partition(), message.offset())
+            position = (topic_of(message), partition_of(message), offset_of(message))
             seen = self.store.first_seen(headers.id)
             if seen is not None and tuple(seen) != position:
                 return _Outcome("duplicate")
@@ -411,7 +412,7 @@ class AgentWorker:
                 event_type=headers.type,
                 source=headers.source,
                 payload=decoded.payload,
-                position=(message.topic(), message.partition(), message.offset()),
+                position=(topic_of(message), partition_of(message), offset_of(message)),
             )
         spec = self.agent.handler_for(headers.type, decoded.payload) if wanted else None
         if spec is None:
@@ -616,7 +617,7 @@ class AgentWorker:
         extra: list[OutRecord] | None = None,
     ) -> _Outcome:
         headers = retry_headers(
-            message.headers(),
+            headers_of(message),
             attempt=attempt,
             not_before_ms=not_before_ms,
             origin=origin,
@@ -638,7 +639,7 @@ class AgentWorker:
         retryable: bool = False,
     ) -> _Outcome:
         dlq_headers = dead_letter_headers(
-            message.headers(),
+            headers_of(message),
             agent=self.agent.name,
             reason=reason,
             error_class=f"{type(error).__module__}.{type(error).__qualname__}",
@@ -759,9 +760,9 @@ class AgentWorker:
         assert self.store is not None
         last: dict[tuple[str, int], int] = {}
         for message in records:
-            if message.topic() != self.retry_topic:
-                key = (message.topic(), message.partition())
-                last[key] = max(last.get(key, -1), message.offset())
+            if topic_of(message) != self.retry_topic:
+                key = (topic_of(message), partition_of(message))
+                last[key] = max(last.get(key, -1), offset_of(message))
         for (topic, partition), offset in last.items():
             self.store.set_checkpoint(topic, partition, offset + 1)
         for item, outcome in handled:
@@ -771,10 +772,10 @@ class AgentWorker:
     def _account(self, message: Message, outcome: _Outcome) -> None:
         headers = {
             k: (v.decode() if isinstance(v, bytes) else v)
-            for k, v in (message.headers() or [])
+            for k, v in (headers_of(message))
             if k.startswith("ce_")
         }
-        fields = {
+        fields: dict[str, Any] = {
             "workflow_id": headers.get("ce_workflowid"),
             "event_type": headers.get("ce_type"),
             "event_id": headers.get("ce_id"),

@@ -1,0 +1,71 @@
+"""Declaring agents: refused early and clearly when something cannot work."""
+
+from __future__ import annotations
+
+import pytest
+
+from procurement.events import RequestSubmitted
+from sagalog.agents.context import HandlerContext
+from sagalog.agents.declaration import Agent
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.contracts.models import Event
+from sagalog.errors import ConfigurationError
+
+
+class OrderShipped(Event):
+    event_type = "shop.v1.OrderShipped"
+    order_id: str
+
+
+def test_handler_for_event_without_schema_refuses_to_start(catalog: SchemaCatalog) -> None:
+    agent = Agent("shipping-agent", topics=["shop.events"])
+
+    @agent.handles(OrderShipped)
+    async def notify(event: OrderShipped, ctx: HandlerContext) -> None:
+        return None
+
+    with pytest.raises(ConfigurationError) as caught:
+        agent.check(catalog)
+    assert "agent 'shipping-agent' cannot start" in str(caught.value)
+    assert "notify (shop.v1.OrderShipped)" in str(caught.value)
+
+
+def test_two_handlers_for_one_event_type_are_refused() -> None:
+    agent = Agent("a", topics=["t"])
+
+    @agent.handles(RequestSubmitted)
+    async def first(event: RequestSubmitted, ctx: HandlerContext) -> None:
+        return None
+
+    with pytest.raises(
+        ConfigurationError, match="two handlers for procurement.v1.RequestSubmitted"
+    ):
+
+        @agent.handles(RequestSubmitted)
+        async def second(event: RequestSubmitted, ctx: HandlerContext) -> None:
+            return None
+
+
+def test_names_and_topics_are_checked() -> None:
+    with pytest.raises(ConfigurationError, match="must be letters, digits"):
+        Agent("budget agent!", topics=["t"])
+    with pytest.raises(ConfigurationError, match="reads no topics"):
+        Agent("a", topics=[])
+
+
+def test_routing_from_headers_alone() -> None:
+    agent = Agent("a", topics=["t"])
+
+    @agent.handles(RequestSubmitted, step="intake")
+    async def intake(event: RequestSubmitted, ctx: HandlerContext) -> None:
+        return None
+
+    @agent.compensates("intake")
+    async def undo(event: Event, ctx: HandlerContext) -> None:
+        return None
+
+    assert agent.wants("procurement.v1.RequestSubmitted")
+    assert agent.wants("sagalog.v1.CompensationRequested")
+    assert not agent.wants("procurement.v1.BudgetReserved")
+    assert agent.handler_for("sagalog.v1.CompensationRequested", {"step": "intake"}) is not None
+    assert agent.handler_for("sagalog.v1.CompensationRequested", {"step": "other"}) is None
