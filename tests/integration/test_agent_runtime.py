@@ -194,3 +194,30 @@ def test_outputs_carry_causation_trace_and_lineage_of_the_input(lab_factory: Any
         "attempt",
     }
     assert handled[0]["step"] == "reserve_budget"
+
+
+def test_urgent_workflows_move_ahead_when_the_agent_is_saturated(lab_factory: Any) -> None:
+    lab: AgentLab = lab_factory(partitions=1)
+    lab.faults(latency_ms=30)
+    out = publisher(lab)
+    for n in range(30):  # a backlog of background work...
+        out.publish(
+            lab.topic,
+            "procurement.v1.RequestSubmitted",
+            request(n, request_id=f"bg-{n}"),
+            workflow_id=f"wf-bg-{n}",
+            priority="LOW",
+        )
+    for n in range(5):  # ...then urgent requests, published last
+        out.publish(
+            lab.topic,
+            "procurement.v1.RequestSubmitted",
+            request(n, request_id=f"ur-{n}"),
+            workflow_id=f"wf-ur-{n}",
+            priority="URGENT",
+        )
+    lab.agent(max_in_flight=1)  # saturated: one handler at a time
+    lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 35, timeout=90)
+    applied = sorted(lab.ledger.book.effects.values(), key=lambda e: e["applied_at"])
+    order = [e["body"]["request_id"] for e in applied]
+    assert sorted(order[:5]) == [f"ur-{n}" for n in range(5)], order

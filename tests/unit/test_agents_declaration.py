@@ -38,7 +38,7 @@ def test_two_handlers_for_one_event_type_are_refused() -> None:
         return None
 
     with pytest.raises(
-        ConfigurationError, match="two handlers for procurement.v1.RequestSubmitted"
+        ConfigurationError, match=r"two handlers for procurement\.v1\.RequestSubmitted"
     ):
 
         @agent.handles(RequestSubmitted)

@@ -71,3 +71,18 @@ def test_decision_lineage() -> None:
     )
     assert lineage.prompt_hash == prompt_hash("score this")
     assert lineage.prompt_hash.startswith("sha256:") and len(lineage.prompt_hash) == 71
+
+
+def test_lineage_model_matches_its_avro_record() -> None:
+    from sagalog.agents.lineage import LINEAGE_AVRO_TYPE, DecisionLineage
+    from sagalog.contracts.catalog import EventSchema
+    from sagalog.contracts.drift import model_drift
+
+    schema = EventSchema(
+        name="sagalog.v1.DecisionLineage",
+        path=__import__("pathlib").Path("x"),
+        definition=LINEAGE_AVRO_TYPE,
+        text="",
+        parsed=None,
+    )
+    assert model_drift(DecisionLineage, schema) == []
