@@ -47,5 +47,9 @@ integration: up
 test: up lint
 	$(BIN)/pytest
 
+.PHONY: bench
+bench: up
+	$(BIN)/python -m tests.bench
+
 clean: down
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sagalog.cluster import connect_admin
+from sagalog.errors import ServiceUnavailableError
 from sagalog.settings import ClientSettings
 
-from .handoff import HandoffResult, measure_handoff
-from .harness import describe_machine, print_table, write_results
+from .handoff import HandoffResult, StartRelay, measure_handoff
+from .harness import RecordFactory, describe_machine, print_table, write_results
 from .raw_handoff import start_raw_relay
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,36 +35,73 @@ def _kafka_version() -> str:
         return f"unknown ({exc.__class__.__name__})"
 
 
-def measure_sagalog_handoff(
-    kafka_config: dict[str, Any], args: argparse.Namespace
-) -> HandoffResult | None:
+Measure = Callable[[StartRelay, RecordFactory | None], HandoffResult]
+"""``measure(start_relay, records)``: ``measure_handoff`` with this run's options."""
+
+
+def measure_sagalog_handoff(measure: Measure) -> HandoffResult | None:
     """The sagalog agent's handoff, or None while there is no agent to measure.
 
     ===== PLUG THE SAGALOG AGENT IN HERE =====
     When ``src/sagalog/agents`` can run an agent as a service, return
-    ``measure_handoff(start_agent_relay, kafka_config=kafka_config, records=..., ...)``
-    with the same ``partitions``, ``preload``, ``load_fraction`` and ``duration_s`` as the
-    raw run, where:
+    ``measure(start_agent_relay, agent_records)``, where:
 
     - ``start_agent_relay(job: RelayJob) -> subprocess.Popen[bytes]`` starts, as its own
       process, an agent consuming ``job.in_topic`` in group ``job.group_id`` (with
-      ``job.transactional_id``) whose handler records ``(bench_sent_ns header,
-      time.time_ns())`` on entry and publishes one event to ``job.out_topic`` per input;
-      on SIGTERM it stops and calls ``harness.write_pickups(job.result_path, pairs)``;
-    - ``records`` builds registry-encoded events with CloudEvents headers the agent
-      handles (the load adds ``bench_sent_ns``).
+      ``job.transactional_id``) whose handler, on entry, records ``(bench_sent_ns header,
+      time.time_ns())`` (``harness.sent_ns_of``), and which publishes one event to
+      ``job.out_topic`` per input; on SIGTERM it stops and calls
+      ``harness.write_pickups(job.result_path, pairs)``. ``raw_handoff.start_raw_relay``
+      is the model;
+    - ``agent_records`` is a ``RecordFactory`` building registry-encoded events with the
+      CloudEvents headers the agent handles (the load adds ``bench_sent_ns``).
+
+    ``measure`` runs it with the same partitions, preload, rounds, load fraction and
+    duration as the raw baseline, so ``handoff_ratio`` compares like with like.
     """
     return None
 
 
-def _row_latency(result: HandoffResult) -> str:
+def _figures(prefix: str, result: HandoffResult) -> dict[str, Any]:
+    return {
+        f"{prefix}_per_s": round(result.throughput_per_s, 1),
+        f"{prefix}_rounds_per_s": [round(r, 1) for r in result.rounds_per_s],
+        f"{prefix}_p50_ms": round(result.pickup.p50_ms, 3),
+        f"{prefix}_p99_ms": round(result.pickup.p99_ms, 3),
+        f"{prefix}_p999_ms": round(result.pickup.p999_ms, 3),
+        f"{prefix}_load_fraction": result.load_fraction,
+        f"{prefix}_load_per_s": round(result.load.achieved_per_s, 1),
+        f"{prefix}_load_lag_p99_ms": round(result.load.lag.p99_ms, 3),
+        f"{prefix}_saturated": result.saturated,
+    }
+
+
+def _rows(name: str, result: HandoffResult) -> list[tuple[str, str]]:
     p = result.pickup
-    return f"p50 {p.p50_ms:.2f}  p99 {p.p99_ms:.2f}  p99.9 {p.p999_ms:.2f}  (n={p.count})"
+    rounds = ", ".join(f"{r:,.0f}" for r in result.rounds_per_s)
+    rows = [
+        (f"{name} handoff, max", f"{result.throughput_per_s:,.0f} events/s (rounds: {rounds})"),
+        (
+            f"{name} pickup at {result.load_fraction:.0%} load",
+            f"p50 {p.p50_ms:.2f}  p99 {p.p99_ms:.2f}  p99.9 {p.p999_ms:.2f} ms  (n={p.count:,})",
+        ),
+        (
+            "  offered load",
+            f"{result.load.achieved_per_s:,.0f}/s (target {result.load.target_per_s:,.0f}/s), "
+            f"generator lag p99 {result.load.lag.p99_ms:.2f} ms",
+        ),
+    ]
+    if result.saturated:
+        rows.append(
+            ("  WARNING", "latency grew during the run: a queue, not the handoff, was measured")
+        )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
-    parser.add_argument("--preload", type=int, default=50_000, help="records, max-throughput run")
+    parser.add_argument("--preload", type=int, default=100_000, help="records per round")
+    parser.add_argument("--rounds", type=int, default=3, help="max-throughput rounds (median)")
     parser.add_argument("--duration", type=float, default=15.0, help="seconds of open-loop load")
     parser.add_argument("--load-fraction", type=float, default=0.5, help="share of the maximum")
     parser.add_argument("--partitions", type=int, default=3)
@@ -69,68 +109,46 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     settings = ClientSettings()
+    try:
+        connect_admin(settings)
+    except ServiceUnavailableError as exc:
+        raise SystemExit(f"{exc}\n(`make bench` starts the local stack first)") from exc
     kafka_config = settings.kafka_config()
     machine = describe_machine(
         bootstrap_servers=settings.bootstrap_servers, kafka_version=_kafka_version()
     )
-    options = {
-        "partitions": args.partitions,
-        "preload": args.preload,
-        "load_fraction": args.load_fraction,
-        "duration_s": args.duration,
-    }
 
-    raw = measure_handoff(start_raw_relay(kafka_config), kafka_config=kafka_config, **options)
-    results: dict[str, Any] = {
-        "raw_handoff_per_s": round(raw.throughput_per_s, 1),
-        "raw_handoff_p50_ms": round(raw.pickup.p50_ms, 3),
-        "raw_handoff_p99_ms": round(raw.pickup.p99_ms, 3),
-        "raw_handoff_p999_ms": round(raw.pickup.p999_ms, 3),
-        "raw_handoff_e2e_p50_ms": round(raw.end_to_end.p50_ms, 3),
-        "raw_handoff_e2e_p99_ms": round(raw.end_to_end.p99_ms, 3),
-        "raw_handoff_load_per_s": round(raw.load.achieved_per_s, 1),
-        "raw_handoff_load_lag_p99_ms": round(raw.load.lag.p99_ms, 3),
-    }
-    rows = [
-        ("raw handoff, max", f"{raw.throughput_per_s:,.0f} events/s ({raw.preload:,} preloaded)"),
-        (
-            f"raw pickup latency at {args.load_fraction:.0%}",
-            f"{_row_latency(raw)} ms",
-        ),
-        (
-            "raw publish→committed output",
-            f"p50 {raw.end_to_end.p50_ms:.2f}  p99 {raw.end_to_end.p99_ms:.2f} ms",
-        ),
-        (
-            "  offered load",
-            f"{raw.load.achieved_per_s:,.0f}/s of {raw.load.target_per_s:,.0f}/s target, "
-            f"generator lag p99 {raw.load.lag.p99_ms:.2f} ms",
-        ),
-    ]
+    def measure(start_relay: StartRelay, records: RecordFactory | None) -> HandoffResult:
+        return measure_handoff(
+            start_relay,
+            kafka_config=kafka_config,
+            records=records,
+            partitions=args.partitions,
+            preload=args.preload,
+            rounds=args.rounds,
+            load_fraction=args.load_fraction,
+            duration_s=args.duration,
+        )
 
-    sagalog = measure_sagalog_handoff(kafka_config, args)
+    raw = measure(start_raw_relay(kafka_config), None)
+    results = _figures("raw_handoff", raw)
+    rows = _rows("raw", raw)
+
+    sagalog = measure_sagalog_handoff(measure)
     if sagalog is None:
         rows.append(("sagalog handoff", "not measured: no runnable agent yet"))
     else:
-        results |= {
-            "handoff_per_s": round(sagalog.throughput_per_s, 1),
-            "handoff_ratio": round(sagalog.throughput_per_s / raw.throughput_per_s, 3),
-            "handoff_p50_ms": round(sagalog.pickup.p50_ms, 3),
-            "handoff_p99_ms": round(sagalog.pickup.p99_ms, 3),
-            "handoff_p999_ms": round(sagalog.pickup.p999_ms, 3),
-        }
-        rows += [
-            ("sagalog handoff, max", f"{sagalog.throughput_per_s:,.0f} events/s"),
-            ("handoff ratio", f"{results['handoff_ratio']:.2f} of raw"),
-            (f"sagalog pickup latency at {args.load_fraction:.0%}", f"{_row_latency(sagalog)} ms"),
-        ]
+        results |= _figures("handoff", sagalog)
+        results["handoff_ratio"] = round(sagalog.throughput_per_s / raw.throughput_per_s, 3)
+        rows += _rows("sagalog", sagalog)
+        rows.append(("handoff ratio", f"{results['handoff_ratio']:.2f} of raw"))
 
     results["machine"] = machine.as_dict()
     results["measured_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     write_results(args.output, results)
     print()
     print_table(
-        f"handoff on {machine.cores} cores, {machine.cpu_model}, Kafka {machine.kafka_version} "
+        f"handoff on {machine.cores} cores ({machine.cpu_model}), Kafka {machine.kafka_version} "
         f"at {machine.kafka_bootstrap}, confluent-kafka {machine.confluent_kafka} "
         f"(librdkafka {machine.librdkafka})",
         rows,
