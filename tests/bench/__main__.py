@@ -18,6 +18,7 @@ from sagalog.settings import ClientSettings
 
 from .handoff import HandoffResult, StartRelay, measure_handoff
 from .harness import RecordFactory, describe_machine, print_table, write_results
+from .agent_relay import agent_records, start_agent_relay
 from .raw_handoff import start_raw_relay
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,26 +41,13 @@ Measure = Callable[[StartRelay, RecordFactory | None], HandoffResult]
 
 
 def measure_sagalog_handoff(measure: Measure) -> HandoffResult | None:
-    """The sagalog agent's handoff, or None while there is no agent to measure.
+    """The sagalog agent's handoff, measured exactly like the raw baseline.
 
-    ===== PLUG THE SAGALOG AGENT IN HERE =====
-    When ``src/sagalog/agents`` can run an agent as a service, return
-    ``measure(start_agent_relay, agent_records)``, where:
-
-    - ``start_agent_relay(job: RelayJob) -> subprocess.Popen[bytes]`` starts, as its own
-      process, an agent consuming ``job.in_topic`` in group ``job.group_id`` (with
-      ``job.transactional_id``) whose handler, on entry, records ``(bench_sent_ns header,
-      time.time_ns())`` (``harness.sent_ns_of``), and which publishes one event to
-      ``job.out_topic`` per input; on SIGTERM it stops and calls
-      ``harness.write_pickups(job.result_path, pairs)``. ``raw_handoff.start_raw_relay``
-      is the model;
-    - ``agent_records`` is a ``RecordFactory`` building registry-encoded events with the
-      CloudEvents headers the agent handles (the load adds ``bench_sent_ns``).
-
-    ``measure`` runs it with the same partitions, preload, rounds, load fraction and
-    duration as the raw baseline, so ``handoff_ratio`` compares like with like.
+    The agent (``agent_relay``) runs as its own process with the full runtime; the
+    records are registry-encoded events with CloudEvents headers.
     """
-    return None
+    settings = ClientSettings()
+    return measure(start_agent_relay(settings.kafka_config(), settings), agent_records(settings))
 
 
 def _figures(prefix: str, result: HandoffResult) -> dict[str, Any]:

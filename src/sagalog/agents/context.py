@@ -45,6 +45,8 @@ class HandlerContext:
         attempt: 1 for the first attempt, 2 for the first retry, and so on.
         workflow: the workflow's accumulated context (earlier steps' outputs, gate
             decisions, webhook payloads), from the agent's local projection.
+        record_headers: every header of the triggering record as text, for headers
+            beyond the CloudEvents ones (a partner's correlation header, say).
     """
 
     agent: str
@@ -54,6 +56,7 @@ class HandlerContext:
     workflow: WorkflowContext
     store: StateStore
     flow: FlowControl
+    record_headers: dict[str, str] = field(default_factory=dict)
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
     recorded: list[EffectRecorded] = field(default_factory=list)
     effects_called: int = 0

@@ -60,7 +60,16 @@ class HandlerSpec:
 class Agent:
     """An agent service's declaration."""
 
-    def __init__(self, name: str, *, topics: Sequence[str]) -> None:
+    def __init__(
+        self, name: str, *, topics: Sequence[str], output_topic: str | None = None
+    ) -> None:
+        """Args:
+        name: names the consumer group, the instances' transactional ids and the
+            retry topic.
+        topics: the workflow topics to read (same partition count).
+        output_topic: where outputs go; by default the topic the input came from,
+            which keeps a workflow's history in one topic and partition.
+        """
         if not name or not all(c.isalnum() or c in "-_" for c in name):
             raise ConfigurationError(
                 f"agent name {name!r} must be letters, digits, '-' and '_' (it names "
@@ -70,6 +79,7 @@ class Agent:
             raise ConfigurationError(f"agent '{name}' reads no topics; pass topics=[...]")
         self.name = name
         self.topics = tuple(topics)
+        self.output_topic = output_topic
         self.handlers: dict[str, HandlerSpec] = {}
         self.compensations: dict[str, HandlerSpec] = {}
 

@@ -38,6 +38,9 @@ class AgentSettings(ClientSettings):
         "restarted instance fences its own zombie. Two live instances must differ.",
     )
     data_dir: Path = Field(default=Path("./data"), description="Local RocksDB state.")
+    group_id: str | None = Field(
+        default=None, description="Consumer group; defaults to sagalog-agent-<agent name>."
+    )
     max_in_flight: int = Field(default=64, ge=1, description="Handlers running at once.")
     max_batch: int = Field(default=500, ge=1, description="Records per transaction.")
     poll_timeout_s: float = Field(default=0.05, gt=0)
@@ -61,3 +64,4 @@ class AgentSettings(ClientSettings):
     shutdown_timeout_s: float = Field(default=20.0, gt=0)
     deadletter_topic: str = "sagalog.deadletter"
     log_json: bool = True
+    log_level: str = Field(default="INFO", description="WARNING drops the per-event lines.")

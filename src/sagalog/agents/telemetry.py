@@ -55,9 +55,10 @@ class JsonLineFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
-def configure_logging(*, json_lines: bool) -> None:
+def configure_logging(*, json_lines: bool, level: str = "INFO") -> None:
     """Send ``sagalog`` logs to stderr, as JSON lines or plain text."""
     logger = logging.getLogger("sagalog")
+    logger.setLevel(level.upper())
     if logger.handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
@@ -67,7 +68,6 @@ def configure_logging(*, json_lines: bool) -> None:
         else logging.Formatter("%(asctime)s %(levelname)s %(message)s")
     )
     logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
     logger.propagate = False
 
 

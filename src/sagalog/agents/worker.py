@@ -131,7 +131,7 @@ class AgentWorker:
         self.clock = clock
         self.wall_ms = wall_ms
         self.source = f"sagalog/{agent.name}"
-        self.group_id = f"sagalog-agent-{agent.name}"
+        self.group_id = settings.group_id or f"sagalog-agent-{agent.name}"
         self.transactional_id = f"sagalog-agent-{agent.name}-{settings.instance_id}"
         self.retry_topic = retry_topic_for(agent.name)
         self.policy = RetryPolicy(
@@ -171,7 +171,7 @@ class AgentWorker:
         Raises:
             ZombieFenced: a newer instance with the same instance id took over.
         """
-        configure_logging(json_lines=self.settings.log_json)
+        configure_logging(json_lines=self.settings.log_json, level=self.settings.log_level)
         ensure_tracer_provider()
         if install_signals:
             signal.signal(signal.SIGTERM, self._on_signal)
@@ -247,6 +247,10 @@ class AgentWorker:
                     "enable.idempotence": True,
                     "acks": "all",
                     "linger.ms": 1,
+                # Right after a commit the coordinator answers CONCURRENT_TRANSACTIONS
+                # until its markers are written; librdkafka's 100 ms default backoff
+                # then costs ~50-100 ms per transaction (confluent-kafka-python #967).
+                "retry.backoff.ms": 5,
                     "transaction.timeout.ms": int(self.settings.transaction_timeout_s * 1000),
                 }
             )
@@ -502,6 +506,8 @@ class AgentWorker:
             headers=headers,
             attempt=item.attempt,
             workflow=self.store.context(headers.workflow_id),
+            record_headers={k: v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                            for k, v in headers_of(item.message) if v is not None},
             store=self.store,
             flow=self.flow,
         )
@@ -602,8 +608,9 @@ class AgentWorker:
             priority=item.headers.priority,
             traceparent=traceparent,
         )
-        value = self.codec.encode(item.origin_topic, event.event_type, event.to_avro())
-        return (item.origin_topic, item.headers.workflow_id.encode(), value, headers.to_kafka())
+        topic = self.agent.output_topic or item.origin_topic
+        value = self.codec.encode(topic, event.event_type, event.to_avro())
+        return (topic, item.headers.workflow_id.encode(), value, headers.to_kafka())
 
     def _retry_record(
         self,
