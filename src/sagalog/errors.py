@@ -70,6 +70,15 @@ class TopologyError(ConfigurationError):
     """A topology file is malformed; the message names the file, the entry and the field."""
 
 
+class FlowDefinitionError(ConfigurationError):
+    """A flow definition (``topology/flows/*.yaml``) is refused when loaded.
+
+    The message names the file, the flow, its version, the step or gate and the
+    problem, one line per problem, so every mistake in a file is fixed in one pass;
+    ``sagalog flows check`` runs the same check without starting anything.
+    """
+
+
 class DestructiveChangeRefused(SagalogError):
     """A topology change would lose data or reorder keyed history; rerun with ``--force``
     only after reading why it was refused."""

@@ -15,7 +15,7 @@ def test_projection_is_idempotent_and_remembers_first_sighting(tmp_path: Path) -
             event_id="e1",
             event_type="a.v1.Started",
             source="s",
-            payload={"x": 1},
+            payload=b"x1",
             position=("t", 0, 5),
         )
     store.project(
@@ -23,7 +23,7 @@ def test_projection_is_idempotent_and_remembers_first_sighting(tmp_path: Path) -
         event_id="e1",
         event_type="a.v1.Started",
         source="s",
-        payload={"x": 1},
+        payload=b"x1",
         position=("t", 0, 9),
     )  # a duplicate at a later offset
     store.project(
@@ -31,12 +31,14 @@ def test_projection_is_idempotent_and_remembers_first_sighting(tmp_path: Path) -
         event_id="e2",
         event_type="a.v1.Done",
         source="s",
-        payload={"y": 2},
+        payload=b"y2",
         position=("t", 0, 6),
     )
     context = store.context("w")
+    context.decoder = lambda raw: {"raw": raw}  # the runtime decodes with the codec
     assert [h[0] for h in context.history] == ["e1", "e2"]
-    assert context.get("a.v1.Started") == {"x": 1} and context.get("a.v1.Done") == {"y": 2}
+    assert context.get("a.v1.Started") == {"raw": b"x1"}
+    assert context.get("a.v1.Done") == {"raw": b"y2"}
     assert store.first_seen("e1") == ("t", 0, 5)
     store.close()
     reopened = StateStore(tmp_path / "db")

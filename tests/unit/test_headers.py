@@ -32,8 +32,8 @@ def test_round_trip_through_kafka_headers() -> None:
         "ce_time",
         "content-type",
     ]
-    assert dict(raw)["ce_time"] == b"2026-11-29T08:00:00Z"
-    assert dict(raw)["ce_correlationid"] == b"wf-9"  # defaults to the workflow id
+    assert dict(raw)["ce_time"] == "2026-11-29T08:00:00Z"
+    assert dict(raw)["ce_correlationid"] == "wf-9"  # defaults to the workflow id
     back = EventHeaders.from_kafka(raw)
     assert back == dataclasses.replace(headers, correlation_id="wf-9")
 

@@ -56,11 +56,20 @@ class HandlerContext:
     workflow: WorkflowContext
     store: StateStore
     flow: FlowControl
-    record_headers: dict[str, str] = field(default_factory=dict)
+    raw_headers: list[tuple[str, bytes | str | None]] = field(default_factory=list)
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
     recorded: list[EffectRecorded] = field(default_factory=list)
     effects_called: int = 0
     _occurrences: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def record_headers(self) -> dict[str, str]:
+        """Every header of the triggering record as text (built on first use)."""
+        return {
+            k: v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+            for k, v in self.raw_headers
+            if v is not None
+        }
 
     @property
     def workflow_id(self) -> str:

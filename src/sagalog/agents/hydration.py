@@ -17,15 +17,13 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from sagalog.agents.records import headers_of, offset_of, partition_of, topic_of
 from sagalog.agents.state_store import StateStore
-from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders
-from sagalog.errors import EventValidationError, SchemaError, ServiceUnavailableError
+from sagalog.errors import EventValidationError, ServiceUnavailableError
 from sagalog.settings import ClientSettings
 
 
 def hydrate(
     settings: ClientSettings,
-    codec: EventCodec,
     store: StateStore,
     targets: Mapping[tuple[str, int], int],
     *,
@@ -77,7 +75,7 @@ def hydrate(
                 continue
             if key not in remaining:
                 continue
-            _fold(codec, store, message)
+            _fold(store, message)
             folded += 1
             store.set_checkpoint(key[0], key[1], offset_of(message) + 1)
             if offset_of(message) + 1 >= remaining[key]:
@@ -87,17 +85,16 @@ def hydrate(
     return folded
 
 
-def _fold(codec: EventCodec, store: StateStore, message: Any) -> None:
+def _fold(store: StateStore, message: Any) -> None:
     try:
         headers = EventHeaders.from_kafka(headers_of(message))
-        decoded = codec.decode(message.value())
-    except (EventValidationError, SchemaError):
+    except EventValidationError:
         return  # the live path dead-lettered it; nothing to fold
     store.project(
         workflow_id=headers.workflow_id,
         event_id=headers.id,
         event_type=headers.type,
         source=headers.source,
-        payload=decoded.payload,
+        payload=message.value(),
         position=(topic_of(message), partition_of(message), offset_of(message)),
     )

@@ -63,5 +63,9 @@ class AgentSettings(ClientSettings):
     transaction_timeout_s: float = Field(default=60.0, gt=0)
     shutdown_timeout_s: float = Field(default=20.0, gt=0)
     deadletter_topic: str = "sagalog.deadletter"
+    tracing: bool = Field(
+        default=True,
+        description="A span per handled event; off, outputs carry the input's traceparent.",
+    )
     log_json: bool = True
     log_level: str = Field(default="INFO", description="WARNING drops the per-event lines.")

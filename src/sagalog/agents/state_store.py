@@ -18,12 +18,12 @@ Three kinds of records, each with its own consistency rule:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocksdict import Options, Rdict
+from rocksdict import Options, Rdict, WriteOptions
 
 _PROJECTION = "p:"
 _SEEN = "s:"
@@ -36,33 +36,56 @@ _CHECKPOINT = "o:"
 class WorkflowContext:
     """What a handler knows about its workflow without asking another service.
 
+    Payloads are kept as the record bytes (wire format) and decoded when a handler
+    asks for them: most events are folded in and never read, and bytes store and load
+    several times faster than decoded values.
+
     Attributes:
         workflow_id: the workflow.
-        latest: the latest payload of each event type seen, by event type.
+        latest: the latest record value of each event type seen, by event type.
         history: (event id, event type, producing source) in log order.
+        decoder: turns a record value into its payload (set by the runtime).
     """
 
     workflow_id: str
-    latest: dict[str, dict[str, Any]] = field(default_factory=dict)
+    latest: dict[str, bytes] = field(default_factory=dict)
     history: list[tuple[str, str, str]] = field(default_factory=list)
+    decoder: Callable[[bytes], dict[str, Any]] | None = field(default=None, repr=False)
 
     def get(self, event_type: str) -> dict[str, Any] | None:
         """The latest payload of ``event_type`` in this workflow, if any."""
-        return self.latest.get(event_type)
+        raw = self.latest.get(event_type)
+        if raw is None:
+            return None
+        if self.decoder is None:
+            raise RuntimeError("WorkflowContext has no decoder; the runtime sets one")
+        return self.decoder(raw)
 
     def seen(self, event_id: str) -> bool:
         return any(entry[0] == event_id for entry in self.history)
+
+    def to_stored(self) -> tuple[dict[str, bytes], list[tuple[str, str, str]]]:
+        # Plain containers pickle several times faster than a dataclass.
+        return (self.latest, self.history)
 
 
 class StateStore:
     """The RocksDB store of one agent instance."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, cache_size: int = 10_000) -> None:
         path.mkdir(parents=True, exist_ok=True)
         options = Options(raw_mode=False)
         options.create_if_missing(True)
         self.path = path
         self.db = Rdict(str(path), options)
+        # The projection is rebuilt from the log, so its writes skip the WAL: a crash
+        # loses the newest of them together with the checkpoint written after them,
+        # and hydration folds them in again. The effect ledger keeps the WAL.
+        self._rebuildable = WriteOptions()
+        self._rebuildable.disable_wal = True  # type: ignore[method-assign,assignment]
+        self._contexts: dict[str, WorkflowContext] = {}
+        self._cache_size = cache_size
+        self._parked_workflows = {key[len(_PARKED) :] for key in self.keys(_PARKED)}
 
     def close(self) -> None:
         self.db.close()
@@ -70,8 +93,19 @@ class StateStore:
     # -- projection ---------------------------------------------------------------
 
     def context(self, workflow_id: str) -> WorkflowContext:
+        cached = self._contexts.get(workflow_id)
+        if cached is not None:
+            return cached
         stored = self.db.get(_PROJECTION + workflow_id)
-        return stored if isinstance(stored, WorkflowContext) else WorkflowContext(workflow_id)
+        if stored is None:
+            return WorkflowContext(workflow_id)
+        latest, history = stored
+        return WorkflowContext(workflow_id, latest=latest, history=history)
+
+    def _remember(self, context: WorkflowContext) -> None:
+        if len(self._contexts) >= self._cache_size:
+            self._contexts.pop(next(iter(self._contexts)))  # oldest first (insertion order)
+        self._contexts[context.workflow_id] = context
 
     def first_seen(self, event_id: str) -> tuple[str, int, int] | None:
         """(topic, partition, offset) where ``event_id`` was first seen, if it was."""
@@ -85,23 +119,27 @@ class StateStore:
         event_id: str,
         event_type: str,
         source: str,
-        payload: dict[str, Any] | None,
+        payload: bytes | None,
         position: tuple[str, int, int],
-    ) -> None:
-        """Fold one event into its workflow's context (idempotent by event id).
+        first_seen: tuple[str, int, int] | None = None,
+    ) -> WorkflowContext:
+        """Fold one event into its workflow's context (idempotent by event id) and
+        return the context.
 
         Writes go straight to RocksDB, not into a batch: each is idempotent, and the
         checkpoint is written after them, so a crash in between only replays events
         the projection already holds.
         """
-        if self.first_seen(event_id) is None:
-            self.db.put(_SEEN + event_id, list(position))
+        if first_seen is None and self.first_seen(event_id) is None:
+            self.db.put(_SEEN + event_id, list(position), self._rebuildable)
         context = self.context(workflow_id)
         if not context.seen(event_id):
             context.history.append((event_id, event_type, source))
             if payload is not None:
                 context.latest[event_type] = payload
-            self.db.put(_PROJECTION + workflow_id, context)
+            self.db.put(_PROJECTION + workflow_id, context.to_stored(), self._rebuildable)
+        self._remember(context)
+        return context
 
     def checkpoint(self, topic: str, partition: int) -> int:
         """The next offset of ``topic``/``partition`` the projection has not folded in."""
@@ -109,7 +147,7 @@ class StateStore:
         return int(value) if value is not None else 0
 
     def set_checkpoint(self, topic: str, partition: int, next_offset: int) -> None:
-        self.db.put(f"{_CHECKPOINT}{topic}:{partition}", next_offset)
+        self.db.put(f"{_CHECKPOINT}{topic}:{partition}", next_offset, self._rebuildable)
 
     # -- effect ledger ---------------------------------------------------------------
 
@@ -126,12 +164,15 @@ class StateStore:
 
     def parked(self, workflow_id: str) -> dict[str, int]:
         """Event ids of ``workflow_id`` waiting in the retry topic -> their input offset."""
+        if workflow_id not in self._parked_workflows:
+            return {}
         value = self.db.get(_PARKED + workflow_id)
         return dict(value) if value else {}
 
     def park(self, workflow_id: str, event_id: str, offset: int) -> None:
         parked = self.parked(workflow_id)
         parked[event_id] = offset
+        self._parked_workflows.add(workflow_id)
         self.db.put(_PARKED + workflow_id, parked)
 
     def unpark(self, workflow_id: str, event_id: str) -> None:
@@ -140,6 +181,7 @@ class StateStore:
             if parked:
                 self.db.put(_PARKED + workflow_id, parked)
             else:
+                self._parked_workflows.discard(workflow_id)
                 self.db.delete(_PARKED + workflow_id)
 
     # -- plumbing ------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -92,7 +92,6 @@ class AgentStats:
     ignored: int = 0
     transactions: int = 0
     aborted: int = 0
-    latencies_ms: list[float] = field(default_factory=list)
 
 
 class AgentTelemetry:
@@ -104,8 +103,7 @@ class AgentTelemetry:
         self.logger = logging.getLogger(f"sagalog.agent.{agent}")
         self.tracer = trace.get_tracer("sagalog.agent")
         meter = metrics.get_meter("sagalog.agent")
-        attributes = {"agent": agent}
-        self._attributes = attributes
+        self.attributes = {"agent": agent}
         self.handled = meter.create_counter("sagalog.agent.handled", description="Events handled")
         self.failed = meter.create_counter("sagalog.agent.failed", description="Failed attempts")
         self.retried = meter.create_counter(
@@ -121,7 +119,7 @@ class AgentTelemetry:
 
     def count(self, name: str, outcome: str | None = None) -> None:
         counter = getattr(self, name)
-        counter.add(1, {**self._attributes, **({"outcome": outcome} if outcome else {})})
+        counter.add(1, {**self.attributes, **({"outcome": outcome} if outcome else {})})
 
     def log(self, action: str, message: str, *, level: int = logging.INFO, **fields: Any) -> None:
         self.logger.log(

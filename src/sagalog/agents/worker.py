@@ -59,7 +59,7 @@ from sagalog.agents.routing import (
     retry_topic_for,
 )
 from sagalog.agents.settings import AgentSettings
-from sagalog.agents.state_store import StateStore
+from sagalog.agents.state_store import StateStore, WorkflowContext
 from sagalog.agents.telemetry import (
     AgentTelemetry,
     configure_logging,
@@ -97,6 +97,7 @@ class _Item:
     origin_topic: str
     from_retry: bool
     priority: int
+    context: WorkflowContext | None = None
 
 
 @dataclass
@@ -247,10 +248,10 @@ class AgentWorker:
                     "enable.idempotence": True,
                     "acks": "all",
                     "linger.ms": 1,
-                # Right after a commit the coordinator answers CONCURRENT_TRANSACTIONS
-                # until its markers are written; librdkafka's 100 ms default backoff
-                # then costs ~50-100 ms per transaction (confluent-kafka-python #967).
-                "retry.backoff.ms": 5,
+                    # Right after a commit the coordinator answers CONCURRENT_TRANSACTIONS
+                    # until its markers are written; librdkafka's 100 ms default backoff
+                    # then costs ~50-100 ms per transaction (confluent-kafka-python #967).
+                    "retry.backoff.ms": 5,
                     "transaction.timeout.ms": int(self.settings.transaction_timeout_s * 1000),
                 }
             )
@@ -301,7 +302,7 @@ class AgentWorker:
             return
         targets = dict(self._to_hydrate)
         self._to_hydrate.clear()
-        folded = hydrate(self.settings, self.codec, self.store, targets)
+        folded = hydrate(self.settings, self.store, targets)
         self._consumer.resume([TopicPartition(t, p) for t, p in targets])
         self.telemetry.log("hydrate", f"folded {folded} event(s) into the projection", outcome="ok")
 
@@ -397,28 +398,33 @@ class AgentWorker:
             origin = mark.origin or origin
         origin_topic, _, rest = origin.partition("/")
         origin_offset = int(rest.rsplit("/", 1)[-1] or 0)
+        seen = None
         if not from_retry:
             position = (topic_of(message), partition_of(message), offset_of(message))
             seen = self.store.first_seen(headers.id)
-            if seen is not None and tuple(seen) != position:
+            if seen is not None and seen != position:
                 return _Outcome("duplicate")
         wanted = self.agent.wants(headers.type)
-        try:
-            decoded = self.codec.decode(message.value())
-        except SchemaError as exc:
-            if not wanted and not from_retry:
-                return _Outcome("ignored")
-            return self._dead_record(message, reason=str(exc), error=exc, attempts=0, origin=origin)
         if not from_retry:
-            self.store.project(
+            context = self.store.project(
                 workflow_id=headers.workflow_id,
                 event_id=headers.id,
                 event_type=headers.type,
                 source=headers.source,
-                payload=decoded.payload,
+                payload=message.value(),
                 position=(topic_of(message), partition_of(message), offset_of(message)),
+                first_seen=seen,
             )
-        spec = self.agent.handler_for(headers.type, decoded.payload) if wanted else None
+        else:
+            context = self.store.context(headers.workflow_id)
+        if not wanted:
+            return _Outcome("ignored")  # decided from the headers: never decoded
+        try:
+            decoded = self.codec.decode(message.value())
+        except SchemaError as exc:
+            return self._dead_record(message, reason=str(exc), error=exc, attempts=0, origin=origin)
+        context.decoder = self._payload_of
+        spec = self.agent.handler_for(headers.type, decoded.payload)
         if spec is None:
             return _Outcome("ignored")
         try:
@@ -458,6 +464,7 @@ class AgentWorker:
             origin_topic=origin_topic,
             from_retry=from_retry,
             priority=int(Priority.parse(headers.priority)),
+            context=context,
         )
 
     async def _run_items(self, items: list[_Item]) -> list[tuple[_Item, _Outcome]] | None:
@@ -505,9 +512,8 @@ class AgentWorker:
             step=spec.step,
             headers=headers,
             attempt=item.attempt,
-            workflow=self.store.context(headers.workflow_id),
-            record_headers={k: v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-                            for k, v in headers_of(item.message) if v is not None},
+            workflow=item.context or self._context(headers.workflow_id),
+            raw_headers=headers_of(item.message),
             store=self.store,
             flow=self.flow,
         )
@@ -521,12 +527,18 @@ class AgentWorker:
             "sagalog.event_type": headers.type,
             "sagalog.attempt": item.attempt,
         }
-        with self.telemetry.span(
-            f"handle {headers.type}", traceparent=headers.traceparent, attributes=attributes
-        ):
+        span = (
+            self.telemetry.span(
+                f"handle {headers.type}", traceparent=headers.traceparent, attributes=attributes
+            )
+            if self.settings.tracing
+            else contextlib.nullcontext()
+        )
+        with span:
             try:
                 try:
-                    result = await asyncio.wait_for(spec.call(item.event, ctx), timeout)
+                    async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
+                        result = await spec.call(item.event, ctx)
                 except TimeoutError as exc:
                     raise StepTimeout(
                         f"step '{spec.step}' ran past its {timeout:g}s timeout and was cancelled"
@@ -593,6 +605,15 @@ class AgentWorker:
         )
         outcome.records[:0] = recorded
         return outcome
+
+    def _payload_of(self, raw: bytes) -> dict[str, Any]:
+        return self.codec.decode(raw).payload
+
+    def _context(self, workflow_id: str) -> WorkflowContext:
+        assert self.store is not None
+        context = self.store.context(workflow_id)
+        context.decoder = self._payload_of
+        return context
 
     # -- records produced in the transaction -----------------------------------------------
 
@@ -777,6 +798,16 @@ class AgentWorker:
                 self.store.unpark(item.headers.workflow_id, item.headers.id)
 
     def _account(self, message: Message, outcome: _Outcome) -> None:
+        stats = self.stats
+        if outcome.kind == "ok":  # the hot path: counters only, a log line if asked for
+            stats.handled += 1
+            self.telemetry.count("handled", "ok")
+            self.telemetry.latency.record(outcome.duration_ms, self.telemetry.attributes)
+            if not self.telemetry.logger.isEnabledFor(logging.INFO):
+                return
+        elif outcome.kind == "ignored":
+            stats.ignored += 1
+            return
         headers = {
             k: (v.decode() if isinstance(v, bytes) else v)
             for k, v in (headers_of(message))
@@ -794,10 +825,6 @@ class AgentWorker:
         stats = self.stats
         match outcome.kind:
             case "ok":
-                stats.handled += 1
-                stats.latencies_ms.append(outcome.duration_ms)
-                self.telemetry.count("handled", "ok")
-                self.telemetry.latency.record(outcome.duration_ms, {"agent": self.agent.name})
                 self.telemetry.log("handled", "handled", **fields)
             case "retry":
                 stats.failed += 1
@@ -821,7 +848,7 @@ class AgentWorker:
                 stats.duplicates += 1
                 self.telemetry.log("duplicate", "discarded a duplicate event id", **fields)
             case _:
-                stats.ignored += 1
+                pass
 
     def _breaker_changed(self, dependency: str, before: BreakerState, after: BreakerState) -> None:
         self.telemetry.log(

@@ -13,6 +13,8 @@ propagators read them without a sagalog-specific mapping.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import os
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -41,9 +43,20 @@ _REQUIRED = (H_ID, H_SOURCE, H_TYPE, H_TIME, H_WORKFLOW_ID)
 RawHeaders = Iterable[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None] | None
 
 
+_ID_PREFIX = [uuid.uuid4().int >> 64]
+_ID_COUNTER = itertools.count()
+os.register_at_fork(after_in_child=lambda: _ID_PREFIX.__setitem__(0, uuid.uuid4().int >> 64))
+
+
 def new_event_id() -> str:
-    """A fresh event id: the idempotency key every consumer deduplicates on."""
-    return str(uuid.uuid4())
+    """A fresh event id: the idempotency key every consumer deduplicates on.
+
+    A random 64-bit prefix per process (renewed in a forked child) and a counter, laid
+    out as a version-4 UUID: unique like ``uuid4()`` without a system call per event.
+    """
+    value = (_ID_PREFIX[0] << 64) | (next(_ID_COUNTER) & 0xFFFF_FFFF_FFFF_FFFF)
+    value = (value & ~(0xF000 << 64) | (0x4000 << 64)) & ~(0xC000 << 48) | (0x8000 << 48)
+    return str(uuid.UUID(int=value))
 
 
 def _utc_now() -> dt.datetime:
@@ -100,7 +113,8 @@ class EventHeaders:
             (H_TRACEPARENT, self.traceparent),
             (H_TRACESTATE, self.tracestate),
         ]
-        return [(name, value.encode()) for name, value in pairs if value is not None]
+        # confluent-kafka encodes str header values itself (UTF-8).
+        return [(name, value) for name, value in pairs if value is not None]
 
     @classmethod
     def from_kafka(cls, headers: RawHeaders) -> EventHeaders:

@@ -1,0 +1,432 @@
+"""Flows as frozen objects: the steps, gates, timeouts and SLA rules of one flow version.
+
+A flow is an ordered list of entries, steps and human gates, that run one after the
+other: each entry starts when the one before it completes (the first when the flow
+starts), and the workflow completes with the last. That order is also the order of
+compensation, backwards. Frozen, because an in-flight workflow finishes under the
+version it started with, and that version must not change under it.
+
+The models check what one entry can know about itself (names, durations, that a step
+with an external effect says how to undo it, that escalations come before the gate's
+deadline). What needs the whole flow, the schema catalog or the topology (edges,
+schemas, topics) is checked by ``sagalog.flows.checks`` when ``load_flows`` reads a
+file; a ``Flow`` built by hand is not checked until ``check_flow`` is called on it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PositiveInt,
+    Tag,
+    model_validator,
+)
+
+from sagalog.agents.priority import Priority
+from sagalog.flows.states import WorkflowState
+from sagalog.topology.model import duration_ms
+
+STEP_FAILED = "sagalog.v1.StepFailed"
+COMPENSATION_REQUESTED = "sagalog.v1.CompensationRequested"
+COMPENSATION_COMPLETED = "sagalog.v1.CompensationCompleted"
+GATE_OPENED = "sagalog.v1.GateOpened"
+GATE_DECIDED = "sagalog.v1.GateDecided"
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_FLOW_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+_AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_EVENT_TYPE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
+
+
+def positive_duration_ms(value: Any) -> int:
+    """``"72h"`` -> 259200000; a flow's durations are finite and positive, ints are ms."""
+    try:
+        ms = duration_ms(value)
+    except ValueError:
+        ms = -1
+    if ms <= 0:
+        raise ValueError(f"{value!r} is not a positive duration; use e.g. 72h, 30m, 10s or 500ms")
+    return ms
+
+
+def _is_positive_duration(value: Any) -> bool:
+    try:
+        positive_duration_ms(value)
+    except ValueError:
+        return False
+    return True
+
+
+def format_duration(ms: int) -> str:
+    """The shortest exact text for a duration: 259200000 -> ``3d``, 90000 -> ``90s``."""
+    for unit, size in _UNITS:
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def _checked(pattern: re.Pattern[str], what: str) -> Any:
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and not pattern.match(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    return BeforeValidator(check)
+
+
+def _event_types(value: Any) -> Any:
+    """One event type or a list of them; always a tuple of checked names."""
+    items = [value] if isinstance(value, str) else value
+    if isinstance(items, (list, tuple)):
+        for item in items:
+            if not isinstance(item, str) or not _EVENT_TYPE.match(item):
+                raise ValueError(
+                    f"{item!r} is not an event type; use its Avro full name, "
+                    "e.g. procurement.v1.BudgetReserved"
+                )
+        return tuple(items)
+    return value
+
+
+def _priority(value: Any) -> Any:
+    if isinstance(value, str):
+        member = Priority.__members__.get(value.strip().upper())
+        if member is None:
+            names = ", ".join(p.name.lower() for p in Priority)
+            raise ValueError(f"{value!r} is not a priority; use one of {names}")
+        return member
+    return value
+
+
+PositiveDurationMs = Annotated[int, BeforeValidator(positive_duration_ms)]
+Name = Annotated[str, _checked(_NAME, "a name of lowercase letters, digits and '_'")]
+FlowName = Annotated[str, _checked(_FLOW_NAME, "a flow name of lowercase letters, digits, '_'")]
+AgentName = Annotated[str, _checked(_AGENT_NAME, "an agent name of letters, digits, '-', '_'")]
+EventType = Annotated[str, _checked(_EVENT_TYPE, "an event type such as procurement.v1.X")]
+EventTypes = Annotated[tuple[str, ...], BeforeValidator(_event_types), Field(min_length=1)]
+Assignee = Annotated[str, Field(min_length=1)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Compensation(_Frozen):
+    """How the agent that ran a step undoes it, when the workflow compensates.
+
+    The tracker publishes ``CompensationRequested(step, compensation=action)``, waits
+    for one of ``completes_on``, and alerts when that takes longer than ``timeout``.
+    """
+
+    action: Name
+    completes_on: EventTypes = (COMPENSATION_COMPLETED,)
+    timeout: PositiveDurationMs
+
+
+class Irreversible(_Frozen):
+    """A step whose effect cannot be undone (a sent message); its follow-up amends it.
+
+    Requested like a compensation, with ``follow_up`` as the action.
+    """
+
+    follow_up: Name
+    completes_on: EventTypes = (COMPENSATION_COMPLETED,)
+    timeout: PositiveDurationMs
+
+
+class Step(_Frozen):
+    """Work an agent does: started by one event, completed or failed by others.
+
+    After loading, ``starts_on`` holds the event types that start the step and
+    ``after`` the entry it follows (None for the first), whichever form the file used.
+    """
+
+    kind: ClassVar[Literal["step"]] = "step"
+
+    name: Name
+    agent: AgentName
+    description: str = ""
+    starts_on: EventTypes
+    after: Name | None = None
+    completes_on: EventTypes
+    fails_on: EventTypes = Field(
+        default=(STEP_FAILED,),
+        description="StepFailed counts only when its `step` field names this step.",
+    )
+    timeout: PositiveDurationMs
+    effect: Literal["external", "none"] = "external"
+    compensation: Compensation | None = None
+    irreversible: Irreversible | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _undo_timeout_defaults_to_step_timeout(cls, data: Any) -> Any:
+        if isinstance(data, dict) and _is_positive_duration(data.get("timeout")):
+            for key in ("compensation", "irreversible"):
+                undo = data.get(key)
+                if isinstance(undo, dict) and "timeout" not in undo:
+                    data = {**data, key: {**undo, "timeout": data["timeout"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _says_how_to_undo(self) -> Step:
+        if self.effect == "none":
+            if self.compensation is not None or self.irreversible is not None:
+                raise ValueError(
+                    "says effect: none but also how to undo its effect; drop effect: none "
+                    "or the compensation/irreversible entry"
+                )
+        elif self.compensation is None and self.irreversible is None:
+            raise ValueError(
+                "has an external effect but says nothing about undoing it: add "
+                "compensation: {action, completes_on, timeout}, or irreversible: "
+                "{follow_up: <action>} when it cannot be undone, or effect: none when "
+                "it changes nothing outside the workflow"
+            )
+        elif self.compensation is not None and self.irreversible is not None:
+            raise ValueError(
+                "has both a compensation and irreversible: a step is either undone or "
+                "followed up, keep one"
+            )
+        return self
+
+    @property
+    def undo_action(self) -> str | None:
+        """The action the tracker requests when compensating past this step, if any."""
+        if self.compensation is not None:
+            return self.compensation.action
+        if self.irreversible is not None:
+            return self.irreversible.follow_up
+        return None
+
+    @property
+    def undo_completes_on(self) -> tuple[str, ...]:
+        """The events that end this step's compensation or follow-up (empty if none)."""
+        undo = self.compensation or self.irreversible
+        return undo.completes_on if undo is not None else ()
+
+
+class Escalation(_Frozen):
+    """Hand the gate to ``to`` once it has waited ``after`` (counted from its opening)."""
+
+    after: PositiveDurationMs
+    to: Assignee
+
+
+class Gate(_Frozen):
+    """A person's decision: opened when the entry before it completes.
+
+    Decided by ``sagalog.v1.GateDecided`` (APPROVED continues with the next entry,
+    REJECTED compensates); at ``deadline`` the tracker applies ``default``: approve
+    or reject as if a person had, or fail the gate like a failed step.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    kind: ClassVar[Literal["gate"]] = "gate"
+
+    name: Name = Field(alias="gate")
+    description: str = ""
+    starts_on: EventTypes
+    after: Name | None = None
+    assignee: Assignee
+    escalation: tuple[Escalation, ...] = ()
+    deadline: PositiveDurationMs
+    default: Literal["approve", "reject", "fail"]
+
+    @property
+    def completes_on(self) -> tuple[str, ...]:
+        return (GATE_DECIDED,)
+
+    @model_validator(mode="after")
+    def _escalations_in_time(self) -> Gate:
+        previous: Escalation | None = None
+        for escalation in self.escalation:
+            if previous is not None and escalation.after <= previous.after:
+                raise ValueError(
+                    f"escalation to '{escalation.to}' after {format_duration(escalation.after)}"
+                    f" is not later than the one to '{previous.to}' after "
+                    f"{format_duration(previous.after)}: list escalations in the order "
+                    "they happen, each later than the last"
+                )
+            if escalation.after >= self.deadline:
+                raise ValueError(
+                    f"escalation to '{escalation.to}' after {format_duration(escalation.after)}"
+                    f" is not before the gate's deadline {format_duration(self.deadline)}, "
+                    f"when the default ({self.default}) applies: it could never happen"
+                )
+            previous = escalation
+        return self
+
+
+def _entry_kind(value: Any) -> str:
+    if isinstance(value, Gate) or (isinstance(value, dict) and "gate" in value):
+        return "gate"
+    return "step"
+
+
+Entry = Annotated[
+    Annotated[Step, Tag("step")] | Annotated[Gate, Tag("gate")], Discriminator(_entry_kind)
+]
+
+
+class Segment(_Frozen):
+    """Consecutive entries that together must finish within ``timeout``."""
+
+    name: Name
+    steps: tuple[Name, ...] = Field(min_length=1)
+    timeout: PositiveDurationMs
+
+
+class SlaRule(_Frozen):
+    """A semantic alert evaluated from the flow's state transitions.
+
+    ``time_in_state`` bounds how long workflows stay in ``state``; ``step_duration``
+    how long ``step`` (a step or a gate) takes. The rule fires when ``statistic`` of
+    the durations observed over the last ``window`` is above ``above``.
+    """
+
+    name: Name
+    description: str = ""
+    metric: Literal["time_in_state", "step_duration"]
+    state: WorkflowState | None = None
+    step: Name | None = None
+    statistic: Literal["p50", "p95", "p99", "max"]
+    window: PositiveDurationMs
+    above: PositiveDurationMs
+
+    @model_validator(mode="after")
+    def _names_what_it_measures(self) -> SlaRule:
+        if self.metric == "time_in_state" and (self.state is None or self.step is not None):
+            raise ValueError("metric time_in_state needs state: <state> and no step")
+        if self.metric == "step_duration" and (self.step is None or self.state is not None):
+            raise ValueError("metric step_duration needs step: <step or gate> and no state")
+        return self
+
+
+class Flow(_Frozen):
+    """One version of a flow, as loaded from ``topology/flows/<flow>.v<version>.yaml``.
+
+    The helpers answer the tracker's questions from the definition alone, so its
+    rules stay pure functions of (state, event, flow).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    name: FlowName = Field(alias="flow")
+    version: PositiveInt
+    description: str = ""
+    topic: str
+    starts_on: EventType
+    deadline: PositiveDurationMs
+    priority: Annotated[Priority, BeforeValidator(_priority)] = Priority.NORMAL
+    entries: tuple[Entry, ...] = Field(alias="steps", min_length=1)
+    segments: tuple[Segment, ...] = ()
+    sla: tuple[SlaRule, ...] = ()
+    source: str = Field(default="", description="The file it was loaded from.")
+
+    @property
+    def label(self) -> str:
+        """``procurement v1``, as messages and graphs name it."""
+        return f"{self.name} v{self.version}"
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The steps alone, in flow order."""
+        return tuple(e for e in self.entries if isinstance(e, Step))
+
+    @property
+    def gates(self) -> tuple[Gate, ...]:
+        """The human gates alone, in flow order."""
+        return tuple(e for e in self.entries if isinstance(e, Gate))
+
+    def entry(self, name: str) -> Step | Gate | None:
+        """The step or gate called ``name``, or None (say, a StepFailed for a stranger)."""
+        return next((e for e in self.entries if e.name == name), None)
+
+    def index(self, name: str) -> int:
+        """The position of the step or gate ``name`` in the flow.
+
+        Raises:
+            KeyError: when the flow has no such step or gate.
+        """
+        for i, entry in enumerate(self.entries):
+            if entry.name == name:
+                return i
+        raise KeyError(f"flow {self.label} has no step or gate '{name}'")
+
+    def step_for_start(self, event_type: str, *, gate: str | None = None) -> Step | None:
+        """The step that ``event_type`` starts, or None.
+
+        A ``GateDecided`` starts the step after the gate it names: pass that gate.
+        """
+        for step in self.steps:
+            if event_type in step.starts_on and (event_type != GATE_DECIDED or step.after == gate):
+                return step
+        return None
+
+    def step_for_completion(self, event_type: str) -> Step | None:
+        """The step that ``event_type`` completes, or None."""
+        return next((s for s in self.steps if event_type in s.completes_on), None)
+
+    def step_for_failure(self, event_type: str, *, step: str | None = None) -> Step | None:
+        """The step that ``event_type`` fails, or None.
+
+        A ``StepFailed`` fails the step its ``step`` field names: pass that name.
+        """
+        for candidate in self.steps:
+            if event_type in candidate.fails_on and (
+                event_type != STEP_FAILED or candidate.name == step
+            ):
+                return candidate
+        return None
+
+    def next_after(self, name: str) -> Step | Gate | None:
+        """The entry that runs when ``name`` completes; None when the workflow completes.
+
+        Raises:
+            KeyError: when the flow has no step or gate ``name``.
+        """
+        i = self.index(name)
+        return self.entries[i + 1] if i + 1 < len(self.entries) else None
+
+    def completed_steps_before(self, name: str) -> tuple[Step, ...]:
+        """The steps that completed before ``name`` started, most recent first.
+
+        That is the order of compensation: when ``name`` fails (or the workflow times
+        out or a gate rejects while at ``name``), these are undone one at a time, in
+        this order, each by its compensation or follow-up (steps with no effect have
+        neither and are passed over).
+
+        Raises:
+            KeyError: when the flow has no step or gate ``name``.
+        """
+        before = self.entries[: self.index(name)]
+        return tuple(e for e in reversed(before) if isinstance(e, Step))
+
+    def segments_of(self, name: str) -> tuple[Segment, ...]:
+        """The segments the step or gate ``name`` belongs to."""
+        return tuple(s for s in self.segments if name in s.steps)
+
+    def event_types(self) -> frozenset[str]:
+        """Every event type the flow names or makes the tracker publish."""
+        named = {self.starts_on}
+        for entry in self.entries:
+            named.update(entry.starts_on)
+            named.update(entry.completes_on)
+            if isinstance(entry, Step):
+                named.update(entry.fails_on)
+                named.update(entry.undo_completes_on)
+        if self.gates:
+            named.update((GATE_OPENED, GATE_DECIDED))
+        if any(s.undo_action for s in self.steps):
+            named.add(COMPENSATION_REQUESTED)
+        return frozenset(named)
