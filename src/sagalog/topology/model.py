@@ -42,6 +42,11 @@ def _config_value(value: Any) -> str:
     return str(value)
 
 
+def _config_values(value: Any) -> Any:
+    """Kafka configs are strings; YAML gives ints and bools too."""
+    return {str(k): _config_value(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
 class TopicDefaults(BaseModel):
     """Values every topic takes unless it says otherwise."""
 
@@ -51,14 +56,7 @@ class TopicDefaults(BaseModel):
     replication_factor: PositiveInt | None = None
     config: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("config", mode="before")
-    @classmethod
-    def _stringify(cls, value: Any) -> Any:
-        return (
-            {str(k): _config_value(v) for k, v in value.items()}
-            if isinstance(value, dict)
-            else value
-        )
+    _stringify = field_validator("config", mode="before")(_config_values)
 
 
 class TopicSpec(BaseModel):
@@ -88,14 +86,7 @@ class TopicSpec(BaseModel):
             )
         return value
 
-    @field_validator("config", mode="before")
-    @classmethod
-    def _stringify(cls, value: Any) -> Any:
-        return (
-            {str(k): _config_value(v) for k, v in value.items()}
-            if isinstance(value, dict)
-            else value
-        )
+    _stringify = field_validator("config", mode="before")(_config_values)
 
     def kafka_config(self) -> dict[str, str]:
         """The Kafka topic configs this declaration sets (and the plan compares)."""
