@@ -16,9 +16,9 @@ from sagalog.cluster import connect_admin
 from sagalog.errors import ServiceUnavailableError
 from sagalog.settings import ClientSettings
 
+from .agent_relay import agent_records, start_agent_relay
 from .handoff import HandoffResult, StartRelay, measure_handoff
 from .harness import RecordFactory, describe_machine, print_table, write_results
-from .agent_relay import agent_records, start_agent_relay
 from .raw_handoff import start_raw_relay
 
 REPO = Path(__file__).resolve().parents[2]

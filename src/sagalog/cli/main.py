@@ -14,6 +14,7 @@ import click
 from sagalog import __version__
 from sagalog.cli.context import Project
 from sagalog.cli.events import publish, tail_command
+from sagalog.cli.flows import flows
 from sagalog.cli.run import run
 from sagalog.cli.schemas import schemas
 from sagalog.cli.topology import topology
@@ -73,6 +74,7 @@ def _register_dev() -> None:
 _register_dev()
 cli.add_command(schemas)
 cli.add_command(topology)
+cli.add_command(flows)
 cli.add_command(publish)
 cli.add_command(tail_command)
 cli.add_command(run)

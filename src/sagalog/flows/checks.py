@@ -255,7 +255,7 @@ def _roles(flow: Flow) -> Iterator[Finding]:
         for event_type in step.fails_on:
             if event_type == flow.starts_on:
                 yield where(step), f"fails on '{event_type}', which starts the flow"
-        undo = step.compensation or step.irreversible
+        undo = step.undo
         if undo is None:
             continue
         for event_type in undo.completes_on:
@@ -380,7 +380,7 @@ def _mentions(flow: Flow) -> Iterator[tuple[str | None, str, str]]:
             yield where(entry), "completes on", event_type
         for event_type in entry.fails_on:
             yield where(entry), "fails on", event_type
-        undo = entry.compensation or entry.irreversible
+        undo = entry.undo
         if undo is not None:
             yield where(entry), f"{_undo_role(entry)} is requested with", COMPENSATION_REQUESTED
             for event_type in undo.completes_on:

@@ -82,61 +82,36 @@ def state_graph(flow: Flow) -> StateGraph:
         earlier = [j for j in undoable if j < i]
         return f"undo_{entries[earlier[-1]].name}" if earlier else FAILED
 
+    failures: list[Edge] = []
     for i, entry in enumerate(entries):
-        if isinstance(entry, Step):
-            nodes.append(
-                Node(
-                    _entry_id(entry),
-                    (entry.name, entry.agent, f"timeout {format_duration(entry.timeout)}"),
-                    "step",
-                )
-            )
-        else:
-            lines = [f"gate {entry.name}", entry.assignee]
-            lines += [
-                f"after {format_duration(e.after)}: {e.to}" for e in entry.escalation
-            ]
-            lines.append(f"deadline {format_duration(entry.deadline)}: {entry.default}")
-            nodes.append(Node(_entry_id(entry), tuple(lines), "gate"))
-        source = START if i == 0 else _entry_id(entries[i - 1])
+        nodes.append(_entry_node(entry))
         if i == 0:
-            label = _short(flow.starts_on)
-        elif isinstance(entries[i - 1], Gate):
-            label = _gate_label(entries[i - 1], "approve")  # type: ignore[arg-type]
+            edges.append(Edge(START, _entry_id(entry), _short(flow.starts_on), "forward"))
         else:
-            label = _events(entries[i - 1].completes_on)
-        edges.append(
-            Edge(source, _entry_id(entry), label, "approve" if "approved" in label else "forward")
-        )
+            edges.append(_forward(entries[i - 1], _entry_id(entry)))
         if isinstance(entry, Step):
             failure = f"{_events(entry.fails_on)} or timeout {format_duration(entry.timeout)}"
-            edges.append(Edge(_entry_id(entry), undo_target(i), failure, "fail"))
+            failures.append(Edge(_entry_id(entry), undo_target(i), failure, "fail"))
         else:
-            edges.append(
+            failures.append(
                 Edge(_entry_id(entry), undo_target(i), _gate_label(entry, "reject"), "reject")
             )
-    last = entries[-1]
-    closing = (
-        _gate_label(last, "approve") if isinstance(last, Gate) else _events(last.completes_on)
-    )
-    edges.append(Edge(_entry_id(last), COMPLETED, closing, "forward"))
+    edges.append(_forward(entries[-1], COMPLETED))
+    edges += failures
 
-    reached = {e.target for e in edges}
-    chain = [entries[j] for j in undoable if f"undo_{entries[j].name}" in reached]
-    for k, step in enumerate(reversed(chain)):
-        assert isinstance(step, Step)
-        undo = step.compensation or step.irreversible
-        assert undo is not None
+    # Undone one at a time, latest first; a last step has nothing after it to fail.
+    chain = [s for j, s in enumerate(entries[:-1]) if j in undoable and isinstance(s, Step)]
+    for k, step in enumerate(chain):
+        undo = step.undo
+        assert undo is not None  # chain holds undoable steps only
         role = "undo" if step.compensation is not None else "follow-up of"
-        nodes.append(
-            Node(
-                f"undo_{step.name}",
-                (step.undo_action or "", f"{role} {step.name}", f"timeout {format_duration(undo.timeout)}"),
-                "undo",
-            )
+        lines = (
+            step.undo_action or "",
+            f"{role} {step.name}",
+            f"timeout {format_duration(undo.timeout)}",
         )
-        earlier = list(reversed(chain))[k + 1 : k + 2]
-        target = f"undo_{earlier[0].name}" if earlier else COMPENSATED
+        nodes.append(Node(f"undo_{step.name}", lines, "undo"))
+        target = f"undo_{chain[k - 1].name}" if k else COMPENSATED
         edges.append(Edge(f"undo_{step.name}", target, _events(undo.completes_on), "undo"))
     nodes.append(Node(COMPLETED, ("completed",), "end"))
     targets = {e.target for e in edges}
@@ -157,6 +132,12 @@ def state_graph(flow: Flow) -> StateGraph:
         f"workflow deadline {format_duration(flow.deadline)}: then timed_out, "
         "completed steps compensated"
     ]
+    last = entries[-1]
+    if isinstance(last, Step) and last.undo_action:
+        comments.append(
+            f"{last.name} is last: nothing after it can fail, so {last.undo_action} "
+            "is never requested"
+        )
     comments += [
         f"sla {r.name}: {r.statistic} of {r.metric} ({r.state or r.step}) over "
         f"{format_duration(r.window)} above {format_duration(r.above)}"
@@ -169,6 +150,23 @@ def state_graph(flow: Flow) -> StateGraph:
         clusters=clusters,
         comments=tuple(comments),
     )
+
+
+def _entry_node(entry: Step | Gate) -> Node:
+    if isinstance(entry, Step):
+        lines = (entry.name, entry.agent, f"timeout {format_duration(entry.timeout)}")
+        return Node(_entry_id(entry), lines, "step")
+    gate_lines = [f"gate {entry.name}", entry.assignee]
+    gate_lines += [f"after {format_duration(e.after)}: {e.to}" for e in entry.escalation]
+    gate_lines.append(f"deadline {format_duration(entry.deadline)}: {entry.default}")
+    return Node(_entry_id(entry), tuple(gate_lines), "gate")
+
+
+def _forward(entry: Step | Gate, target: str) -> Edge:
+    """The edge taken when ``entry`` completes."""
+    if isinstance(entry, Gate):
+        return Edge(_entry_id(entry), target, _gate_label(entry, "approve"), "approve")
+    return Edge(_entry_id(entry), target, _events(entry.completes_on), "forward")
 
 
 def _gate_label(gate: Gate, outcome: Literal["approve", "reject"]) -> str:
@@ -194,12 +192,19 @@ _MERMAID_SHAPES = {
     "undo": ('[/"', '"/]'),
     "end": ('((("', '")))'),
 }
-_MERMAID_ARROWS = {"forward": "-->", "approve": "-->", "reject": "-.->", "fail": "-.->", "undo": "==>"}
+_MERMAID_ARROWS = {
+    "forward": "-->",
+    "approve": "-->",
+    "reject": "-.->",
+    "fail": "-.->",
+    "undo": "==>",
+}
+# Class names avoid Mermaid's keywords ("end" would close a subgraph).
 _MERMAID_CLASSES = {
-    "step": "fill:#e8f0fe,stroke:#4a6fa5",
-    "gate": "fill:#fff4ce,stroke:#b58900",
-    "undo": "fill:#fdecea,stroke:#c0392b",
-    "end": "fill:#eeeeee,stroke:#555555",
+    "step": ("stepNode", "fill:#e8f0fe,stroke:#4a6fa5"),
+    "gate": ("gateNode", "fill:#fff4ce,stroke:#b58900"),
+    "undo": ("undoNode", "fill:#fdecea,stroke:#c0392b"),
+    "end": ("terminalNode", "fill:#eeeeee,stroke:#555555"),
 }
 
 
@@ -228,11 +233,11 @@ def to_mermaid(graph: StateGraph) -> str:
     for edge in graph.edges:
         arrow = _MERMAID_ARROWS[edge.kind]
         out.append(f'    {edge.source} {arrow}|"{_mermaid_text(edge.label)}"| {edge.target}')
-    for kind, style in _MERMAID_CLASSES.items():
+    for kind, (name, style) in _MERMAID_CLASSES.items():
         members = [n.id for n in graph.nodes if n.kind == kind]
         if members:
-            out.append(f"    classDef {kind} {style}")
-            out.append(f"    class {','.join(members)} {kind}")
+            out.append(f"    classDef {name} {style}")
+            out.append(f"    class {','.join(members)} {name}")
     return "\n".join(out) + "\n"
 
 

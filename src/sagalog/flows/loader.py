@@ -66,7 +66,7 @@ problem of every file at once: ``topology/flows/procurement.v2.yaml: flow
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,7 @@ from pydantic import ValidationError
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.errors import FlowDefinitionError
 from sagalog.flows.checks import FlowProblem, check_flow
-from sagalog.flows.model import Flow, Gate, Step
+from sagalog.flows.model import Flow, Gate, Step, is_event_type
 from sagalog.flows.registry import FlowRegistry
 from sagalog.topology.model import Topology
 
@@ -230,8 +230,10 @@ def read_flow(
     except ValidationError as exc:
         flow = None
         for error in exc.errors():
-            if error["loc"][:1] == ("steps",) and entry_problems:
-                continue  # the entries' own problems are reported already
+            if error["loc"][:1] == ("steps",) and (
+                entry_problems or not isinstance(document.get("steps"), list)
+            ):
+                continue  # reported already, in the words of the entries
             problems.append(problem_at(*_describe(document, error)))
     if problems or flow is None:
         return None, problems
@@ -281,7 +283,9 @@ def _header_problems(path: Path, document: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _entries(document: Mapping[str, Any], problem_at: Any) -> tuple[list[Any], list[FlowProblem]]:
+def _entries(
+    document: Mapping[str, Any], problem_at: Callable[[str | None, str], FlowProblem]
+) -> tuple[list[Any], list[FlowProblem]]:
     """Validate each step and gate alone, filling in what starts it.
 
     A step says ``starts_on: <event type>`` or ``after: <entry>``; either way the
@@ -291,7 +295,7 @@ def _entries(document: Mapping[str, Any], problem_at: Any) -> tuple[list[Any], l
     if not isinstance(raw_entries, list):
         return [], []
     flow_start = document.get("starts_on")
-    start = (flow_start,) if isinstance(flow_start, str) else (_UNRESOLVED,)
+    start = (flow_start,) if is_event_type(flow_start) else (_UNRESOLVED,)
     names = [_entry_name(e) for e in raw_entries]
     parsed: dict[str, Step | Gate] = {}
     entries: list[Any] = []
@@ -341,9 +345,7 @@ def _entries(document: Mapping[str, Any], problem_at: Any) -> tuple[list[Any], l
         if "after" not in data and i > 0:
             data["after"] = previous_name
         try:
-            entry: Step | Gate = (
-                Gate.model_validate(data) if is_gate else Step.model_validate(data)
-            )
+            entry: Step | Gate = Gate.model_validate(data) if is_gate else Step.model_validate(data)
         except ValidationError as exc:
             problems += [problem_at(*_entry_error(label, e)) for e in exc.errors()]
             previous, previous_name = None, names[i]
@@ -391,12 +393,12 @@ def _message(error: Any) -> str:
         return "required"
     message = str(error["msg"]).removeprefix("Value error, ")
     got = error.get("input")
-    if error["loc"] and not isinstance(got, (dict, list, tuple)):
+    if error["loc"] and not isinstance(got, (dict, list, tuple)) and repr(got) not in message:
         message += f" (got {got!r})"
     return message
 
 
-def _ambiguous_starts(flows: Any) -> list[FlowProblem]:
+def _ambiguous_starts(flows: Iterable[Flow]) -> list[FlowProblem]:
     """Two flows starting on one event in one topic: which would a new workflow follow?"""
     latest: dict[str, Flow] = {}
     for flow in flows:
@@ -421,4 +423,3 @@ def _ambiguous_starts(flows: Any) -> list[FlowProblem]:
             )
         seen.setdefault(key, flow)
     return problems
-

@@ -73,6 +73,11 @@ def format_duration(ms: int) -> str:
     return f"{ms}ms"
 
 
+def is_event_type(value: Any) -> bool:
+    """Whether ``value`` looks like an event type: an Avro full name such as ``ns.v1.Name``."""
+    return isinstance(value, str) and bool(_EVENT_TYPE.match(value))
+
+
 def _checked(pattern: re.Pattern[str], what: str) -> Any:
     def check(value: Any) -> Any:
         if isinstance(value, str) and not pattern.match(value):
@@ -107,8 +112,10 @@ def _priority(value: Any) -> Any:
 
 
 PositiveDurationMs = Annotated[int, BeforeValidator(positive_duration_ms)]
-Name = Annotated[str, _checked(_NAME, "a name of lowercase letters, digits and '_'")]
-FlowName = Annotated[str, _checked(_FLOW_NAME, "a flow name of lowercase letters, digits, '_'")]
+Name = Annotated[str, _checked(_NAME, "a name of lowercase letters, digits and '_' (snake_case)")]
+FlowName = Annotated[
+    str, _checked(_FLOW_NAME, "a flow name of lowercase letters, digits, '_' and '-'")
+]
 AgentName = Annotated[str, _checked(_AGENT_NAME, "an agent name of letters, digits, '-', '_'")]
 EventType = Annotated[str, _checked(_EVENT_TYPE, "an event type such as procurement.v1.X")]
 EventTypes = Annotated[tuple[str, ...], BeforeValidator(_event_types), Field(min_length=1)]
@@ -123,7 +130,8 @@ class Compensation(_Frozen):
     """How the agent that ran a step undoes it, when the workflow compensates.
 
     The tracker publishes ``CompensationRequested(step, compensation=action)``, waits
-    for one of ``completes_on``, and alerts when that takes longer than ``timeout``.
+    for one of ``completes_on``, and alerts when that takes longer than ``timeout``
+    (in the file, the step's own timeout unless given).
     """
 
     action: Name
@@ -199,6 +207,11 @@ class Step(_Frozen):
         return self
 
     @property
+    def undo(self) -> Compensation | Irreversible | None:
+        """The compensation or follow-up of this step, if it has one."""
+        return self.compensation or self.irreversible
+
+    @property
     def undo_action(self) -> str | None:
         """The action the tracker requests when compensating past this step, if any."""
         if self.compensation is not None:
@@ -210,8 +223,7 @@ class Step(_Frozen):
     @property
     def undo_completes_on(self) -> tuple[str, ...]:
         """The events that end this step's compensation or follow-up (empty if none)."""
-        undo = self.compensation or self.irreversible
-        return undo.completes_on if undo is not None else ()
+        return self.undo.completes_on if self.undo is not None else ()
 
 
 class Escalation(_Frozen):
@@ -268,7 +280,10 @@ class Gate(_Frozen):
 
 
 def _entry_kind(value: Any) -> str:
-    if isinstance(value, Gate) or (isinstance(value, dict) and "gate" in value):
+    """A gate is written ``gate: <name>`` and dumped with ``assignee``; a step has neither."""
+    if isinstance(value, Gate) or (
+        isinstance(value, dict) and ("gate" in value or "assignee" in value)
+    ):
         return "gate"
     return "step"
 

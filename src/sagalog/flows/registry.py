@@ -40,9 +40,9 @@ class FlowRegistry:
                 raise FlowDefinitionError(self._unknown(name))
             listed = ", ".join(f"v{v}" for v in loaded)
             raise FlowDefinitionError(
-                f"flow '{name}' v{version} is not loaded (loaded: {listed}); workflows "
-                f"finish under the version they started with, so keep "
-                f"{name}.v{version}.yaml in topology/flows until none of them runs"
+                f"flow '{name}' v{version} is not loaded (loaded: {listed}); a workflow "
+                f"finishes under the version it started with, so {name}.v{version}.yaml "
+                "stays in topology/flows/ while any workflow of that version runs"
             )
         return flow
 

@@ -44,7 +44,9 @@ def _config_value(value: Any) -> str:
 
 def _config_values(value: Any) -> Any:
     """Kafka configs are strings; YAML gives ints and bools too."""
-    return {str(k): _config_value(v) for k, v in value.items()} if isinstance(value, dict) else value
+    return (
+        {str(k): _config_value(v) for k, v in value.items()} if isinstance(value, dict) else value
+    )
 
 
 class TopicDefaults(BaseModel):

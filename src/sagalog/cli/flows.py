@@ -1,0 +1,105 @@
+"""``sagalog flows``: check the workflow definitions in ``topology/flows/``, and draw them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sagalog.cli.context import Project, pass_project
+from sagalog.errors import FlowDefinitionError
+from sagalog.flows.graph import GraphFormat, render
+from sagalog.flows.loader import FlowCheck, check_flows
+from sagalog.flows.model import Flow, format_duration
+
+_SUFFIX_FORMATS: dict[str, GraphFormat] = {
+    ".dot": "dot",
+    ".gv": "dot",
+    ".mmd": "mermaid",
+    ".mermaid": "mermaid",
+    ".md": "mermaid",
+}
+
+
+@click.group()
+def flows() -> None:
+    """Workflow definitions: steps, gates, compensations and timeouts as data."""
+
+
+def _check(project: Project) -> FlowCheck:
+    return check_flows(
+        project.root / "topology" / "flows", catalog=project.catalog, topology=project.topology
+    )
+
+
+def _summary(flow: Flow) -> str:
+    parts = [f"{len(flow.steps)} step(s)", f"{len(flow.gates)} gate(s)"]
+    if flow.segments:
+        parts.append(f"{len(flow.segments)} segment(s)")
+    if flow.sla:
+        parts.append(f"{len(flow.sla)} SLA rule(s)")
+    parts.append(f"deadline {format_duration(flow.deadline)}")
+    return f"{flow.label}: {', '.join(parts)} ({flow.source})"
+
+
+@flows.command()
+@pass_project
+def check(project: Project) -> None:
+    """Load every flow version and report every problem.
+
+    Exits 0 when all flows may run, 2 when any file has a problem; the message names
+    the file, flow, version, step and the problem, one line each.
+    """
+    result = _check(project)
+    for flow in result.flows:
+        click.secho(f"ok  {_summary(flow)}", fg="green")
+    if not result.ok:
+        raise result.error()
+
+
+@flows.command()
+@click.argument("flow")
+@click.option("--version", "version", type=int, help="The flow version [default: the latest].")
+@click.option(
+    "--format",
+    "graph_format",
+    type=click.Choice(["mermaid", "dot"]),
+    help="Mermaid or Graphviz [default: from the -o suffix (.dot, .gv), else mermaid].",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    help="Write to this file instead of stdout.",
+)
+@pass_project
+def graph(
+    project: Project,
+    flow: str,
+    version: int | None,
+    graph_format: GraphFormat | None,
+    output: Path | None,
+) -> None:
+    """Draw FLOW's state machine as Mermaid or Graphviz.
+
+    Steps and gates in order, approve and reject edges, failures and timeouts leading
+    into the compensation chain, which runs backwards; segments as boxes. Other flow
+    files need not be valid; the one drawn must be.
+    """
+    result = _check(project)
+    own = [p for p in result.problems if p.flow == flow and version in (None, p.version)]
+    if own:
+        raise FlowDefinitionError(
+            "\n".join(str(p) for p in own) + f"\nfix {flow} before drawing it"
+        )
+    registry = result.registry
+    chosen = registry.latest(flow) if version is None else registry.get(flow, version)
+    if graph_format is None:
+        suffix = output.suffix.lower() if output is not None else ""
+        graph_format = _SUFFIX_FORMATS.get(suffix, "mermaid")
+    text = render(chosen, format=graph_format)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text, encoding="utf-8")
+    click.echo(f"wrote {chosen.label} as {graph_format} to {output}", err=True)
