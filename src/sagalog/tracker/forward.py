@@ -1,0 +1,139 @@
+"""The forward path of a workflow: start a step, open, escalate and close a gate, complete.
+
+Every entry of a flow is entered the same way, whether the previous one completed,
+a gate was approved (by a person or by its deadline's default) or a queued workflow
+was admitted: ``enter`` schedules the entry's timers (and those of the segments it
+starts) and publishes what the entry needs, and ``leave`` cancels them again.
+"""
+
+from __future__ import annotations
+
+from sagalog.events import GateDecided, GateDecision, GateOpened
+from sagalog.flows.model import Gate, Step, format_duration
+from sagalog.flows.states import WorkflowState
+from sagalog.tracker import compensation
+from sagalog.tracker._change import Change, at
+from sagalog.tracker.actions import TRACKER_SOURCE
+from sagalog.tracker.compensation import CompensationRetry
+from sagalog.tracker.gates import gate_token
+from sagalog.tracker.record import CompensationCause, GateProgress
+from sagalog.tracker.timers import Timer, TimerKind
+
+DEADLINE_DECIDER = f"{TRACKER_SOURCE} (gate deadline)"
+"""``decided_by`` of a ``GateDecided`` the tracker publishes when it applies a gate's default."""
+
+
+def enter(change: Change, entry: Step | Gate | None) -> None:
+    """Move on to ``entry``: start a step, open a gate, or (None) complete the workflow."""
+    now = change.now_ms
+    if entry is None:
+        last = change.record.current
+        change.cancel()
+        change.move(
+            WorkflowState.COMPLETED, step=None, current=None, terminal_reason=f"'{last}' completed"
+        )
+        return
+    for segment in change.flow.segments:
+        if segment.steps[0] == entry.name:
+            change.schedule(TimerKind.SEGMENT_TIMEOUT, segment.name, now + segment.timeout)
+    if isinstance(entry, Step):
+        change.move(WorkflowState.RUNNING, step=entry.name, current=entry.name)
+        change.schedule(TimerKind.STEP_TIMEOUT, entry.name, now + entry.timeout)
+        return
+    attempt = 1
+    progress = GateProgress(
+        gate=entry.name,
+        attempt=attempt,
+        assignee=entry.assignee,
+        token=gate_token(change.secret, change.workflow_id, entry.name, attempt),
+        opened_at_ms=now,
+        deadline_ms=now + entry.deadline,
+    )
+    change.move(WorkflowState.PENDING_APPROVAL, step=entry.name, current=entry.name, gate=progress)
+    _announce(change, progress)
+    if entry.escalation:
+        ref = f"{entry.name}#{attempt}#1"
+        change.schedule(TimerKind.GATE_ESCALATION, ref, now + entry.escalation[0].after)
+    change.schedule(TimerKind.GATE_DEADLINE, f"{entry.name}#{attempt}", progress.deadline_ms)
+
+
+def leave(change: Change, entry: Step | Gate) -> None:
+    """Cancel the timers of ``entry`` and of the segments it ends."""
+    ending = {s.name for s in change.flow.segments if s.steps[-1] == entry.name}
+    gate_prefix = f"{entry.name}#"
+
+    def belongs(timer: Timer) -> bool:
+        if timer.kind is TimerKind.STEP_TIMEOUT:
+            return timer.ref == entry.name
+        if timer.kind in (TimerKind.GATE_ESCALATION, TimerKind.GATE_DEADLINE):
+            return timer.ref.startswith(gate_prefix)
+        return timer.kind is TimerKind.SEGMENT_TIMEOUT and timer.ref in ending
+
+    change.cancel(belongs)
+
+
+def _announce(change: Change, progress: GateProgress) -> None:
+    change.publish(
+        GateOpened(
+            gate=progress.gate,
+            assignee=progress.assignee,
+            token=progress.token,
+            attempt=progress.attempt,
+            deadline=at(progress.deadline_ms),
+            escalation_level=progress.escalation_level,
+        )
+    )
+
+
+def escalate(change: Change, level: int) -> None:
+    """Hand the open gate to the next person in its chain (same attempt, same token)."""
+    progress = change.record.gate
+    assert progress is not None
+    gate = change.flow.entry(progress.gate)
+    assert isinstance(gate, Gate)
+    escalation = gate.escalation[level - 1]
+    progress = progress.model_copy(update={"escalation_level": level, "assignee": escalation.to})
+    change.set(gate=progress)
+    _announce(change, progress)
+    if level < len(gate.escalation):
+        due = progress.opened_at_ms + gate.escalation[level].after
+        change.schedule(
+            TimerKind.GATE_ESCALATION, f"{gate.name}#{progress.attempt}#{level + 1}", due
+        )
+
+
+def apply_gate_default(change: Change, retry: CompensationRetry) -> None:
+    """The gate's deadline passed undecided: approve, reject or fail as the flow says.
+
+    Approve and reject publish the ``GateDecided`` a person would have (the next
+    step's agent starts on it); its id is remembered, so reading it back is a duplicate.
+    """
+    progress = change.record.gate
+    assert progress is not None
+    gate = change.flow.entry(progress.gate)
+    assert isinstance(gate, Gate)
+    waited = format_duration(gate.deadline)
+    if gate.default != "fail":
+        decision = GateDecision.APPROVED if gate.default == "approve" else GateDecision.REJECTED
+        decided = GateDecided(
+            gate=gate.name,
+            token=progress.token,
+            decision=decision,
+            decided_by=DEADLINE_DECIDER,
+            comment=f"not decided within {waited}; the gate's default is {gate.default}",
+        )
+        event_id = change.publish(decided, remember=True)
+        if decision is GateDecision.APPROVED:
+            approve(change, gate, event_id)
+            return
+    leave(change, gate)
+    cause = CompensationCause.REJECTION if gate.default == "reject" else CompensationCause.FAILURE
+    reason = f"gate '{gate.name}' was not decided within {waited}: default {gate.default}"
+    compensation.start(change, cause, reason, include_current=False, retry=retry)
+
+
+def approve(change: Change, gate: Gate, event_id: str) -> None:
+    leave(change, gate)
+    change.complete(gate.name, event_id)
+    change.move(WorkflowState.APPROVED, step=gate.name)
+    enter(change, change.flow.next_after(gate.name))

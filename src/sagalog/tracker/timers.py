@@ -1,0 +1,194 @@
+"""Durable timers as the keys of an ordered table, so a tick reads only the timers that are due.
+
+Timeouts, deadlines and gate escalations are state, never in-process sleeps: they
+survive a restart because they live in a RocksDB table (with its changelog). A
+tracker holding 1,000,000 waiting workflows holds a few million pending timers, and
+a tick must not scan them. So the key *starts with the due time*, zero-padded to a
+fixed width: byte order is time order, and the due timers are exactly the keys below
+``due_range(now_ms)[1]``. A tick seeks to the start of the table and stops at the
+first key that is not due; its work is the number of due timers, whatever the
+number pending.
+
+Key layout::
+
+    {due_ms:015d}|{workflow_id}|{kind}|{ref}     e.g.
+    000000086400000|wf-42|gate_escalation|manager_approval#1#1
+
+Fifteen digits cover every millisecond up to the year 33658. ``kind`` and ``ref``
+never contain ``|`` (refs are built from flow names, which are snake_case, and
+integers), so a key is decoded from the right and a workflow id may contain anything.
+The key is ASCII up to the workflow id; encoded as UTF-8 it sorts the same as text.
+
+A timer firing is one more input to ``decide``: the workflow record lists the
+timers it still expects, so a timer it no longer expects (the step completed, the
+timer was cancelled, or it fired already and the delete was lost in a crash) is a
+no-op. Firing twice is harmless: exactly once in effect.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+from collections.abc import Iterable, Iterator
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DUE_DIGITS = 15
+MAX_DUE_MS = 10**DUE_DIGITS - 1
+SEPARATOR = "|"
+
+
+class TimerKind(enum.StrEnum):
+    """What a timer bounds; part of its key and its ref format.
+
+    ``ref`` names what the timer belongs to, so a stale timer is recognizable:
+    a step name (step timeout), a segment name (segment timeout), ``workflow``
+    (workflow deadline), ``<gate>#<attempt>#<level>`` (escalation to that level),
+    ``<gate>#<attempt>`` (gate deadline), ``<step>#<attempt>`` (compensation timeout).
+    """
+
+    STEP_TIMEOUT = "step_timeout"
+    SEGMENT_TIMEOUT = "segment_timeout"
+    WORKFLOW_DEADLINE = "workflow_deadline"
+    GATE_ESCALATION = "gate_escalation"
+    GATE_DEADLINE = "gate_deadline"
+    COMPENSATION_TIMEOUT = "compensation_timeout"
+
+
+class Timer(BaseModel):
+    """One pending timer of a workflow: kept in its record and, by key, in the timer table."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    workflow_id: str = Field(min_length=1)
+    kind: TimerKind
+    ref: str = Field(min_length=1)
+    due_ms: int = Field(ge=0, le=MAX_DUE_MS)
+
+    @property
+    def key(self) -> str:
+        """The table key; see the module docstring for the layout."""
+        return timer_key(
+            due_ms=self.due_ms, workflow_id=self.workflow_id, kind=self.kind, ref=self.ref
+        )
+
+
+def timer_key(*, due_ms: int, workflow_id: str, kind: TimerKind | str, ref: str) -> str:
+    """The table key of a timer, built from its parts.
+
+    Raises:
+        ValueError: when the due time does not fit the fixed width (negative, or past
+            the year 33658), or ``kind``/``ref`` contain the separator and would make
+            the key ambiguous.
+    """
+    if not 0 <= due_ms <= MAX_DUE_MS:
+        raise ValueError(f"timer due time {due_ms} ms is outside 0..{MAX_DUE_MS}")
+    kind = str(kind)
+    if SEPARATOR in kind or SEPARATOR in ref:
+        raise ValueError(f"timer kind {kind!r} and ref {ref!r} must not contain {SEPARATOR!r}")
+    return f"{due_ms:0{DUE_DIGITS}d}{SEPARATOR}{workflow_id}{SEPARATOR}{kind}{SEPARATOR}{ref}"
+
+
+def encode_timer(timer: Timer) -> str:
+    """``timer.key``; a function for symmetry with ``decode_timer``."""
+    return timer.key
+
+
+def decode_timer(key: str | bytes) -> Timer:
+    """The timer a table key stands for (bytes are read as UTF-8).
+
+    Raises:
+        ValueError: when ``key`` is not a timer key, naming it.
+    """
+    text = key.decode("utf-8") if isinstance(key, bytes) else key
+    due, sep, rest = text.partition(SEPARATOR)
+    parts = rest.rsplit(SEPARATOR, 2)
+    if not sep or len(due) != DUE_DIGITS or not due.isdigit() or len(parts) != 3:
+        raise ValueError(f"{text!r} is not a timer key ({{due_ms:015d}}|workflow|kind|ref)")
+    workflow_id, kind, ref = parts
+    try:
+        return Timer(workflow_id=workflow_id, kind=TimerKind(kind), ref=ref, due_ms=int(due))
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a timer key: {exc}") from None
+
+
+def due_range(now_ms: int) -> tuple[str, str]:
+    """The half-open key range ``[lower, upper)`` holding every timer due at ``now_ms``.
+
+    Iterate the table from ``lower`` and stop at the first key ``>= upper`` (with
+    RocksDB: seek to ``lower`` and set ``upper`` as the iterate upper bound). A timer
+    due exactly at ``now_ms`` is included.
+    """
+    return "", f"{min(now_ms + 1, MAX_DUE_MS + 1):0{DUE_DIGITS}d}"
+
+
+class TimerStore(Protocol):
+    """What the tracker needs of a timer table; ``TimerIndex`` and the RocksDB table provide it."""
+
+    def add(self, timer: Timer) -> None: ...
+
+    def cancel(self, key: str) -> bool: ...
+
+    def pop_due(self, now_ms: int) -> list[Timer]: ...
+
+    def __len__(self) -> int: ...
+
+
+class TimerIndex:
+    """Pending timers in memory, ordered by key: the RocksDB timer table's twin for tests.
+
+    A heap of keys with lazy cancellation: ``cancel`` forgets the key at once and
+    the heap drops it when it surfaces, as a RocksDB tombstone is skipped by an
+    iterator. ``reads`` counts the keys ticks have taken off the heap, so a test can
+    show that a tick's work is the number of due timers, not of pending ones.
+    """
+
+    def __init__(self, keys: Iterable[str] = ()) -> None:
+        self._live: set[str] = set(keys)
+        self._heap: list[str] = list(self._live)
+        heapq.heapify(self._heap)
+        self.reads = 0
+
+    def add(self, timer: Timer) -> None:
+        """Schedule ``timer``; scheduling one already pending changes nothing."""
+        self.add_key(timer.key)
+
+    def add_key(self, key: str) -> None:
+        """Schedule the timer with table key ``key``."""
+        if key not in self._live:
+            self._live.add(key)
+            heapq.heappush(self._heap, key)
+
+    def cancel(self, key: str) -> bool:
+        """Forget the timer with ``key``; whether it was pending."""
+        if key in self._live:
+            self._live.discard(key)
+            return True
+        return False
+
+    def pop_due(self, now_ms: int) -> list[Timer]:
+        """Take every timer due at ``now_ms`` out of the index, earliest first."""
+        return list(self._take_due(now_ms))
+
+    def _take_due(self, now_ms: int) -> Iterator[Timer]:
+        _, upper = due_range(now_ms)
+        heap = self._heap
+        while heap and heap[0] < upper:
+            key = heapq.heappop(heap)
+            self.reads += 1
+            if key in self._live:
+                self._live.discard(key)
+                yield decode_timer(key)
+
+    def next_due_ms(self) -> int | None:
+        """When the earliest pending timer is due (None when none is): how long a tick may sleep."""
+        while self._heap and self._heap[0] not in self._live:
+            heapq.heappop(self._heap)
+        return int(self._heap[0][:DUE_DIGITS]) if self._heap else None
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._live
+
+    def __len__(self) -> int:
+        return len(self._live)

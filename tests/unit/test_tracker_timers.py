@@ -1,0 +1,109 @@
+"""Durable timers: keys ordered by due time, so a tick reads only what is due."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sagalog.tracker import (
+    Timer,
+    TimerIndex,
+    TimerKind,
+    decode_timer,
+    due_range,
+    encode_timer,
+    timer_key,
+)
+
+
+def timer(due_ms: int, workflow_id: str = "wf-1", ref: str = "score_risk") -> Timer:
+    return Timer(workflow_id=workflow_id, kind=TimerKind.STEP_TIMEOUT, ref=ref, due_ms=due_ms)
+
+
+def test_the_key_starts_with_the_zero_padded_due_time() -> None:
+    key = timer_key(
+        due_ms=86_400_000,
+        workflow_id="wf-42",
+        kind=TimerKind.GATE_ESCALATION,
+        ref="manager_approval#1#1",
+    )
+    assert key == "000000086400000|wf-42|gate_escalation|manager_approval#1#1"
+
+
+@pytest.mark.parametrize("workflow_id", ["wf-1", "a|b|c", "ünïcode|wf", "x" * 300])
+def test_a_key_decodes_to_its_timer_whatever_the_workflow_id(workflow_id: str) -> None:
+    original = timer(1_700_000_000_000, workflow_id)
+    assert decode_timer(encode_timer(original)) == original
+    assert decode_timer(original.key.encode("utf-8")) == original
+
+
+def test_key_order_is_due_order_as_text_and_as_utf8_bytes() -> None:
+    rng = random.Random(7)
+    timers = [timer(rng.randrange(0, 10**13), f"wf-{rng.randrange(1000)}|x") for _ in range(2000)]
+    by_due = sorted(timers, key=lambda t: t.due_ms)
+    assert [t.due_ms for t in sorted(timers, key=lambda t: t.key)] == [t.due_ms for t in by_due]
+    by_bytes = sorted(timers, key=lambda t: t.key.encode("utf-8"))
+    assert [t.due_ms for t in by_bytes] == [t.due_ms for t in by_due]
+
+
+def test_the_due_range_holds_exactly_the_timers_due_now() -> None:
+    lower, upper = due_range(1000)
+    assert lower <= timer(0).key < upper
+    assert lower <= timer(1000).key < upper  # due exactly now: fires now
+    assert not timer(1001).key < upper
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "123|wf|step_timeout|x", "00000000000000a|wf|step_timeout|x", "000000000000001|wf|nap|x"],
+)
+def test_a_malformed_key_is_refused_naming_it(bad: str) -> None:
+    with pytest.raises(ValueError, match="is not a timer key"):
+        decode_timer(bad)
+
+
+def test_keys_refuse_what_would_make_them_ambiguous() -> None:
+    with pytest.raises(ValueError, match="outside"):
+        timer_key(due_ms=-1, workflow_id="wf", kind=TimerKind.STEP_TIMEOUT, ref="x")
+    with pytest.raises(ValueError, match="must not contain"):
+        timer_key(due_ms=1, workflow_id="wf", kind=TimerKind.STEP_TIMEOUT, ref="a|b")
+
+
+def test_the_index_pops_due_timers_in_order_and_skips_cancelled_ones() -> None:
+    index = TimerIndex()
+    for due in (30, 10, 20, 40):
+        index.add(timer(due, ref=f"s{due}"))
+    index.add(timer(10, ref="s10"))  # scheduling twice changes nothing
+    assert index.cancel(timer(20, ref="s20").key) and not index.cancel("nope")
+    assert index.next_due_ms() == 10
+    assert [t.due_ms for t in index.pop_due(35)] == [10, 30]
+    assert index.pop_due(35) == []  # a second tick finds nothing: popped timers are gone
+    assert len(index) == 1 and index.next_due_ms() == 40
+    index.add(timer(20, ref="s20"))  # rescheduled after its cancellation
+    assert [t.ref for t in index.pop_due(100)] == ["s20", "s40"]
+    assert index.next_due_ms() is None
+
+
+def test_a_tick_over_a_million_pending_timers_reads_only_the_due_ones() -> None:
+    day = 86_400_000
+    rng = random.Random(42)
+    keys = [
+        timer_key(
+            due_ms=rng.randrange(day, 30 * day),  # pending for one to thirty days
+            workflow_id=f"wf-{i}",
+            kind=TimerKind.GATE_DEADLINE,
+            ref="manager_approval#1",
+        )
+        for i in range(1_000_000)
+    ]
+    index = TimerIndex(keys)
+    for i in range(250):  # and a few due in the first hour
+        index.add(timer(rng.randrange(0, 3_600_000), f"due-{i}"))
+    assert len(index) == 1_000_250
+
+    fired = index.pop_due(3_600_000)
+    assert len(fired) == 250 and index.reads == 250  # the work is the due timers, no more
+    assert [t.due_ms for t in fired] == sorted(t.due_ms for t in fired)
+    assert index.pop_due(3_600_000) == [] and index.reads == 250  # an idle tick reads nothing
+    assert len(index) == 1_000_000
