@@ -242,3 +242,173 @@ def lab_factory(project: Project, tmp_path: Path) -> Iterator[Callable[..., Agen
         for process in lab.processes:
             process.kill()
         lab.ledger.shutdown()
+
+
+# -- helpers for the resilience tests (tests/integration/test_agent_resilience.py) ---------
+
+
+@dataclass(frozen=True)
+class SentRequest:
+    """A RequestSubmitted the test published: its workflow and its event id."""
+
+    workflow_id: str
+    event_id: str
+
+
+def publish_requests(
+    lab: AgentLab, count: int, *, prefix: str = "wf", start: int = 0
+) -> list[SentRequest]:
+    """Publish ``count`` RequestSubmitted events with distinct workflow ids, flushing once.
+
+    ``EventPublisher.publish`` waits for every acknowledgement; hundreds of events are
+    sent here in one go so the agent finds a backlog rather than a trickle.
+    """
+    from sagalog.contracts.headers import EventHeaders, new_event_id
+    from sagalog.contracts.validation import to_avro_datum
+    from sagalog.publisher import EventPublisher
+
+    out = EventPublisher(lab.project.settings, catalog=lab.project.catalog, source="tests/load")
+    definition = lab.project.catalog["procurement.v1.RequestSubmitted"].definition
+    sent: list[SentRequest] = []
+    failures: list[str] = []
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    for n in range(start, start + count):
+        headers = EventHeaders(
+            id=new_event_id(),
+            type="procurement.v1.RequestSubmitted",
+            source=out.source,
+            workflow_id=f"{prefix}-{n}",
+        )
+        datum = to_avro_datum(definition, request(n), event_type=headers.type)
+        out.producer.produce(
+            lab.topic,
+            key=headers.workflow_id.encode(),
+            value=out.codec.encode(lab.topic, headers.type, datum),
+            headers=headers.to_kafka(),
+            on_delivery=delivered,
+        )
+        out.producer.poll(0)
+        sent.append(SentRequest(workflow_id=headers.workflow_id, event_id=headers.id))
+    remaining = out.producer.flush(30)
+    assert remaining == 0 and not failures, f"publishing failed: {remaining} left, {failures[:3]}"
+    return sent
+
+
+def wait_until(condition: Callable[[], bool], *, timeout: float, step: float = 0.05) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` seconds pass; return the last answer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(step)
+    return condition()
+
+
+def log_size(process: AgentProcess) -> int:
+    """The log's length in bytes now; pass it to ``log_count`` to skip earlier lines."""
+    return process.log.stat().st_size if process.log.exists() else 0
+
+
+def log_count(process: AgentProcess, text: str, *, since: int = 0) -> int:
+    """How often ``text`` occurs in ``process``'s log after byte ``since``.
+
+    Restarts with the same instance id append to the same log file, so ``since``
+    separates one incarnation from the ones before it.
+    """
+    if not process.log.exists():
+        return 0
+    with process.log.open("rb") as handle:
+        handle.seek(since)
+        return handle.read().decode(errors="replace").count(text)
+
+
+def read_all(
+    lab: AgentLab, topic: str | None = None, *, timeout: float = 60.0
+) -> list[dict[str, Any]]:
+    """Everything committed in ``topic`` now (read_committed), up to each partition's end.
+
+    Stops at the end of every partition rather than at a predicate, so nothing written
+    before the call is missed; call it once the agents are stopped.
+    """
+    from confluent_kafka import KafkaError
+
+    topic = topic or lab.topic
+    consumer = Consumer(
+        {
+            **lab.project.settings.kafka_config(),
+            "group.id": f"test-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    metadata = consumer.list_topics(topic, timeout=10)
+    partitions = list(metadata.topics[topic].partitions)
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    records: list[dict[str, Any]] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(at_end) < len(partitions):
+            assert time.monotonic() < deadline, f"{topic}: no end of partitions in {timeout}s"
+            for message in consumer.consume(500, 0.2):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        at_end.add(int(message.partition() or 0))
+                    continue
+                at_end.discard(int(message.partition() or 0))
+                headers = header_dict(message.headers())
+                records.append(
+                    {
+                        "type": headers.get("ce_type"),
+                        "headers": headers,
+                        "key": message.key(),
+                        "value": message.value(),
+                        "partition": message.partition(),
+                        "offset": message.offset(),
+                    }
+                )
+        return records
+    finally:
+        consumer.close()
+
+
+def track_requests(lab: AgentLab) -> Counter[str]:
+    """Count effect requests as they *arrive* at the ledger stand-in, by idempotency key.
+
+    The stand-in counts a call only once it is answered (after any injected latency);
+    this counter moves the moment a request comes in, so a test can tell that an
+    agent is inside a slow call.
+    """
+    from standins.server import _Handler
+
+    arrived: Counter[str] = Counter()
+
+    class _Tracking(_Handler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path.startswith("/effects/"):
+                arrived[self.headers.get("Idempotency-Key") or ""] += 1
+            super().do_POST()
+
+    lab.ledger.RequestHandlerClass = _Tracking
+    return arrived
+
+
+def ignore_hung_up_clients(lab: AgentLab) -> None:
+    """Keep the ledger stand-in quiet when an agent dies before reading its answer.
+
+    A killed agent leaves the stand-in writing to a closed socket; socketserver prints
+    a traceback for each, which is expected here and says nothing.
+    """
+    report = lab.ledger.handle_error
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            report(request, client_address)
+
+    lab.ledger.handle_error = handle_error  # type: ignore[method-assign]

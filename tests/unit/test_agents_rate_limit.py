@@ -199,8 +199,13 @@ def test_bad_partition_share_is_a_configuration_error(kwargs: dict[str, Any], na
 
 
 def test_dependency_limits_start_at_the_global_rate_with_burst_seconds() -> None:
-    limits = DependencyLimits({"llm": 10.0, "erp": 0.5}, clock=FakeClock(), burst_seconds=2.0)
+    clock = FakeClock()
+    limits = DependencyLimits({"llm": 10.0, "erp": 0.5}, clock=clock, burst_seconds=2.0)
     assert limits.rate("llm") == 10.0
+    # Buckets start empty: instances joining one by one must not each spend a burst.
+    assert sum(limits.try_acquire("llm") for _ in range(25)) == 0
+    assert sum(limits.try_acquire("erp") for _ in range(5)) == 0
+    clock.advance(2.0)
     assert sum(limits.try_acquire("llm") for _ in range(25)) == 20  # burst = 10/s * 2 s
     assert sum(limits.try_acquire("erp") for _ in range(5)) == 1  # burst floor of one call
     assert limits.wait_time("erp") == 2.0
@@ -220,6 +225,9 @@ def test_rebalance_sets_every_bucket_to_its_share() -> None:
     assert limits.rate("llm") == 10.0
     assert limits.rate("erp") == 2.0
     # the burst shrank with the share: 1 s of 10/s, not of 30/s
+    assert sum(limits.try_acquire("llm") for _ in range(30)) == 0  # starts empty
+    assert limits.wait_time("llm") == 0.1
+    clock.advance(5.0)
     assert sum(limits.try_acquire("llm") for _ in range(30)) == 10
     assert limits.wait_time("llm") == 0.1
     clock.advance(1.0)

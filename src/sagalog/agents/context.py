@@ -57,6 +57,7 @@ class HandlerContext:
     store: StateStore
     flow: FlowControl
     raw_headers: list[tuple[str, bytes | str | None]] = field(default_factory=list)
+    delivery: str = ""  # topic/partition/offset of the record being handled
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
     recorded: list[EffectRecorded] = field(default_factory=list)
     effects_called: int = 0
@@ -109,6 +110,11 @@ class HandlerContext:
         )
         recorded = self.store.effect_result(key)
         if recorded is not None:
+            if self.delivery and recorded.get("delivery") == self.delivery:
+                # Recorded while handling this very record, whose transaction then
+                # aborted or never committed (a crash): its EffectRecorded is not in the
+                # log yet. From an earlier record (a retry), the log already has it.
+                self._record(name, key, recorded["result"])
             return recorded["result"]
         dependency = dependency or name.split(".", 1)[0]
         await self.flow.admit(dependency)
@@ -126,7 +132,11 @@ class HandlerContext:
             self.flow.failed(dependency)
             raise
         self.flow.succeeded(dependency)
-        self.store.record_effect(key, result)
+        self.store.record_effect(key, result, delivery=self.delivery)
+        self._record(name, key, result)
+        return result
+
+    def _record(self, name: str, key: str, result: Any) -> None:
         self.recorded.append(
             EffectRecorded(
                 agent=self.agent,
@@ -135,7 +145,6 @@ class HandlerContext:
                 result_json=json.dumps(jsonable(result), default=str),
             )
         )
-        return result
 
     def decision(
         self, *, model_id: str, prompt: str, input_refs: Sequence[str] = ()

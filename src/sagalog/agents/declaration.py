@@ -174,9 +174,20 @@ class Agent:
             )
 
     def run(self, settings: AgentSettings | None = None) -> None:
-        """Run this agent until SIGTERM or SIGINT (blocking)."""
+        """Run this agent until SIGTERM or SIGINT (blocking).
+
+        Exits the process with code 70 when fenced by a newer instance with the same
+        instance id: this one is a zombie, and a supervisor must not mistake that for
+        a crash to retry in a loop.
+        """
+        import sys
+
         from sagalog.agents.settings import AgentSettings
-        from sagalog.agents.worker import AgentWorker
+        from sagalog.agents.worker import AgentWorker, ZombieFenced
 
         worker = AgentWorker(self, settings or AgentSettings())
-        worker.run()
+        try:
+            worker.run()
+        except ZombieFenced as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(exc.exit_code)

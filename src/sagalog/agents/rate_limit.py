@@ -36,8 +36,10 @@ def _check_rate(rate_per_s: float, *, what: str) -> float:
 class TokenBucket:
     """A token bucket: a sustained ``rate_per_s`` with bursts up to ``burst`` tokens.
 
-    The bucket starts full, so a fresh instance is not idle for its first second.
-    Not thread-safe: one per worker event loop, like the circuit breakers.
+    The bucket starts full unless ``start_empty``; ``DependencyLimits`` starts its
+    buckets empty, because instances joining one after another would otherwise each
+    spend a full burst at once, beyond the global limit. Not thread-safe: one per
+    worker event loop, like the circuit breakers.
 
     Args:
         rate_per_s: tokens added per second; 0 admits nothing beyond what is left.
@@ -50,11 +52,18 @@ class TokenBucket:
             positive.
     """
 
-    def __init__(self, rate_per_s: float, burst: float, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        rate_per_s: float,
+        burst: float,
+        clock: Callable[[], float],
+        *,
+        start_empty: bool = False,
+    ) -> None:
         self._rate = _check_rate(rate_per_s, what="token bucket")
         self._burst = self._check_burst(burst)
         self._clock = clock
-        self._tokens = self._burst
+        self._tokens = 0.0 if start_empty else self._burst
         self._updated_at = clock()
 
     @staticmethod
@@ -243,7 +252,7 @@ class DependencyLimits:
             for name, rate in global_rates.items()
         }
         self._buckets = {
-            name: TokenBucket(rate, self._burst_for(rate), clock)
+            name: TokenBucket(rate, self._burst_for(rate), clock, start_empty=True)
             for name, rate in self._global_rates.items()
         }
 

@@ -78,11 +78,14 @@ class StateStore:
         options.create_if_missing(True)
         self.path = path
         self.db = Rdict(str(path), options)
-        # The projection is rebuilt from the log, so its writes skip the WAL: a crash
-        # loses the newest of them together with the checkpoint written after them,
-        # and hydration folds them in again. The effect ledger keeps the WAL.
+        # The projection can be rebuilt from the log, so its writes are not synced: the
+        # WAL reaches the OS page cache, which survives a killed process (the common
+        # crash); a machine crash may lose the newest writes together with the
+        # checkpoint written after them, and hydration folds them in again. Skipping
+        # the WAL entirely was measured: every SIGKILL then meant re-folding the whole
+        # partition. The effect ledger is synced (``record_effect``).
         self._rebuildable = WriteOptions()
-        self._rebuildable.disable_wal = True  # type: ignore[method-assign,assignment]
+        self._rebuildable.sync = False
         self._contexts: dict[str, WorkflowContext] = {}
         self._cache_size = cache_size
         self._parked_workflows = {key[len(_PARKED) :] for key in self.keys(_PARKED)}
@@ -155,9 +158,12 @@ class StateStore:
         entry = self.db.get(_LEDGER + key)
         return entry
 
-    def record_effect(self, key: str, result: Any) -> None:
-        """Record a confirmed effect at once (not batched: the effect has happened)."""
-        self.db.put(_LEDGER + key, {"result": result})
+    def record_effect(self, key: str, result: Any, *, delivery: str = "") -> None:
+        """Record a confirmed effect at once (not batched: the effect has happened),
+        with the record whose handling made it (see ``HandlerContext.effect``)."""
+        self.db.put(
+            _LEDGER + key, {"result": result, **({"delivery": delivery} if delivery else {})}
+        )
         self.db.flush_wal(True)
 
     # -- parked workflows ----------------------------------------------------------------

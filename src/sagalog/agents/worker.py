@@ -158,6 +158,7 @@ class AgentWorker:
         self._paused_until: dict[tuple[str, int], int] = {}
         self._to_hydrate: dict[tuple[str, int], int] = {}
         self._stopping = False
+        self._stop_requested_at: float | None = None
         self._loop = asyncio.new_event_loop()
 
     # -- lifecycle --------------------------------------------------------------------
@@ -192,6 +193,10 @@ class AgentWorker:
             self.settings.kafka_config(
                 **{
                     "group.id": self.group_id,
+                    # Static membership: a restarted instance takes its partitions back at
+                    # once instead of waiting out its dead self's session, and a paused
+                    # zombie is fenced out of the group as well as out of transactions.
+                    "group.instance.id": self.transactional_id,
                     "isolation.level": "read_committed",
                     "enable.auto.commit": False,
                     "auto.offset.reset": "earliest",
@@ -225,6 +230,7 @@ class AgentWorker:
             raise KeyboardInterrupt
         self.telemetry.log("stop", f"received signal {signum}; finishing the batch")
         self._stopping = True
+        self._stop_requested_at = self.clock()
 
     def _shutdown(self, started: float | None) -> None:
         with contextlib.suppress(Exception):
@@ -467,6 +473,10 @@ class AgentWorker:
             context=context,
         )
 
+    def _shutdown_budget_spent(self) -> bool:
+        started = self._stop_requested_at
+        return started is not None and self.clock() - started >= self.settings.shutdown_timeout_s
+
     async def _run_items(self, items: list[_Item]) -> list[tuple[_Item, _Outcome]] | None:
         """Run handlers: workflows concurrently (priority first), each workflow in order."""
         limit = asyncio.Semaphore(self.settings.max_in_flight)
@@ -499,8 +509,17 @@ class AgentWorker:
         tasks = [asyncio.ensure_future(run_group(g)) for g in groups]
         if not tasks:
             return results
-        done, _ = await asyncio.wait(tasks)
-        for task in done:
+        pending: set[asyncio.Future[None]] = set(tasks)
+        while pending:
+            # Wake up now and then: a SIGTERM gives the batch shutdown_timeout_s to
+            # finish; past it, the batch is abandoned uncommitted and redelivered.
+            _, pending = await asyncio.wait(pending, timeout=0.1)
+            if pending and self._shutdown_budget_spent():
+                for task in pending:
+                    task.cancel()
+                await asyncio.wait(pending)
+                return None
+        for task in tasks:
             task.result()
         return results
 
@@ -514,6 +533,8 @@ class AgentWorker:
             attempt=item.attempt,
             workflow=item.context or self._context(headers.workflow_id),
             raw_headers=headers_of(item.message),
+            delivery=f"{topic_of(item.message)}/{partition_of(item.message)}/"
+            f"{offset_of(item.message)}",
             store=self.store,
             flow=self.flow,
         )

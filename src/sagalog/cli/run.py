@@ -10,7 +10,6 @@ import click
 
 from sagalog.agents.declaration import Agent
 from sagalog.agents.settings import AgentSettings
-from sagalog.agents.worker import ZombieFenced
 from sagalog.errors import ConfigurationError
 
 
@@ -48,8 +47,4 @@ def run_agent(module: str, paths: tuple[str, ...]) -> None:
     if not isinstance(agent, Agent):
         raise ConfigurationError(f"'{module}' has no Agent named '{attribute or 'agent'}'")
     settings = getattr(loaded, "settings", None)
-    try:
-        agent.run(settings if isinstance(settings, AgentSettings) else None)
-    except ZombieFenced as exc:
-        click.secho(f"error: {exc}", fg="red", err=True)
-        sys.exit(exc.exit_code)
+    agent.run(settings if isinstance(settings, AgentSettings) else None)

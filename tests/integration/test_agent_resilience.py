@@ -1,0 +1,330 @@
+"""The agent runtime under process failure, on the real broker: SIGKILL mid-handler,
+a paused zombie and its replacement, a global rate limit across instances, and
+SIGTERM.
+
+Every verdict comes from two witnesses outside the agent: the ledger stand-in's own
+book (effects applied, calls received) and a read_committed consumer of the log.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+from collections import Counter
+from typing import Any
+
+from sagalog.agents.context import idempotency_key
+from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.registry import SchemaRegistry
+
+from .agent_harness import (
+    AgentLab,
+    AgentProcess,
+    SentRequest,
+    ignore_hung_up_clients,
+    log_count,
+    log_size,
+    publish_requests,
+    read_all,
+    track_requests,
+    wait_until,
+)
+
+RESERVED = "procurement.v1.BudgetReserved"
+RECORDED = "sagalog.v1.EffectRecorded"
+ASSIGNED = '"outcome": "assigned"'
+
+
+def reserve_key(lab: AgentLab, sent: SentRequest) -> str:
+    """The idempotency key the budget agent must use for ``sent``'s reservation."""
+    return idempotency_key(
+        agent=lab.name, event_id=sent.event_id, effect="ledger.reserve", occurrence=0
+    )
+
+
+def decoder(lab: AgentLab) -> EventCodec:
+    settings = lab.project.settings
+    return EventCodec(catalog=lab.project.catalog, registry=SchemaRegistry(settings))
+
+
+def joined(agent: AgentProcess, *, since: int, timeout: float = 30) -> bool:
+    """Wait until ``agent`` (started when its log was ``since`` bytes long) got partitions."""
+    return wait_until(lambda: log_count(agent, ASSIGNED, since=since) > 0, timeout=timeout)
+
+
+def check_exactly_once(lab: AgentLab, sent: list[SentRequest]) -> dict[str, Any]:
+    """Assert every request got one effect, one output and one effect record; return
+    the figures.
+
+    Read after the agents stopped, so every committed record is there.
+    """
+    records = read_all(lab)
+    reserved = [r for r in records if r["type"] == RESERVED]
+    recorded = [r for r in records if r["type"] == RECORDED]
+    by_workflow = Counter(r["headers"]["ce_workflowid"] for r in reserved)
+    expected = {s.workflow_id for s in sent}
+    lost = sorted(expected - set(by_workflow))
+    duplicated = sorted(w for w, n in by_workflow.items() if n > 1)
+    strangers = sorted(set(by_workflow) - expected)
+    assert not lost, f"{len(lost)} workflow(s) without a BudgetReserved: {lost[:10]}"
+    assert not duplicated, f"{len(duplicated)} workflow(s) reserved twice: {duplicated[:10]}"
+    assert not strangers, f"outputs for workflows never requested: {strangers[:10]}"
+
+    # The stand-in applied one reservation per request, under the key derived from the
+    # request's event id, and nothing else.
+    book = lab.ledger.book
+    keys = {s.workflow_id: reserve_key(lab, s) for s in sent}
+    assert len(book.effects) == len(sent), f"{len(book.effects)} effects for {len(sent)} requests"
+    assert set(book.effects) == set(keys.values())
+
+    # Each output answers its own request and carries the one reservation made for it.
+    codec = decoder(lab)
+    event_ids = {s.workflow_id: s.event_id for s in sent}
+    for record in reserved:
+        workflow = record["headers"]["ce_workflowid"]
+        assert record["headers"]["ce_causationid"] == event_ids[workflow], workflow
+        payload = codec.decode(record["value"]).payload
+        assert payload["reservation_id"] == book.effects[keys[workflow]]["result"]["id"], workflow
+
+    # The log tells every effect exactly once.
+    told = Counter(codec.decode(r["value"]).payload["idempotency_key"] for r in recorded)
+    untold = sorted(set(keys.values()) - set(told))
+    twice = sorted(k for k, n in told.items() if n > 1)
+    calls = sum(book.calls.values())
+    figures = {
+        "outputs": len(reserved),
+        "effects": len(book.effects),
+        "effects_recorded": len(recorded),
+        "calls": calls,
+        "repeat_calls": calls - len(book.effects),
+        "keys_called_more_than_once": sum(1 for n in book.calls.values() if n > 1),
+    }
+    print(f"\n{figures}")
+    assert not untold, f"{len(untold)} applied effect(s) with no EffectRecorded in the log"
+    assert not twice, f"{len(twice)} effect(s) recorded more than once in the log"
+    return figures
+
+
+def test_sigkill_mid_handler_20_times_loses_and_duplicates_nothing(lab_factory: Any) -> None:
+    lab: AgentLab = lab_factory(partitions=3)
+    ignore_hung_up_clients(lab)
+    sent = publish_requests(lab, 500, prefix="wf-kill")
+    lab.faults(latency_ms=50)  # every handler spends most of its time inside the effect call
+    # Small batches, one handler at a time: ~15 workflows per second, committed every
+    # few hundred milliseconds, so the 20 kills spread over the whole run and each finds
+    # committed work behind it and an open batch (effects done, transaction not yet
+    # committed) in front of it.
+    settings = {"max_batch": 10, "max_in_flight": 1}
+    rng = random.Random(7)
+    started = time.monotonic()
+    kills = active_kills = 0
+    rejoin_s: list[float] = []
+    while kills < 20:
+        since = log_size(lab.processes[-1]) if lab.processes else 0
+        launched = time.monotonic()
+        agent = lab.agent(instance="a", **settings)
+        assert joined(agent, since=since), f"restart {kills} got no partitions within 30s"
+        rejoin_s.append(time.monotonic() - launched)
+        time.sleep(rng.uniform(1.0, 1.5))
+        before = sum(lab.ledger.book.calls.values())
+        time.sleep(0.1)
+        busy = sum(lab.ledger.book.calls.values()) > before  # calls flowing at the kill
+        agent.signal(signal.SIGKILL)
+        assert agent.process is not None
+        agent.process.wait(10)
+        kills += 1
+        active_kills += busy
+    kill_phase = time.monotonic() - started
+    done_at_last_kill = len(lab.ledger.book.effects)
+
+    since = log_size(lab.processes[-1])
+    final = lab.agent(instance="a", **settings)
+    assert joined(final, since=since)
+    assert wait_until(lambda: len(lab.ledger.book.effects) == len(sent), timeout=90)
+    seen = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= len(sent), timeout=60)
+    assert len(lab.outputs(RESERVED, seen)) >= len(sent), "the final run did not finish"
+    assert final.stop() == 0
+    figures = check_exactly_once(lab, sent)
+    print(
+        f"\nSIGKILL test: {kills} kills ({active_kills} while calls were flowing) in "
+        f"{kill_phase:.1f}s; start to partitions {min(rejoin_s):.1f}-{max(rejoin_s):.1f}s; "
+        f"{done_at_last_kill} effects applied by the last kill; "
+        f"{figures}; total {time.monotonic() - started:.1f}s"
+    )
+    # A restarted instance takes its partitions back at once (static membership), not
+    # after its killed predecessor's session times out (10 s).
+    assert max(rejoin_s) < 6, f"a restart waited {max(rejoin_s):.1f}s for its partitions"
+    # The kills hit a working agent, not an idle or a still-joining one.
+    assert active_kills >= 18, f"only {active_kills} of 20 kills landed while calls flowed"
+    assert done_at_last_kill < len(sent), "the work was over before the kills were"
+
+
+def test_a_paused_zombie_is_fenced_and_its_work_never_shows(lab_factory: Any) -> None:
+    lab: AgentLab = lab_factory(partitions=3)
+    arrived = track_requests(lab)
+    [slow] = publish_requests(lab, 1, prefix="wf-slow")
+    slow_key = reserve_key(lab, slow)
+    # A slow ledger for A's call (below the client's 5 s timeout, so A gets its answer).
+    lab.faults(latency_ms=4000)
+    zombie = lab.agent(instance="z")
+    assert wait_until(lambda: arrived[slow_key] == 1, timeout=30), "A never called the ledger"
+    zombie.signal(signal.SIGSTOP)  # A is inside its effect call, transaction not begun
+    stopped_at = time.time()
+    lab.faults(latency_ms=0)  # A's call still takes its 4 s; later calls are quick
+
+    # B: the same instance id, so the same transactional.id and group.instance.id. It
+    # runs from its own data dir, as a replacement on another host would: the paused A
+    # still holds the RocksDB lock of the shared one.
+    replacement = lab.agent(instance="z", data_dir=str(lab.tmp / "data-replacement"))
+    seen = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= 1, timeout=60)
+    assert len(lab.outputs(RESERVED, seen)) == 1, "B did not finish the workflow"
+    taken_over_in = time.time() - stopped_at
+    # A's call is answered while A is paused: A wakes up holding a complete result,
+    # which it will try to commit with its old producer epoch.
+    assert wait_until(lambda: lab.ledger.book.calls.get(slow_key) == 2, timeout=15)
+
+    zombie.signal(signal.SIGCONT)
+    assert zombie.process is not None
+    resumed = time.monotonic()
+    code = zombie.process.wait(30)
+    exited_in = time.monotonic() - resumed
+    assert code == 70, f"the zombie exited {code}, not 70 (fenced by a newer instance)"
+    assert exited_in < 10, f"the zombie ran on for {exited_in:.1f}s after waking up"
+    assert "was fenced" in zombie.log.read_text()
+
+    # Later events are handled once, by B (A is gone by now).
+    later = publish_requests(lab, 5, prefix="wf-later")
+    assert wait_until(lambda: len(lab.ledger.book.effects) == 6, timeout=30)
+    assert lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= 6, timeout=30)
+    assert replacement.alive
+    assert replacement.stop() == 0
+
+    figures = check_exactly_once(lab, [slow, *later])
+    # Both A and B asked for the reservation, with the same key; it was applied once.
+    assert arrived[slow_key] == 2 and lab.ledger.book.calls[slow_key] == 2
+    print(
+        f"\nzombie test: B took over and finished in {taken_over_in:.1f}s; A exited "
+        f"{code} {exited_in:.1f}s after SIGCONT; {figures}"
+    )
+
+
+def test_global_rate_limit_holds_across_three_instances(lab_factory: Any) -> None:
+    lab: AgentLab = lab_factory(partitions=6)
+    sent = publish_requests(lab, 600, prefix="wf-rate")
+    limit = 20.0
+    # Small batches keep every rebalance short: a member rejoins between batches.
+    agents = [
+        lab.agent(instance=name, rate_limits=json.dumps({"ledger": limit}), max_batch=20)
+        for name in ("a", "b", "c")
+    ]
+    assert wait_until(lambda: len(lab.ledger.book.effects) == len(sent), timeout=90), (
+        f"{len(lab.ledger.book.effects)} of {len(sent)} effects after 90s"
+    )
+    for agent in agents:
+        assert agent.stop() == 0
+    check_exactly_once(lab, sent)
+
+    # The steady window: from 5 s after the first effect (the group has settled, the
+    # initial bursts are spent) to the moment the first instance ran out of work (after
+    # it, the global rate drops by that instance's share). The range assignor gives
+    # each of the 3 instances 2 adjacent partitions, {0,1}, {2,3} and {4,5}, so an
+    # instance is out of work when both of its partitions are.
+    records = read_all(lab)
+    partition_of = {
+        r["headers"]["ce_workflowid"]: r["partition"] for r in records if r["type"] == RESERVED
+    }
+    workflow_of = {reserve_key(lab, s): s.workflow_id for s in sent}
+    applied = {key: effect["applied_at"] for key, effect in lab.ledger.book.effects.items()}
+    last_by_instance: dict[int, float] = {}
+    for key, at in applied.items():
+        instance = partition_of[workflow_of[key]] // 2
+        last_by_instance[instance] = max(last_by_instance.get(instance, 0.0), at)
+    times = sorted(applied.values())
+    start = times[0] + 5.0
+    end = min(last_by_instance.values()) - 0.5
+    assert end - start >= 10, f"steady window only {end - start:.1f}s long"
+    in_window = [t for t in times if start <= t < end]
+    rate = len(in_window) / (end - start)
+    # The busiest second anywhere in the window (sliding).
+    busiest = max(
+        sum(1 for u in in_window if t <= u < t + 1.0) for t in in_window if t + 1.0 <= end
+    )
+    per_second = Counter(int(t - times[0]) for t in times)
+    print(
+        f"\nrate test: {len(in_window)} effects in a {end - start:.1f}s steady window = "
+        f"{rate:.2f}/s (limit {limit:g}/s); busiest second in it {busiest}; effects per "
+        f"second of the run {[per_second[i] for i in range(max(per_second) + 1)]}"
+    )
+    assert abs(rate - limit) <= 0.1 * limit, f"{rate:.2f}/s is not within 10% of {limit:g}/s"
+    assert rate <= 22.0
+    assert busiest <= 22, f"{busiest} calls within one second"
+
+
+def sigterm(agent: AgentProcess) -> tuple[int, float]:
+    """SIGTERM ``agent``; return its exit code and how long it took to exit."""
+    assert agent.process is not None
+    sent_at = time.monotonic()
+    agent.signal(signal.SIGTERM)
+    code = agent.process.wait(60)
+    return code, time.monotonic() - sent_at
+
+
+def test_sigterm_finishes_the_batch_commits_and_exits_0(lab_factory: Any) -> None:
+    lab: AgentLab = lab_factory(partitions=3)
+    sent = publish_requests(lab, 300, prefix="wf-term")
+    lab.faults(latency_ms=20)
+    settings = {"max_batch": 20, "max_in_flight": 4, "shutdown_timeout_s": 10}
+    agent = lab.agent(instance="t", **settings)
+    assert wait_until(lambda: len(lab.ledger.book.effects) >= 60, timeout=30)
+    code, took = sigterm(agent)
+    assert code == 0, f"exit code {code} after SIGTERM"
+    assert took <= 10 + 3, f"took {took:.1f}s to exit"
+    # Graceful: the batch in hand was finished and committed, nothing left half-done.
+    # Every effect applied so far has its output in the log.
+    applied = len(lab.ledger.book.effects)
+    committed = [r for r in read_all(lab) if r["type"] == RESERVED]
+    assert len(committed) == applied, f"{applied} effects applied, {len(committed)} committed"
+    assert applied < len(sent), "SIGTERM came after the work was over"
+    assert "received signal 15" in agent.log.read_text()
+
+    since = log_size(agent)
+    restarted = lab.agent(instance="t", **settings)
+    assert joined(restarted, since=since)
+    assert wait_until(lambda: len(lab.ledger.book.effects) == len(sent), timeout=60)
+    seen = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= len(sent))
+    assert len(lab.outputs(RESERVED, seen)) >= len(sent)
+    code_after, _ = sigterm(restarted)
+    assert code_after == 0
+    figures = check_exactly_once(lab, sent)
+    assert figures["repeat_calls"] == 0  # nothing was cut off mid-call
+    print(f"\nSIGTERM test: exited {code} in {took:.2f}s with {applied} done; {figures}")
+
+
+def test_sigterm_during_a_batch_longer_than_shutdown_timeout_exits_within_it(
+    lab_factory: Any,
+) -> None:
+    lab: AgentLab = lab_factory(partitions=3)
+    sent = publish_requests(lab, 300, prefix="wf-long")
+    lab.faults(latency_ms=250)  # one batch of 300 takes ~12 s with the default settings
+    budget = 3.0
+    agent = lab.agent(instance="t", shutdown_timeout_s=budget)
+    assert wait_until(lambda: len(lab.ledger.book.effects) >= 20, timeout=30)
+    code, took = sigterm(agent)
+    assert code == 0, f"exit code {code} after SIGTERM"
+    assert took <= budget + 3, f"took {took:.1f}s to exit with shutdown_timeout_s={budget:g}"
+    abandoned = len(lab.ledger.book.effects)
+    assert abandoned < len(sent), "the batch finished before the budget ran out"
+
+    restarted = lab.agent(instance="t")
+    lab.faults(latency_ms=0)
+    assert wait_until(lambda: len(lab.ledger.book.effects) == len(sent), timeout=60)
+    seen = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= len(sent))
+    assert len(lab.outputs(RESERVED, seen)) >= len(sent)
+    assert sigterm(restarted)[0] == 0
+    figures = check_exactly_once(lab, sent)
+    print(
+        f"\nSIGTERM with a long batch: exited {code} in {took:.2f}s (budget {budget:g}s), "
+        f"{abandoned} effects applied in the abandoned batch; {figures}"
+    )
