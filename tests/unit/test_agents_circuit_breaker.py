@@ -10,20 +10,9 @@ import pytest
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState, CircuitBreaker
 from sagalog.errors import ConfigurationError
 
+from .fakes import FakeClock
+
 CLOSED, OPEN, HALF_OPEN = BreakerState.CLOSED, BreakerState.OPEN, BreakerState.HALF_OPEN
-
-
-class FakeClock:
-    """Seconds that move only when the test says so."""
-
-    def __init__(self, start: float = 1_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def make_breaker(

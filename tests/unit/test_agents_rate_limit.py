@@ -10,18 +10,7 @@ import pytest
 from sagalog.agents.rate_limit import DependencyLimits, TokenBucket, partition_share
 from sagalog.errors import ConfigurationError
 
-
-class FakeClock:
-    """Seconds that move only when the test says so."""
-
-    def __init__(self, start: float = 1_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from .fakes import FakeClock
 
 
 def drain(bucket: TokenBucket) -> int:

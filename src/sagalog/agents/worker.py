@@ -68,7 +68,7 @@ from sagalog.agents.telemetry import (
 )
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
-from sagalog.contracts.headers import EventHeaders, new_event_id
+from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import EventValidationError, SagalogError, SchemaError
@@ -573,7 +573,10 @@ class AgentWorker:
                         )
                     )
                 traceparent = current_traceparent() or headers.traceparent
-                records = [self._output(item, e, traceparent) for e in [*ctx.recorded, *outputs]]
+                records = [
+                    self._output(item.headers, item.origin_topic, e, traceparent)
+                    for e in [*ctx.recorded, *outputs]
+                ]
                 outcome = _Outcome("ok", records=records)
             except DependencyUnavailable as exc:
                 delay_ms = max(0, int((exc.retry_at - self.clock()) * 1000))
@@ -586,7 +589,10 @@ class AgentWorker:
                     origin=item.origin,
                     error=str(exc),
                     kind="defer",
-                    extra=[self._output(item, e, traceparent) for e in ctx.recorded],
+                    extra=[
+                        self._output(item.headers, item.origin_topic, e, traceparent)
+                        for e in ctx.recorded
+                    ],
                 )
             except Exception as exc:
                 outcome = self._failure(item, exc, ctx)
@@ -598,7 +604,9 @@ class AgentWorker:
         """A failed attempt: retry with backoff, or dead-letter and fail the step."""
         retryable = is_retryable(error)
         traceparent = current_traceparent() or item.headers.traceparent
-        recorded = [self._output(item, e, traceparent) for e in ctx.recorded]
+        recorded = [
+            self._output(item.headers, item.origin_topic, e, traceparent) for e in ctx.recorded
+        ]
         if retryable and not self.policy.exhausted(item.attempt):
             delay = self.policy.delay(item.attempt)
             return self._retry_record(
@@ -638,21 +646,14 @@ class AgentWorker:
 
     # -- records produced in the transaction -----------------------------------------------
 
-    def _output(self, item: _Item, event: Event, traceparent: str | None) -> OutRecord:
-        headers = EventHeaders(
-            id=new_event_id(),
-            type=event.event_type,
-            source=self.source,
-            workflow_id=item.headers.workflow_id,
-            causation_id=item.headers.id,
-            correlation_id=item.headers.correlation_id or item.headers.workflow_id,
-            flow_version=item.headers.flow_version,
-            priority=item.headers.priority,
-            traceparent=traceparent,
-        )
-        topic = self.agent.output_topic or item.origin_topic
+    def _output(
+        self, cause: EventHeaders, origin_topic: str, event: Event, traceparent: str | None
+    ) -> OutRecord:
+        """An output event caused by ``cause``, encoded for its topic."""
+        headers = cause.caused(event.event_type, source=self.source, traceparent=traceparent)
+        topic = self.agent.output_topic or origin_topic
         value = self.codec.encode(topic, event.event_type, event.to_avro())
-        return (topic, item.headers.workflow_id.encode(), value, headers.to_kafka())
+        return (topic, cause.workflow_id.encode(), value, headers.to_kafka())
 
     def _retry_record(
         self,
@@ -709,19 +710,8 @@ class AgentWorker:
                 attempts=attempts,
                 retryable=retryable,
             )
-            fake = _Item(
-                message=message,
-                headers=headers,
-                spec=spec,
-                event=failed,
-                attempt=attempts,
-                origin=origin,
-                origin_topic=topic,
-                from_retry=False,
-                priority=0,
-            )
             try:
-                records.append(self._output(fake, failed, headers.traceparent))
+                records.append(self._output(headers, topic, failed, headers.traceparent))
             except SagalogError as exc:
                 self.telemetry.log(
                     "dead_letter",

@@ -96,6 +96,21 @@ class EventHeaders:
     traceparent: str | None = None
     tracestate: str | None = None
 
+    def caused(self, event_type: str, *, source: str, traceparent: str | None) -> EventHeaders:
+        """The headers of a new event this one causes: same workflow, correlation, flow
+        version and priority lane; this event as its cause."""
+        return EventHeaders(
+            id=new_event_id(),
+            type=event_type,
+            source=source,
+            workflow_id=self.workflow_id,
+            causation_id=self.id,
+            correlation_id=self.correlation_id or self.workflow_id,
+            flow_version=self.flow_version,
+            priority=self.priority,
+            traceparent=traceparent,
+        )
+
     def to_kafka(self) -> list[tuple[str, str | bytes | None]]:
         """Render as a Kafka header list, omitting absent optional attributes."""
         pairs: list[tuple[str, str | None]] = [
