@@ -110,5 +110,7 @@ def test_stop_and_start_keep_topics_and_schemas(stack: LocalStack) -> None:
         assert f"{name}-value" in _subjects(settings.schema_registry_url)
     finally:
         stack.up()
-        AdminClient({"bootstrap.servers": settings.bootstrap_servers}).delete_topics([name])
+        cleanup = AdminClient({"bootstrap.servers": settings.bootstrap_servers})
+        for future in cleanup.delete_topics([name]).values():
+            future.result(15)  # wait: an admin client dropped at once may never send it
         _delete_subject(settings.schema_registry_url, f"{name}-value")
