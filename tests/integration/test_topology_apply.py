@@ -77,7 +77,7 @@ topics:
 
     code, output = run(project, "topology", "apply")
     assert code == 4
-    assert "refused 1 change(s) that need --force; nothing was changed" in output
+    assert "refused 1 change(s) that need --force (0 other change(s) applied)" in output
 
     done = project.apply(force=True)
     assert [c.kind for c in done] == [ChangeKind.RECREATE_TOPIC]  # type: ignore[attr-defined]
@@ -104,3 +104,16 @@ topics:
     refused = [(c.kind, c.target) for c in plan.refused_without_force]
     assert (ChangeKind.DELETE_TOPIC, extra) in refused
     assert {kind for kind, _ in refused} == {ChangeKind.DELETE_TOPIC}
+
+
+def test_safe_changes_are_made_even_when_a_stray_topic_is_refused(project: Project) -> None:
+    stray, fresh = project.topic("stray"), project.topic("fresh")
+    project.write_topology(f"ignore: []\ntopics:\n  {stray}: {{partitions: 1}}")
+    project.apply(force=True)
+    project.write_topology(f"ignore: []\ntopics:\n  {fresh}: {{partitions: 2}}")
+    with pytest.raises(DestructiveChangeRefused) as caught:
+        project.apply()
+    assert f"delete topic {stray}" in str(caught.value)
+    assert "(1 other change(s) applied)" in str(caught.value)
+    _, metadata = connect_admin(project.settings)
+    assert fresh in metadata.topics and stray in metadata.topics

@@ -49,8 +49,8 @@ def plan(project: Project, detailed_exitcode: bool) -> None:
 def apply(project: Project, force: bool) -> None:
     """Create and update topics and register schemas, idempotently.
 
-    Refuses, before changing anything, a plan that deletes a topic or changes a
-    topic's partition count, unless --force is given.
+    Changes that delete a topic or change a topic's partition count are refused
+    (listed, exit 4) unless --force is given; the safe changes are made either way.
     """
     client = TopologyClient(project.settings, project.catalog)
     result = client.plan(project.topology)

@@ -108,26 +108,31 @@ class TopologyClient:
     def apply(self, plan: Plan, *, force: bool = False, report: Report = print) -> list[Change]:
         """Carry out ``plan``; return the changes made.
 
+        Safe changes are made even when others are refused: a stray topic somewhere on a
+        shared cluster must not block a new topic or schema version. Each change that
+        needs ``force`` is left untouched and listed in the refusal.
+
         Raises:
-            DestructiveChangeRefused: the plan has changes that need ``force`` and it
-                was not given. Nothing is changed in that case, so a refusal never
-                leaves the cluster half-applied.
+            DestructiveChangeRefused: after the safe changes, when changes that need
+                ``force`` were refused.
         """
-        refused = plan.refused_without_force
-        if refused and not force:
-            listed = "\n".join(c.describe() for c in refused)
-            raise DestructiveChangeRefused(
-                f"refused {len(refused)} change(s) that need --force; nothing was changed:\n"
-                f"{listed}"
-            )
+        refused = [] if force else list(plan.refused_without_force)
         done = []
         for change in plan.changes:
             if change.kind is ChangeKind.UNSUPPORTED:
                 report(f"skipped: {change.describe()}")
                 continue
+            if change in refused:
+                continue
             self._apply_one(change)
             report(f"done: {change.describe().splitlines()[0]}")
             done.append(change)
+        if refused:
+            listed = "\n".join(c.describe() for c in refused)
+            raise DestructiveChangeRefused(
+                f"refused {len(refused)} change(s) that need --force ({len(done)} other "
+                f"change(s) applied):\n{listed}"
+            )
         return done
 
     def _apply_one(self, change: Change) -> None:
