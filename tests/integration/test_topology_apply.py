@@ -108,8 +108,10 @@ topics:
 
 def test_safe_changes_are_made_even_when_a_stray_topic_is_refused(project: Project) -> None:
     stray, fresh = project.topic("stray"), project.topic("fresh")
-    project.write_topology(f"ignore: []\ntopics:\n  {stray}: {{partitions: 1}}")
-    project.apply(force=True)
+    project.write_topology(f'ignore: ["*"]\ntopics:\n  {stray}: {{partitions: 1}}')
+    project.apply()
+    # Now every undeclared topic is a deletion candidate, this test's stray among them:
+    # all are refused (never --force here: it would empty the shared cluster).
     project.write_topology(f"ignore: []\ntopics:\n  {fresh}: {{partitions: 2}}")
     with pytest.raises(DestructiveChangeRefused) as caught:
         project.apply()
