@@ -47,6 +47,10 @@ class ClientSettings(BaseSettings):
         config: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap_servers,
             "security.protocol": self.security_protocol,
+            # The Java client's partitioner (murmur2), also aiokafka's and so faust's:
+            # librdkafka's default (crc32) would send one workflow id to a different
+            # partition than the tracker does, breaking "one workflow, one partition".
+            "partitioner": "murmur2_random",
             "socket.connection.setup.timeout.ms": int(self.connect_timeout_s * 1000),
         }
         if self.sasl_mechanism:

@@ -100,3 +100,29 @@ def test_undecodable_records_are_reported_not_fatal(project: Project) -> None:
     assert any("not the wire-format magic byte" in e for e in errors)
     assert any("unknown schema id 2147483632" in e for e in errors)
     assert [r.event_type for r in records if not r.error] == ["procurement.v1.RequestSubmitted"]
+
+
+def test_workflow_keys_land_where_faust_and_java_clients_put_them(project: Project) -> None:
+    """sagalog's producers (librdkafka) and the tracker (faust on aiokafka) must agree on
+    a workflow's partition, or its history splits: both use the Java client's murmur2."""
+    from aiokafka.partitioner import DefaultPartitioner
+    from confluent_kafka.admin import NewTopic
+
+    from sagalog.cluster import connect_admin
+
+    topic = project.topic("partitioning")
+    admin, _ = connect_admin(project.settings)
+    admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(15)
+    producer = Producer(project.settings.kafka_config())
+    landed: dict[bytes, int] = {}
+
+    def delivered(error: object, message: object) -> None:
+        landed[message.key()] = message.partition()  # type: ignore[attr-defined]
+
+    keys = [f"wf-{n}".encode() for n in range(100)]
+    for key in keys:
+        producer.produce(topic, key=key, value=b"x", on_delivery=delivered)
+    producer.flush(15)
+    partitions = list(range(6))
+    expected = {key: DefaultPartitioner()(key, partitions, partitions) for key in keys}
+    assert landed == expected
