@@ -175,6 +175,25 @@ class AgentLab:
         return "\n".join(p.log.read_text() for p in self.processes if p.log.exists())
 
 
+def committed_reader(
+    config: dict[str, Any], topic: str, *, eof: bool
+) -> tuple[Consumer, list[int]]:
+    """A read_committed consumer assigned to every partition of ``topic`` from the start
+    (no group membership, so it never disturbs the agents' offsets)."""
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": f"test-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": eof,
+        }
+    )
+    partitions = list(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    return consumer, partitions
+
+
 def read_until(
     config: dict[str, Any],
     topic: str,
@@ -182,19 +201,7 @@ def read_until(
     expect: Callable[[list[dict[str, Any]]], bool],
     timeout: float,
 ) -> list[dict[str, Any]]:
-    consumer = Consumer(
-        {
-            **config,
-            "group.id": f"test-{uuid.uuid4()}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": False,
-        }
-    )
-    metadata = consumer.list_topics(topic, timeout=10)
-    consumer.assign(
-        [TopicPartition(topic, p, OFFSET_BEGINNING) for p in metadata.topics[topic].partitions]
-    )
+    consumer, _ = committed_reader(config, topic, eof=False)
     records: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     try:
@@ -337,18 +344,7 @@ def read_all(
     from confluent_kafka import KafkaError
 
     topic = topic or lab.topic
-    consumer = Consumer(
-        {
-            **lab.project.settings.kafka_config(),
-            "group.id": f"test-{uuid.uuid4()}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
-    metadata = consumer.list_topics(topic, timeout=10)
-    partitions = list(metadata.topics[topic].partitions)
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    consumer, partitions = committed_reader(lab.project.settings.kafka_config(), topic, eof=True)
     records: list[dict[str, Any]] = []
     at_end: set[int] = set()
     deadline = time.monotonic() + timeout
