@@ -34,6 +34,7 @@ class StateTransition(Event):
     cause_event_id: str
     time_in_previous_state_ms: int
     at: dt.datetime
+    from_step: str | None = None
 
 
 class GateOpened(Event):
@@ -95,3 +96,17 @@ class EffectRecorded(Event):
     effect: str
     idempotency_key: str
     result_json: str
+
+
+class TrackerAlert(Event):
+    """Something an operator must look at, published on ``sagalog.alerts`` and logged."""
+
+    event_type = "sagalog.v1.TrackerAlert"
+
+    alert: str
+    message: str
+    workflow_id: str | None = None
+    flow: str | None = None
+    flow_version: int | None = None
+    value_ms: int | None = None
+    at: dt.datetime

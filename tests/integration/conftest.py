@@ -100,3 +100,4 @@ topics:
 
 # Fixtures that live next to the helpers they drive (imported last: they import Project).
 from .agent_harness import lab_factory  # noqa: E402, F401
+from .tracker_harness import tracker_lab  # noqa: E402, F401

@@ -81,9 +81,10 @@ class Change:
                 cause_event_id=self.cause_id,
                 time_in_previous_state_ms=max(0, self.now_ms - before.entered_current_state_at_ms),
                 at=at(self.now_ms),
+                from_step=before.step_of_state,
             )
         )
-        self.set(state=to, entered_current_state_at_ms=self.now_ms, **fields)
+        self.set(state=to, entered_current_state_at_ms=self.now_ms, step_of_state=step, **fields)
 
     def publish(self, event: Event, *, remember: bool = False) -> str:
         """Publish ``event``; its id is derived from (workflow, cause, position), so stable.

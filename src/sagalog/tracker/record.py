@@ -141,6 +141,8 @@ class WorkflowRecord(_Stored):
         entered_current_state_at_ms: when it entered ``state`` (or its current step).
         last_event_at_ms: the ``ce_time`` of the last event applied.
         terminal_reason: why it ended, once terminal.
+        step_of_state: the ``step`` of the transition that entered ``state`` (the
+            ``from_step`` of the next one), so a span is attributed to its step.
     """
 
     schema_version: int = STORED_SCHEMA_VERSION
@@ -159,6 +161,7 @@ class WorkflowRecord(_Stored):
     entered_current_state_at_ms: int
     last_event_at_ms: int | None = None
     terminal_reason: str | None = None
+    step_of_state: str | None = None
 
     @property
     def is_terminal(self) -> bool:

@@ -1,0 +1,51 @@
+"""``python -m saga_tracker``: run one tracker worker until SIGTERM.
+
+Exit codes: 0 stopped, 2 bad configuration or flows, 3 Kafka/registry unreachable.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sagalog.agents.telemetry import configure_logging
+from sagalog.errors import SagalogError
+
+
+def main() -> int:
+    from faust import Worker
+
+    from saga_tracker.app import Tracker
+    from saga_tracker.settings import TrackerSettings
+    from saga_tracker.startup import (
+        check_secret,
+        load_registry,
+        make_clock,
+        make_codec,
+        prepare_topics,
+    )
+
+    settings = TrackerSettings()
+    configure_logging(json_lines=settings.json_logs, level=settings.log_level)
+    try:
+        check_secret(settings)
+        registry, catalog = load_registry(settings)
+        partitions = prepare_topics(settings, registry)
+        clock = make_clock(settings, partitions)
+        tracker = Tracker(
+            settings,
+            registry=registry,
+            codec=make_codec(settings, catalog),
+            partitions=partitions,
+            clock=clock,
+        )
+    except SagalogError as exc:
+        print(f"saga-tracker: {exc}", file=sys.stderr)
+        return exc.exit_code
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    worker = Worker(tracker.app, loglevel=settings.log_level.lower(), quiet=True)
+    worker.execute_from_commandline()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""The faust application: one agent over the workflow topics and the clock topic.
+
+Shape (see DESIGN.md, "Tracker"):
+
+- **One agent, ``concurrency=1``**, reads every workflow topic of the loaded flows
+  and the tracker's clock topic ``<app id>-clock``, all with the same partition
+  count, so faust's assignor gives one worker partition *p* of all of them together
+  with partition *p* of each table: a workflow's events, its record, its timers and
+  the ticks that fire them are all handled by one coroutine, never concurrently.
+- **Batches**: ``take_events`` hands over up to ``batch_max`` records; the processor
+  decides them all, publishes, waits for the acks once, then stores (see
+  ``processor``). faust acks the batch only after that, and commits offsets only
+  after flushing the changelogs.
+- **Ticks**: a wall-clock worker produces a tick every ``tick_interval_s`` to each
+  clock partition it owns; a tick makes the agent fire the due timers of that
+  partition (a bounded range scan). In virtual mode the ticks come from outside.
+- **Tables**: ``records``, ``timers``, ``parked``, ``admission``: RocksDB through
+  rocksdict, each with its changelog topic, ``partitions`` = the workflow topics'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from typing import Any
+
+import faust
+from faust.types import TP
+
+from saga_tracker.clock import TrackerClock, parse_tick
+from saga_tracker.decoding import OWN_ECHO, Unreadable, read_event
+from saga_tracker.processor import Processor
+from saga_tracker.settings import TrackerSettings
+from saga_tracker.sink import KafkaSink
+from saga_tracker.sla_monitor import SlaMonitor
+from saga_tracker.store import FaustTables, Table
+from sagalog.contracts.codec import EventCodec
+from sagalog.flows.registry import FlowRegistry
+from sagalog.tracker import CompensationRetry
+
+log = logging.getLogger("sagalog.tracker")
+
+
+def faust_broker(bootstrap_servers: str) -> str:
+    """``host1:9092,host2:9092`` as faust wants it: ``kafka://host1:9092;kafka://host2:9092``."""
+    return ";".join(f"kafka://{server.strip()}" for server in bootstrap_servers.split(","))
+
+
+class Tracker:
+    """The running tracker: faust app, tables, processor, clock and counters."""
+
+    def __init__(
+        self,
+        settings: TrackerSettings,
+        *,
+        registry: FlowRegistry,
+        codec: EventCodec,
+        partitions: int,
+        clock: TrackerClock,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.codec = codec
+        self.partitions = partitions
+        self.clock = clock
+        self.clock_topic = f"{settings.app_id}-clock"
+        self.workflow_topics = sorted({flow.topic for flow in registry})
+        self.sink = KafkaSink(settings, codec=codec)
+        self.sla = SlaMonitor(registry)
+        self.processor = Processor(
+            registry=registry,
+            secret=settings.gate_secret.get_secret_value().encode(),
+            partitions=partitions,
+            sink=self.sink,
+            admission=settings.admission,
+            retry=CompensationRetry(
+                max_attempts=settings.compensation_attempts,
+                max_wait_ms=int(settings.compensation_max_wait_s * 1000),
+            ),
+            on_transition=self.sla.observe,
+        )
+        self.counts: Counter[str] = Counter()
+        self.pending_ticks: set[int] = set()
+        self.last_sla_ms = 0
+        self.app = self._build_app()
+
+    # -- faust wiring ------------------------------------------------------------
+
+    def _build_app(self) -> faust.App:
+        settings = self.settings
+        app = faust.App(
+            settings.app_id,
+            broker=faust_broker(settings.bootstrap_servers),
+            store="rocksdb://",
+            datadir=str(settings.data_dir),
+            web_enabled=False,
+            topic_partitions=self.partitions,
+            table_standby_replicas=settings.standby_replicas,
+            broker_commit_interval=settings.commit_interval_s,
+            broker_commit_every=10_000,
+            consumer_auto_offset_reset="earliest",
+            producer_acks=-1,
+            producer_compression_type="lz4",
+            stream_buffer_maxsize=max(4096, settings.batch_max * 2),
+            logging_config=None,
+        )
+        raw: dict[str, Any] = {
+            "key_type": bytes,
+            "value_type": bytes,
+            "key_serializer": "raw",
+            "value_serializer": "raw",
+        }
+        source = app.topic(*self.workflow_topics, self.clock_topic, **raw)
+        self.tables = {
+            table: app.Table(
+                table.value, partitions=self.partitions, key_type=bytes, value_type=bytes
+            )
+            for table in Table
+        }
+        self.store = FaustTables(self.tables)
+
+        async def track(stream: Any) -> None:
+            async for events in stream.take_events(settings.batch_max, settings.batch_within_s):
+                await self.run_batch(events)
+
+        app.agent(source, name=f"{settings.app_id}.track", concurrency=1)(track)
+        if not self.clock.virtual:
+            app.timer(settings.tick_interval_s)(self._tick_own_partitions)
+        app.timer(30.0)(self._report)
+        return app
+
+    # -- a batch -------------------------------------------------------------------
+
+    async def run_batch(self, events: Any) -> None:
+        batch = self.processor.begin(self.store)
+        for event in events:
+            message = event.message
+            if message.topic == self.clock_topic:
+                self.clock.observe(parse_tick(message.value) or 0)
+                self.pending_ticks.add(message.partition)
+                continue
+            read = read_event(self.codec, message.key, message.value, message.headers)
+            if read is OWN_ECHO:
+                self.counts["own_echo"] += 1
+            elif isinstance(read, Unreadable):
+                self.counts["dead_lettered"] += 1
+                self.sink.dead_letter(
+                    topic=message.topic,
+                    partition=message.partition,
+                    offset=message.offset,
+                    key=message.key,
+                    value=message.value,
+                    headers=list(_header_pairs(message.headers)),
+                    reason=read.reason,
+                    error_class=read.error_class,
+                    now_ms=self.clock.now_ms(),
+                )
+            else:
+                self.processor.handle(
+                    batch, message.partition, read, now_ms=self.clock.now_ms(), topic=message.topic
+                )
+        if self.pending_ticks:
+            await self._fire_timers(batch)
+        await self.processor.commit(batch)
+        self.counts["batches"] += 1
+        self.counts["inputs"] += batch.inputs
+
+    async def _fire_timers(self, batch: Any) -> None:
+        now_ms = self.clock.now_ms()
+        again = set()
+        for partition in sorted(self.pending_ticks):
+            if not await self._caught_up(partition):
+                again.add(partition)  # its events come first; the next batch retries
+                continue
+            fired = self.processor.fire_due(
+                batch, partition, now_ms=now_ms, limit=self.settings.timers_per_tick
+            )
+            if fired >= self.settings.timers_per_tick:
+                again.add(partition)
+        self.pending_ticks = set()
+        if now_ms - self.last_sla_ms >= self.settings.sla_interval_s * 1000:
+            self.last_sla_ms = now_ms
+            for alert in self.sla.evaluate(now_ms):
+                self.sink.sla_alert(alert, now_ms=now_ms)
+        if again:
+            # Nothing else may arrive to retry them (an idle virtual clock): tick again.
+            asyncio.get_running_loop().call_later(0.2, self._tick, sorted(again))
+
+    async def _caught_up(self, partition: int) -> bool:
+        """Whether every workflow topic's ``partition`` was fetched up to its high watermark.
+
+        Timers fire only then: after a restart with a backlog, a step's completion
+        still waiting in the log must not lose the race against its own timeout.
+        """
+        consumer = self.app.consumer
+        for topic in self.workflow_topics:
+            tp = TP(topic, partition)
+            try:
+                high = consumer.highwater(tp)
+                position = await consumer.position(tp)
+            except Exception:
+                continue
+            if high is not None and position is not None and position < high:
+                return False
+        return True
+
+    def _tick(self, partitions: list[int]) -> None:
+        for partition in partitions:
+            self.sink.tick(self.clock_topic, partition, self.clock.now_ms())
+
+    async def _tick_own_partitions(self) -> None:
+        own = [
+            tp.partition
+            for tp in self.app.assignor.assigned_actives()
+            if tp.topic == self.clock_topic
+        ]
+        self._tick(own)
+
+    async def _report(self) -> None:
+        outcomes = {str(k): v for k, v in self.processor.outcomes.items()}
+        log.info(
+            "tracker stats: %s; outcomes %s; timers fired %d; published %d",
+            dict(self.counts),
+            outcomes,
+            self.processor.fired,
+            self.sink.sent,
+            extra={"sagalog": {"agent": "saga-tracker", "action": "stats"}},
+        )
+
+
+def _header_pairs(headers: Any) -> Any:
+    if not headers:
+        return []
+    return headers.items() if isinstance(headers, dict) else headers

@@ -1,0 +1,68 @@
+"""A consumed record as the rules see it, or the reason it cannot be read.
+
+Only headers are needed for most events (type, id, workflow, time): a business
+payload is never decoded. The few platform events whose payload the rules read
+(``StepFailed``, ``CompensationCompleted``, ``GateDecided``) are decoded with the
+registry's schema. The tracker's own ``GateOpened`` and ``CompensationRequested``,
+which it reads back from the workflow topic, are recognized from their headers and
+skipped without decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.headers import EventHeaders, RawHeaders
+from sagalog.errors import SagalogError
+from sagalog.flows.model import (
+    COMPENSATION_COMPLETED,
+    COMPENSATION_REQUESTED,
+    GATE_DECIDED,
+    GATE_OPENED,
+    STEP_FAILED,
+)
+from sagalog.tracker import TRACKER_SOURCE, TrackedEvent
+
+NEEDS_PAYLOAD = frozenset({STEP_FAILED, COMPENSATION_COMPLETED, GATE_DECIDED})
+OWN_ECHOES = frozenset({GATE_OPENED, COMPENSATION_REQUESTED})
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """Why a record cannot be tracked; it goes to the dead-letter topic with this reason."""
+
+    reason: str
+    error_class: str
+
+
+OWN_ECHO = object()
+"""The tracker's own output read back: nothing to decide."""
+
+
+def read_event(
+    codec: EventCodec, key: bytes | None, value: bytes | None, headers: RawHeaders
+) -> TrackedEvent | Unreadable | object:
+    """The ``TrackedEvent`` in a record, ``OWN_ECHO``, or ``Unreadable`` with the reason."""
+    try:
+        meta = EventHeaders.from_kafka(headers)
+    except SagalogError as exc:
+        return Unreadable(str(exc), type(exc).__name__)
+    if meta.source == TRACKER_SOURCE and meta.type in OWN_ECHOES:
+        return OWN_ECHO
+    if key is not None and key.decode(errors="replace") != meta.workflow_id:
+        return Unreadable(
+            f"record key {key!r} differs from header ce_workflowid {meta.workflow_id!r}; "
+            "key every event by its workflow id so a workflow's events share a partition",
+            "KeyMismatch",
+        )
+    payload = None
+    if meta.type in NEEDS_PAYLOAD:
+        try:
+            payload = codec.decode(value).payload
+        except SagalogError as exc:
+            return Unreadable(str(exc), type(exc).__name__)
+    try:
+        return TrackedEvent.from_headers(meta, payload)
+    except ValueError as exc:
+        return Unreadable(f"event {meta.id} is not trackable: {exc}", type(exc).__name__)

@@ -1,0 +1,384 @@
+"""Feed the tracker's rules: decide a batch of inputs, publish, then store. No faust here.
+
+``sagalog.tracker.decide`` says what an input does; this module does it, with the
+one ordering that keeps the tracker correct when it is killed at any instant:
+
+1. decide every input of the batch against the batch's view of the tables (an
+   ``Overlay``: a later event of the same workflow sees the record an earlier one
+   left), collecting the events to publish;
+2. publish them and **wait until the broker acknowledged every one**;
+3. write timers, parked events and admission counters, and the records last;
+4. (faust) commit the consumed offsets, after its producer flushed the changelogs.
+
+Killed before 3, the batch is consumed again and decided again to the same
+decision, with the same event ids (consumers drop the duplicates). Killed during or
+after 3 but before 4, some records are already stored: those inputs come back as
+*duplicates*, whose actions were all done in step 2; the record and its timers are
+written again, in case their changelog records were lost with the process.
+
+After each change of a workflow, events it parked (they came before their
+predecessor) are fed again, and a slot that freed up is given to the next queued
+workflow (admission control); both within the same batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from saga_tracker.store import Overlay, Table, Tables, parked_prefix, prefix_end
+from sagalog.errors import FlowDefinitionError
+from sagalog.events import StateTransition
+from sagalog.flows.model import Flow
+from sagalog.flows.registry import FlowRegistry
+from sagalog.flows.states import WorkflowState
+from sagalog.tracker import (
+    Admission,
+    Admit,
+    Alert,
+    CancelTimer,
+    CompensationRetry,
+    Decision,
+    Outcome,
+    Park,
+    Publish,
+    ScheduleTimer,
+    StoredRecordError,
+    TimerFired,
+    TrackedEvent,
+    TrackerInput,
+    WorkflowRecord,
+    decide,
+    decode_timer,
+    due_range,
+    flow_for,
+    queue_key,
+)
+from sagalog.tracker.admission import is_active
+
+log = logging.getLogger("sagalog.tracker")
+
+_QUIET = frozenset({Outcome.APPLIED, Outcome.DUPLICATE, Outcome.STALE, Outcome.PARKED})
+"""Outcomes that are normal under at-least-once delivery: logged at debug level only."""
+
+
+class Sink(Protocol):
+    """Where the tracker's output goes: events, alerts, and a flush that waits for acks."""
+
+    def publish(self, action: Publish) -> None: ...
+
+    def alert(self, alert: Alert, *, flow: Flow | None, now_ms: int) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
+@dataclass
+class Batch:
+    """The state of one batch in the making: pending table writes and decoded records."""
+
+    overlay: Overlay
+    records: dict[tuple[int, str], WorkflowRecord | None] = field(default_factory=dict)
+    inputs: int = 0
+    published: int = 0
+
+
+class Processor:
+    """Decides inputs with the rules and performs the decisions (see the module docstring).
+
+    Args:
+        registry: every loaded flow version.
+        secret: the key of gate tokens.
+        partitions: partitions of the workflow topics (admission shares are per partition).
+        admission: the most active workflows per flow name, across all partitions.
+        retry: how stuck compensations are retried.
+        sink: where published events and alerts go.
+    """
+
+    def __init__(
+        self,
+        *,
+        registry: FlowRegistry,
+        secret: bytes,
+        partitions: int,
+        sink: Sink,
+        admission: Mapping[str, int] | None = None,
+        retry: CompensationRetry | None = None,
+        warn_every_s: float = 10.0,
+        on_transition: Callable[[str, StateTransition], None] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.secret = secret
+        self.partitions = partitions
+        self.sink = sink
+        self.retry = retry or CompensationRetry()
+        self.shares = {
+            name: Admission(limit=math.ceil(limit / partitions))
+            for name, limit in (admission or {}).items()
+        }
+        self.outcomes: Counter[Outcome] = Counter()
+        self.fired = 0
+        self._warned: dict[tuple[str, str], tuple[float, int]] = {}
+        self._warn_every_s = warn_every_s
+        self._on_transition = on_transition
+
+    # -- a batch ---------------------------------------------------------------
+
+    def begin(self, tables: Tables) -> Batch:
+        return Batch(Overlay(tables))
+
+    async def commit(self, batch: Batch) -> int:
+        """Wait for every publish of the batch to be acknowledged, then store its writes."""
+        await self.sink.flush()
+        return batch.overlay.write_back()
+
+    # -- inputs ----------------------------------------------------------------
+
+    def handle(
+        self, batch: Batch, partition: int, first: TrackerInput, *, now_ms: int, topic: str = ""
+    ) -> Decision:
+        """Apply ``first`` (read from ``topic``) and everything it unblocks; its decision."""
+        queue: deque[tuple[TrackerInput, bytes | None]] = deque([(first, None)])
+        waiting: set[bytes] = set()
+        decision: Decision | None = None
+        while queue:
+            current, parked_key = queue.popleft()
+            if parked_key is not None:
+                waiting.discard(parked_key)
+            result, before = self._handle_one(batch, partition, current, now_ms=now_ms, topic=topic)
+            decision = decision or result
+            if parked_key is not None and result.outcome is not Outcome.PARKED:
+                batch.overlay.delete(Table.PARKED, partition, parked_key)
+            if result.record is None:
+                continue
+            for key, event in self._parked(batch, partition, result.record.workflow_id):
+                if key not in waiting:
+                    waiting.add(key)
+                    queue.append((event, key))
+            for admit in self._admissions(batch, partition, before, result.record):
+                queue.append((admit, None))
+        assert decision is not None
+        return decision
+
+    def fire_due(self, batch: Batch, partition: int, *, now_ms: int, limit: int) -> int:
+        """Fire the timers of ``partition`` due at ``now_ms`` (at most ``limit``); how many.
+
+        The scan reads only due keys: the timer table is ordered by due time.
+        """
+        lower, upper = due_range(now_ms)
+        due = batch.overlay.scan(Table.TIMERS, partition, lower.encode(), upper.encode(), limit)
+        for key, _ in due:
+            try:
+                timer = decode_timer(key)
+            except ValueError as exc:
+                log.error("dropping an unreadable timer key: %s", exc)
+            else:
+                self.handle(batch, partition, TimerFired(timer), now_ms=now_ms)
+            batch.overlay.delete(Table.TIMERS, partition, key)
+        self.fired += len(due)
+        return len(due)
+
+    # -- one input -------------------------------------------------------------
+
+    def _handle_one(
+        self, batch: Batch, partition: int, event: TrackerInput, *, now_ms: int, topic: str
+    ) -> tuple[Decision, WorkflowRecord | None]:
+        batch.inputs += 1
+        workflow_id = event.workflow_id
+        record = self._record(batch, partition, workflow_id)
+        event_type = event.event_type if isinstance(event, TrackedEvent) else ""
+        try:
+            flow = flow_for(self.registry, record, event_type, topic=topic)
+        except FlowDefinitionError as exc:
+            decision = Decision(None, (), Outcome.REJECTED, str(exc))
+            self._note(event, decision)
+            return decision, record
+        if flow is None:
+            what = f"{event_type} starts no loaded flow" if event_type else "nothing to act on"
+            decision = Decision(
+                None, (), Outcome.IGNORED, f"no workflow {workflow_id} is tracked; {what}"
+            )
+            self._note(event, decision)
+            return decision, record
+        decision = decide(
+            record,
+            event,
+            flow=flow,
+            now_ms=now_ms,
+            secret=self.secret,
+            admit=self._admits(batch, partition, flow, record),
+            retry=self.retry,
+        )
+        self._note(event, decision)
+        self._perform(batch, partition, event, decision, flow, now_ms)
+        if decision.record is not None:
+            self._store(batch, partition, decision.record)
+        elif decision.outcome is Outcome.DUPLICATE and record is not None:
+            self._store(batch, partition, record)  # re-assert: its changelog may be lost
+            for timer in record.timers:
+                batch.overlay.put(Table.TIMERS, partition, timer.key.encode(), b"")
+        return decision, record
+
+    def _perform(
+        self,
+        batch: Batch,
+        partition: int,
+        event: TrackerInput,
+        decision: Decision,
+        flow: Flow,
+        now_ms: int,
+    ) -> None:
+        overlay = batch.overlay
+        for action in decision.actions:
+            if isinstance(action, Publish):
+                self.sink.publish(action)
+                batch.published += 1
+                if self._on_transition is not None and isinstance(action.event, StateTransition):
+                    self._on_transition(action.workflow_id, action.event)
+            elif isinstance(action, ScheduleTimer):
+                overlay.put(Table.TIMERS, partition, action.timer.key.encode(), b"")
+            elif isinstance(action, CancelTimer):
+                overlay.delete(Table.TIMERS, partition, action.key.encode())
+            elif isinstance(action, Alert):
+                self.sink.alert(action, flow=flow, now_ms=now_ms)
+            elif isinstance(action, Park) and isinstance(event, TrackedEvent):
+                key = parked_prefix(event.workflow_id) + event.event_id.encode()
+                overlay.put(Table.PARKED, partition, key, event.model_dump_json().encode())
+
+    # -- records ---------------------------------------------------------------
+
+    def _record(self, batch: Batch, partition: int, workflow_id: str) -> WorkflowRecord | None:
+        cached = batch.records.get((partition, workflow_id), ...)
+        if cached is not ...:
+            return cached
+        raw = batch.overlay.get(Table.RECORDS, partition, workflow_id.encode())
+        record = None if raw is None else _load(raw, workflow_id)
+        batch.records[(partition, workflow_id)] = record
+        return record
+
+    def _store(self, batch: Batch, partition: int, record: WorkflowRecord) -> None:
+        batch.records[(partition, record.workflow_id)] = record
+        raw = record.model_dump_json().encode()
+        batch.overlay.put(Table.RECORDS, partition, record.workflow_id.encode(), raw)
+
+    def _parked(
+        self, batch: Batch, partition: int, workflow_id: str
+    ) -> list[tuple[bytes, TrackedEvent]]:
+        prefix = parked_prefix(workflow_id)
+        rows = batch.overlay.scan(Table.PARKED, partition, prefix, prefix_end(prefix), 10_000)
+        return [(key, TrackedEvent.model_validate_json(value)) for key, value in rows]
+
+    # -- admission control -------------------------------------------------------
+
+    def _admits(
+        self, batch: Batch, partition: int, flow: Flow, record: WorkflowRecord | None
+    ) -> bool:
+        policy = self.shares.get(flow.name)
+        if record is not None or policy is None:
+            return True
+        queued = self._queue(batch, partition, flow.name, limit=1)
+        return policy.admits_new(
+            active=self._active(batch, partition, flow.name), queued=len(queued)
+        )
+
+    def _admissions(
+        self, batch: Batch, partition: int, before: WorkflowRecord | None, after: WorkflowRecord
+    ) -> list[Admit]:
+        """Keep the per-partition count and queue; the queued workflows a freed slot admits."""
+        policy = self.shares.get(after.flow)
+        if policy is None:
+            return []
+        was = before is not None and is_active(before.state)
+        now = is_active(after.state)
+        if was != now:
+            active = self._active(batch, partition, after.flow) + (1 if now else -1)
+            batch.overlay.put(
+                Table.ADMISSION, partition, _active_key(after.flow), str(max(0, active)).encode()
+            )
+        key = (
+            _queue_prefix(after.flow)
+            + queue_key(
+                priority=after.priority,
+                queued_at_ms=after.started_at_ms,
+                workflow_id=after.workflow_id,
+            ).encode()
+        )
+        if after.state is WorkflowState.QUEUED:
+            batch.overlay.put(Table.ADMISSION, partition, key, after.workflow_id.encode())
+        elif before is not None and before.state is WorkflowState.QUEUED:
+            batch.overlay.delete(Table.ADMISSION, partition, key)
+        if not was or now:
+            return []
+        free = policy.free_slots(active=self._active(batch, partition, after.flow)) or 0
+        return [
+            Admit(workflow_id) for workflow_id in self._queue(batch, partition, after.flow, free)
+        ]
+
+    def _active(self, batch: Batch, partition: int, flow: str) -> int:
+        raw = batch.overlay.get(Table.ADMISSION, partition, _active_key(flow))
+        return int(raw) if raw else 0
+
+    def _queue(self, batch: Batch, partition: int, flow: str, limit: int) -> list[str]:
+        if limit <= 0:
+            return []
+        prefix = _queue_prefix(flow)
+        rows = batch.overlay.scan(Table.ADMISSION, partition, prefix, prefix_end(prefix), limit)
+        return [value.decode() for _, value in rows]
+
+    # -- logging -----------------------------------------------------------------
+
+    def _note(self, event: TrackerInput, decision: Decision) -> None:
+        self.outcomes[decision.outcome] += 1
+        if decision.outcome in _QUIET:
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s %s: %s", event.id, decision.outcome, decision.reason or "")
+            return
+        kind = event.event_type if isinstance(event, TrackedEvent) else type(event).__name__
+        self._warn(decision.outcome, kind, event, decision.reason or "")
+
+    def _warn(self, outcome: Outcome, kind: str, event: TrackerInput, reason: str) -> None:
+        """A structured warning, at most one per outcome and type every ``warn_every_s``."""
+        now = time.monotonic()
+        last, suppressed = self._warned.get((outcome, kind), (-math.inf, 0))
+        if now - last < self._warn_every_s:
+            self._warned[(outcome, kind)] = (last, suppressed + 1)
+            return
+        self._warned[(outcome, kind)] = (now, 0)
+        more = f" ({suppressed} more like it suppressed)" if suppressed else ""
+        log.warning(
+            "%s %s: %s%s",
+            outcome,
+            kind,
+            reason,
+            more,
+            extra={
+                "sagalog": {
+                    "agent": "saga-tracker",
+                    "action": f"input_{outcome}",
+                    "workflow_id": event.workflow_id,
+                    "event_type": kind,
+                    "event_id": event.id,
+                    "outcome": str(outcome),
+                }
+            },
+        )
+
+
+def _load(raw: bytes, workflow_id: str) -> WorkflowRecord:
+    try:
+        return WorkflowRecord.from_stored(json.loads(raw))
+    except ValueError as exc:
+        raise StoredRecordError(f"stored record of {workflow_id!r} is not JSON: {exc}") from None
+
+
+def _active_key(flow: str) -> bytes:
+    return b"active|" + flow.encode()
+
+
+def _queue_prefix(flow: str) -> bytes:
+    return b"queue|" + flow.encode() + b"|"

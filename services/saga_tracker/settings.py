@@ -1,0 +1,88 @@
+"""The saga tracker's settings: one class, env prefix ``SAGALOG_TRACKER_``.
+
+Connection fields come from ``ClientSettings`` (``SAGALOG_TRACKER_BOOTSTRAP_SERVERS``
+and so on), so the tracker points at a cluster the way every sagalog client does.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from sagalog.settings import ClientSettings
+
+
+def _default_instance_id() -> str:
+    return socket.gethostname()
+
+
+class TrackerSettings(ClientSettings):
+    """One tracker worker. Several workers with the same ``app_id`` share the partitions."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SAGALOG_TRACKER_", env_file=".env", extra="ignore"
+    )
+
+    app_id: str = Field(
+        default="saga-tracker",
+        description="faust application id: the consumer group and the prefix of the "
+        "changelog and clock topics. Workers with the same id share the work.",
+    )
+    instance_id: str = Field(default_factory=_default_instance_id)
+    data_dir: Path = Field(
+        default=Path("./data/saga-tracker"),
+        description="This worker's RocksDB tables; one directory per worker, never shared.",
+    )
+    flows_dir: Path | None = Field(
+        default=None, description="Flow files; defaults to <project_dir>/topology/flows."
+    )
+    gate_secret: SecretStr = Field(
+        default=SecretStr(""),
+        description="Key of the HMAC resumption tokens of human gates. Required; every "
+        "worker and the gateway must share it.",
+    )
+    clock: Literal["wall", "virtual"] = Field(
+        default="wall",
+        description="wall: the machine's clock. virtual: time moves only when a tick "
+        "arrives on the clock topic (tests and demos: days pass in seconds).",
+    )
+    tick_interval_s: float = Field(
+        default=1.0, gt=0, description="How often a wall-clock worker looks for due timers."
+    )
+    timers_per_tick: int = Field(
+        default=5_000, ge=1, description="Most timers fired per partition per tick."
+    )
+    transitions_topic: str = "sagalog.transitions"
+    alerts_topic: str = "sagalog.alerts"
+    deadletter_topic: str = "sagalog.deadletter"
+    admission: dict[str, int] = Field(
+        default_factory=dict,
+        description='Most active workflows per flow, e.g. {"procurement": 500}. Each '
+        "partition gets an equal share (rounded up): the limit needs no coordination "
+        "between workers.",
+    )
+    compensation_attempts: int = Field(
+        default=5, ge=1, description="Requests of a stuck compensation before it is given up."
+    )
+    compensation_max_wait_s: float = Field(
+        default=86_400.0, gt=0, description="Longest wait for one compensation attempt."
+    )
+    sla_interval_s: float = Field(
+        default=60.0, gt=0, description="How often SLA rules are evaluated (tracker time)."
+    )
+    batch_max: int = Field(
+        default=1_000, ge=1, description="Most records decided before one flush of publishes."
+    )
+    batch_within_s: float = Field(
+        default=0.01, gt=0, description="Longest wait for a batch to fill."
+    )
+    commit_interval_s: float = Field(default=1.0, gt=0)
+    standby_replicas: int = Field(
+        default=0, ge=0, description="Standby table copies on other workers (faster takeover)."
+    )
+    log_level: str = "INFO"
+    json_logs: bool = True

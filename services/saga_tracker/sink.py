@@ -1,0 +1,200 @@
+"""The tracker's output: Avro events on the workflow and transitions topics, alerts, ticks.
+
+One idempotent confluent-kafka producer (librdkafka's own thread batches and
+compresses, far faster than producing from the event loop). ``flush`` waits in a
+worker thread, so the faust event loop keeps serving heartbeats meanwhile, and
+raises if any record of the batch was refused: the batch is then never stored nor
+committed, and the next worker decides it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from saga_tracker.settings import TrackerSettings
+from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.headers import EventHeaders, new_event_id
+from sagalog.errors import SagalogError, ServiceUnavailableError
+from sagalog.events import TrackerAlert
+from sagalog.flows.model import Flow
+from sagalog.tracker import TRACKER_SOURCE, TRANSITIONS_TOPIC, Alert, Publish, SlaAlert
+
+log = logging.getLogger("sagalog.tracker")
+
+
+class KafkaSink:
+    """Produces what the processor decides; see the module docstring."""
+
+    def __init__(self, settings: TrackerSettings, *, codec: EventCodec) -> None:
+        self.settings = settings
+        self.codec = codec
+        self.producer = Producer(
+            settings.kafka_config(
+                **{
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 2,
+                    "compression.type": "lz4",
+                    "queue.buffering.max.messages": 1_000_000,
+                    "message.timeout.ms": 120_000,
+                    "client.id": f"{settings.app_id}-{settings.instance_id}",
+                }
+            )
+        )
+        self._errors: list[str] = []
+        self.sent = 0
+
+    def publish(self, action: Publish) -> None:
+        topic = action.topic
+        if topic == TRANSITIONS_TOPIC:
+            topic = self.settings.transitions_topic
+        value = self.codec.encode(topic, action.event.event_type, action.event.to_avro())
+        self._produce(topic, action.workflow_id, value, action.headers().to_kafka())
+
+    def alert(self, alert: Alert, *, flow: Flow | None, now_ms: int) -> None:
+        self._alert(
+            TrackerAlert(
+                alert=alert.name,
+                message=alert.message,
+                workflow_id=alert.workflow_id,
+                flow=flow.name if flow else None,
+                flow_version=flow.version if flow else None,
+                at=_utc(now_ms),
+            ),
+            key=alert.workflow_id,
+        )
+
+    def sla_alert(self, alert: SlaAlert, *, now_ms: int) -> None:
+        self._alert(
+            TrackerAlert(
+                alert=alert.name,
+                message=alert.message,
+                flow=alert.flow,
+                flow_version=alert.flow_version,
+                value_ms=alert.value_ms,
+                at=_utc(now_ms),
+            ),
+            key=alert.flow,
+        )
+
+    def tick(self, topic: str, partition: int, now_ms: int) -> None:
+        """A tick on the clock topic: 'look for due timers in this partition now'."""
+        self.producer.produce(topic, value=str(now_ms).encode(), partition=partition)
+        self.producer.poll(0)
+
+    def dead_letter(
+        self,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes | str | None]],
+        reason: str,
+        error_class: str,
+        now_ms: int,
+    ) -> None:
+        """The record as it was, plus why the tracker could not read it (headers)."""
+        marks: list[tuple[str, str | bytes | None]] = [
+            ("sagalog_dlq_reason", reason[:4000]),
+            ("sagalog_dlq_error_class", error_class),
+            ("sagalog_dlq_agent", self.settings.app_id),
+            ("sagalog_origin", f"{topic}/{partition}@{offset}"),
+            ("sagalog_dlq_time", str(now_ms)),
+        ]
+        self.producer.produce(
+            self.settings.deadletter_topic,
+            key=key,
+            value=value,
+            headers=[*headers, *marks],
+            on_delivery=self._delivered,
+        )
+        log.warning(
+            "dead-lettered %s/%s@%s: %s",
+            topic,
+            partition,
+            offset,
+            reason,
+            extra={
+                "sagalog": {
+                    "agent": "saga-tracker",
+                    "action": "dead_lettered",
+                    "outcome": error_class,
+                }
+            },
+        )
+
+    async def flush(self) -> None:
+        """Wait until every record produced so far is acknowledged.
+
+        Raises:
+            ServiceUnavailableError: records still unacknowledged after the producer's
+                own retries (``message.timeout.ms``).
+            SagalogError: the broker refused a record (names the first refusal).
+        """
+        if len(self.producer):
+            loop = asyncio.get_running_loop()
+            remaining = await loop.run_in_executor(None, self.producer.flush, 150.0)
+            if remaining:
+                raise ServiceUnavailableError(
+                    f"{remaining} tracker records unacknowledged by Kafka at "
+                    f"{self.settings.bootstrap_servers}"
+                )
+        else:
+            self.producer.poll(0)
+        if self._errors:
+            first, count = self._errors[0], len(self._errors)
+            self._errors.clear()
+            raise SagalogError(f"Kafka refused {count} tracker record(s); first: {first}")
+
+    def close(self) -> None:
+        self.producer.flush(10.0)
+
+    def _alert(self, event: TrackerAlert, *, key: str | None) -> None:
+        headers = EventHeaders(
+            id=new_event_id(),
+            type=event.event_type,
+            source=TRACKER_SOURCE,
+            workflow_id=key or event.alert,
+        )
+        value = self.codec.encode(self.settings.alerts_topic, event.event_type, event.to_avro())
+        self._produce(self.settings.alerts_topic, key or event.alert, value, headers.to_kafka())
+        log.warning(
+            "ALERT %s: %s",
+            event.alert,
+            event.message,
+            extra={
+                "sagalog": {
+                    "agent": "saga-tracker",
+                    "action": "alert",
+                    "workflow_id": event.workflow_id,
+                    "outcome": event.alert,
+                }
+            },
+        )
+
+    def _produce(self, topic: str, key: str, value: bytes, headers: Any) -> None:
+        try:
+            self.producer.produce(
+                topic, key=key.encode(), value=value, headers=headers, on_delivery=self._delivered
+            )
+        except BufferError:
+            self.producer.poll(0.5)  # librdkafka's queue is full: let it drain, then retry
+            self.producer.produce(
+                topic, key=key.encode(), value=value, headers=headers, on_delivery=self._delivered
+            )
+        self.sent += 1
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            self._errors.append(f"{message.topic()}: {error.str()}")
+
+
+def _utc(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)

@@ -1,0 +1,96 @@
+"""The flows' SLA rules, fed by the transitions this worker publishes, in bounded memory.
+
+``sagalog.tracker.sla.evaluate`` does the statistics; this keeps its input: the
+spans that ended inside the longest window (at most ``max_closed`` per flow
+version), and the spans still open, of which at most ``max_open`` are remembered
+by workflow. Open spans beyond that are counted but not timed (they are the newest,
+so the shortest): they enter the statistics as zero-length, which can only lower a
+percentile, never raise a false alarm. So 100,000 workflows waiting at a gate cost
+a bounded amount of memory, not one entry each.
+
+A rule fires once when it starts firing and again only after it stopped. Each worker
+evaluates the spans of its own partitions; after a restart the window refills.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from sagalog.events import StateTransition
+from sagalog.flows.registry import FlowRegistry
+from sagalog.tracker import SlaAlert, Span, evaluate
+
+FlowKey = tuple[str, int]
+
+
+class SlaMonitor:
+    def __init__(
+        self, registry: FlowRegistry, *, max_closed: int = 100_000, max_open: int = 10_000
+    ) -> None:
+        self.registry = registry
+        self.max_closed = max_closed
+        self.max_open = max_open
+        self.closed: dict[FlowKey, deque[Span]] = {}
+        self.open: dict[str, tuple[FlowKey, Span]] = {}
+        self.untimed: dict[tuple[FlowKey, str], int] = {}
+        self.firing: set[tuple[FlowKey, str]] = set()
+        self._window = {
+            (flow.name, flow.version): max((r.window for r in flow.sla), default=0)
+            for flow in registry
+        }
+
+    def observe(self, workflow_id: str, transition: StateTransition) -> None:
+        """One published transition: closes the workflow's open span, opens the next."""
+        key = (transition.flow, transition.flow_version)
+        if not self._window.get(key):
+            return
+        at_ms = int(transition.at.timestamp() * 1000)
+        timed = self.open.pop(workflow_id, None) is not None
+        entered = at_ms - transition.time_in_previous_state_ms
+        if transition.from_state != transition.to_state or transition.from_step != transition.step:
+            ended = Span(transition.from_state, transition.from_step, entered, at_ms)
+            self.closed.setdefault(key, deque(maxlen=self.max_closed)).append(ended)
+            if not timed:
+                self._forget_untimed(key, transition.from_state)
+        span = Span(transition.to_state, transition.step, at_ms)
+        if len(self.open) < self.max_open:
+            self.open[workflow_id] = (key, span)
+        else:
+            slot = (key, transition.to_state)
+            self.untimed[slot] = self.untimed.get(slot, 0) + 1
+
+    def evaluate(self, now_ms: int) -> list[SlaAlert]:
+        """The rules that start firing at ``now_ms``."""
+        fresh = []
+        for flow in self.registry:
+            key = (flow.name, flow.version)
+            window = self._window.get(key)
+            if not window:
+                continue
+            closed = self.closed.get(key, deque())
+            while closed and closed[0].left_ms is not None and closed[0].left_ms < now_ms - window:
+                closed.popleft()
+            alerts = evaluate(flow, self._spans(key, closed, now_ms), now_ms=now_ms)
+            names = {a.name for a in alerts}
+            for rule in flow.sla:
+                if rule.name not in names:
+                    self.firing.discard((key, rule.name))
+            for alert in alerts:
+                if (key, alert.name) not in self.firing:
+                    self.firing.add((key, alert.name))
+                    fresh.append(alert)
+        return fresh
+
+    def _spans(self, key: FlowKey, closed: Iterable[Span], now_ms: int) -> list[Span]:
+        spans = list(closed)
+        spans.extend(span for k, span in self.open.values() if k == key)
+        for (k, state), count in self.untimed.items():
+            if k == key:
+                spans.extend(Span(state, None, now_ms) for _ in range(count))
+        return spans
+
+    def _forget_untimed(self, key: FlowKey, state: str) -> None:
+        slot = (key, state)
+        if self.untimed.get(slot):
+            self.untimed[slot] -= 1

@@ -1,0 +1,98 @@
+"""What the tracker checks and prepares before faust starts, each failure a clear message.
+
+The flows must load (an invalid flow is refused, naming it), the gate secret must be
+set, every workflow topic must exist with one common partition count (faust gives a
+worker partition *p* of all of them together), and the clock topic is created with
+that count when missing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from confluent_kafka.admin import NewTopic
+
+from saga_tracker.clock import TrackerClock, last_tick_ms
+from saga_tracker.settings import TrackerSettings
+from sagalog.cluster import connect_admin
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.errors import ConfigurationError, TopologyError
+from sagalog.flows.loader import load_flows
+from sagalog.flows.registry import FlowRegistry
+from sagalog.topology.loader import load_topology
+
+
+def load_registry(settings: TrackerSettings) -> tuple[FlowRegistry, SchemaCatalog]:
+    root = Path(settings.project_dir)
+    catalog = SchemaCatalog.load(root / "schemas")
+    topology = load_topology(root / "topology", known_schemas=catalog)
+    flows_dir = settings.flows_dir or root / "topology" / "flows"
+    registry = load_flows(flows_dir, catalog=catalog, topology=topology)
+    if not len(registry):
+        raise ConfigurationError(
+            f"no flows in {flows_dir}: add a flow file (topology/flows/<flow>.v1.yaml) or "
+            "point SAGALOG_TRACKER_FLOWS_DIR at them"
+        )
+    return registry, catalog
+
+
+def check_secret(settings: TrackerSettings) -> bytes:
+    secret = settings.gate_secret.get_secret_value().encode()
+    if len(secret) < 16:
+        raise ConfigurationError(
+            "SAGALOG_TRACKER_GATE_SECRET is unset or shorter than 16 bytes: set it to a long "
+            "random value shared by every tracker worker and the gateway "
+            "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+        )
+    return secret
+
+
+def prepare_topics(settings: TrackerSettings, registry: FlowRegistry) -> int:
+    """The common partition count of the workflow topics; creates the clock topic if missing."""
+    admin, metadata = connect_admin(settings)
+    counts: dict[str, int] = {}
+    for topic in sorted({flow.topic for flow in registry}):
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None:
+            raise TopologyError(
+                f"workflow topic {topic} does not exist; run `sagalog topology apply` first"
+            )
+        counts[topic] = len(found.partitions)
+    if len(set(counts.values())) != 1:
+        listing = ", ".join(f"{t}: {n}" for t, n in counts.items())
+        raise TopologyError(
+            f"the tracker's workflow topics differ in partition count ({listing}); give them "
+            "one count in topology/topics.yaml, or run one tracker app per count"
+        )
+    partitions = next(iter(counts.values()))
+    clock_topic = f"{settings.app_id}-clock"
+    existing = metadata.topics.get(clock_topic)
+    if existing is not None and existing.error is None:
+        if len(existing.partitions) != partitions:
+            raise TopologyError(
+                f"clock topic {clock_topic} has {len(existing.partitions)} partitions, the "
+                f"workflow topics {partitions}; delete it (it only holds ticks) and restart"
+            )
+    else:
+        future = admin.create_topics(
+            [NewTopic(clock_topic, partitions, config={"retention.ms": str(86_400_000)})]
+        )[clock_topic]
+        try:
+            future.result(timeout=settings.connect_timeout_s)
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise
+    return partitions
+
+
+def make_clock(settings: TrackerSettings, partitions: int) -> TrackerClock:
+    start = 0
+    if settings.clock == "virtual":
+        start = last_tick_ms(settings, f"{settings.app_id}-clock", partitions)
+    return TrackerClock(settings.clock, start_ms=start)
+
+
+def make_codec(settings: TrackerSettings, catalog: SchemaCatalog) -> EventCodec:
+    return EventCodec(catalog=catalog, registry=SchemaRegistry(settings))

@@ -1,0 +1,456 @@
+"""Drive the saga tracker as an OS process on the real broker, with a virtual clock.
+
+A ``TrackerLab`` is a throwaway project (unique topic names), the five-step test
+flow in ``tests/integration/flows/``, tracker worker processes, a publisher for the
+agents' events, ``advance`` to move the tracker's virtual clock, and a background
+reader that keeps every transition and workflow event decoded in memory, so a test
+waits for "workflow X is compensated" instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.headers import header_dict
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.publisher import EventPublisher
+from sagalog.tracker import gate_token
+
+from .conftest import REPO, Project
+
+SECRET = "test-gate-secret-0123456789abcdef"
+DAY_MS = 86_400_000
+T0 = 1_800_000_000_000  # the virtual clock's start: 2027-01-15
+
+PROCUREMENT = [
+    "procurement.v1.RequestSubmitted",
+    "procurement.v1.RequestClassified",
+    "procurement.v1.PoliciesRetrieved",
+    "procurement.v1.RiskScored",
+    "procurement.v1.BudgetReserved",
+    "procurement.v1.BudgetReleased",
+    "procurement.v1.PurchaseOrderCreated",
+    "procurement.v1.PurchaseOrderCancelled",
+    "procurement.v1.VendorNotified",
+    "procurement.v1.CorrectionNoticeSent",
+    "sagalog.v1.StepFailed",
+    "sagalog.v1.GateOpened",
+    "sagalog.v1.GateDecided",
+    "sagalog.v1.CompensationRequested",
+    "sagalog.v1.CompensationCompleted",
+    "sagalog.v1.EffectRecorded",
+]
+
+TOPOLOGY = """
+ignore: ["*"]
+topics:
+  orders.events.{s}:
+    partitions: 3
+    retention: forever
+    schemas: [%s]
+  transitions.{s}:
+    partitions: 3
+    schemas: [sagalog.v1.StateTransition]
+  alerts.{s}:
+    partitions: 1
+    schemas: [sagalog.v1.TrackerAlert]
+  deadletter.{s}:
+    partitions: 1
+    schemas: []
+""".replace("%s", ", ".join(PROCUREMENT))
+
+NOW = "2027-01-15T08:00:00Z"
+PAYLOADS: dict[str, dict[str, Any]] = {
+    "procurement.v1.RequestSubmitted": {
+        "request_id": "PR-1",
+        "requester": "ana@example.com",
+        "department": "it",
+        "title": "Laptops",
+        "description": "ten laptops",
+        "amount": "100.00",
+        "currency": "EUR",
+        "vendor": "Acme",
+        "submitted_at": NOW,
+    },
+    "procurement.v1.BudgetReserved": {
+        "reservation_id": "R-1",
+        "cost_center": "it",
+        "amount": "100.00",
+        "currency": "EUR",
+    },
+    "procurement.v1.BudgetReleased": {"reservation_id": "R-1", "reason": "compensation"},
+    "procurement.v1.RequestClassified": {
+        "request_id": "PR-1",
+        "category": "hardware",
+        "confidence": 0.9,
+        "extracted": {},
+        "classifier": "test",
+    },
+    "procurement.v1.PoliciesRetrieved": {"request_id": "PR-1", "documents": [], "retriever": "t"},
+    "procurement.v1.RiskScored": {
+        "request_id": "PR-1",
+        "score": 0.2,
+        "level": "LOW",
+        "rationale": "ok",
+        "factors": [],
+        "lineage": {
+            "model_id": "m",
+            "prompt_hash": "sha256:0",
+            "input_refs": [],
+            "decided_at": NOW,
+        },
+    },
+    "procurement.v1.PurchaseOrderCreated": {
+        "purchase_order_id": "PO-1",
+        "request_id": "PR-1",
+        "vendor": "Acme",
+        "amount": "100.00",
+        "currency": "EUR",
+    },
+    "procurement.v1.PurchaseOrderCancelled": {"purchase_order_id": "PO-1", "reason": "undo"},
+}
+
+FORWARD = [  # (step, the event that completes it) in flow order, the gate left out
+    ("reserve_budget", "procurement.v1.BudgetReserved"),
+    ("classify_request", "procurement.v1.RequestClassified"),
+    ("retrieve_policies", "procurement.v1.PoliciesRetrieved"),
+    ("score_risk", "procurement.v1.RiskScored"),
+    ("create_purchase_order", "procurement.v1.PurchaseOrderCreated"),
+]
+UNDO = {  # step -> the event that completes its compensation
+    "reserve_budget": "procurement.v1.BudgetReleased",
+    "create_purchase_order": "procurement.v1.PurchaseOrderCancelled",
+}
+
+
+@dataclass
+class TrackerProcess:
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> TrackerProcess:
+        handle = self.log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "saga_tracker"],
+            cwd=REPO,
+            env=self.env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+        return self
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def stop(self, timeout: float = 60) -> int | None:
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@dataclass
+class Seen:
+    """What the background reader has seen, per workflow."""
+
+    transitions: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    events: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    deadletters: list[dict[str, str]] = field(default_factory=list)
+
+
+class TrackerLab:
+    def __init__(self, project: Project, tmp: Path) -> None:
+        self.project = project
+        self.tmp = tmp
+        self.suffix = project.suffix
+        self.app_id = f"saga-tracker-{self.suffix}"
+        self.topic = project.topic("orders.events")
+        self.transitions_topic = f"transitions.{self.suffix}"
+        self.alerts_topic = f"alerts.{self.suffix}"
+        self.deadletter_topic = f"deadletter.{self.suffix}"
+        self.clock_topic = f"{self.app_id}-clock"
+        self.now_ms = T0
+        self.processes: list[TrackerProcess] = []
+        self.seen = Seen()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._reader: threading.Thread | None = None
+        self.publisher: EventPublisher | None = None
+        self.codec = EventCodec(catalog=project.catalog, registry=SchemaRegistry(project.settings))
+
+    # -- setup ---------------------------------------------------------------
+
+    def setup(self, flows: tuple[str, ...] = ("orders.v1.yaml",)) -> TrackerLab:
+        self.project.write_topology(TOPOLOGY)
+        flows_dir = self.project.root / "topology" / "flows"
+        flows_dir.mkdir(parents=True, exist_ok=True)
+        for name in flows:
+            self.add_flow(name)
+        self.project.apply()
+        self.publisher = EventPublisher(
+            self.project.settings, catalog=self.project.catalog, source="test/agents"
+        )
+        self._producer = Producer(self.project.settings.kafka_config())
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        return self
+
+    def add_flow(self, name: str, *, text: str | None = None) -> None:
+        source = text if text is not None else (Path(__file__).parent / "flows" / name).read_text()
+        target = self.project.root / "topology" / "flows" / name
+        target.write_text(source.replace("{s}", self.suffix))
+
+    def tracker(self, instance: str = "a", **settings: Any) -> TrackerProcess:
+        if not self.processes:
+            self._start_clock()
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                [str(REPO / "services"), os.environ.get("PYTHONPATH", "")]
+            ),
+            "SAGALOG_TRACKER_PROJECT_DIR": str(self.project.root),
+            "SAGALOG_TRACKER_BOOTSTRAP_SERVERS": self.project.settings.bootstrap_servers,
+            "SAGALOG_TRACKER_SCHEMA_REGISTRY_URL": self.project.settings.schema_registry_url,
+            "SAGALOG_TRACKER_APP_ID": self.app_id,
+            "SAGALOG_TRACKER_INSTANCE_ID": instance,
+            "SAGALOG_TRACKER_DATA_DIR": str(self.tmp / f"tracker-{instance}"),
+            "SAGALOG_TRACKER_GATE_SECRET": SECRET,
+            "SAGALOG_TRACKER_CLOCK": "virtual",
+            "SAGALOG_TRACKER_TRANSITIONS_TOPIC": self.transitions_topic,
+            "SAGALOG_TRACKER_ALERTS_TOPIC": self.alerts_topic,
+            "SAGALOG_TRACKER_DEADLETTER_TOPIC": self.deadletter_topic,
+            "SAGALOG_TRACKER_COMMIT_INTERVAL_S": "0.5",
+            "SAGALOG_TRACKER_SLA_INTERVAL_S": "60",
+            **{f"SAGALOG_TRACKER_{k.upper()}": str(v) for k, v in settings.items()},
+        }
+        process = TrackerProcess(env=env, log=self.tmp / f"tracker-{instance}.log").start()
+        self.processes.append(process)
+        return process
+
+    def _start_clock(self) -> None:
+        """Create the clock topic and tick T0, so the tracker's virtual time starts there."""
+        admin = AdminClient(self.project.settings.kafka_config())
+        futures = admin.create_topics([NewTopic(self.clock_topic, 3)])
+        for future in futures.values():
+            try:
+                future.result(timeout=15)
+            except KafkaException as exc:
+                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                    raise
+        self.advance(0)
+
+    def close(self) -> None:
+        for process in self.processes:
+            try:
+                process.stop(30)
+            except Exception:
+                process.kill()
+        self._stop.set()
+        if self._reader is not None:
+            self._reader.join(10)
+        if self.publisher is not None:
+            self.publisher.close()
+
+    # -- inputs --------------------------------------------------------------
+
+    def publish(self, event_type: str, workflow_id: str, **payload: Any) -> str:
+        assert self.publisher is not None
+        body = {**PAYLOADS.get(event_type, {}), **payload}
+        published = self.publisher.publish(
+            self.topic,
+            event_type,
+            body,
+            workflow_id=workflow_id,
+        )
+        return published.headers.id
+
+    def start(self, workflow_id: str, **headers: Any) -> str:
+        return self.publish("procurement.v1.RequestSubmitted", workflow_id)
+
+    def complete(self, workflow_id: str, step: str) -> str:
+        event_type = dict(FORWARD)[step]
+        return self.publish(event_type, workflow_id)
+
+    def fail(self, workflow_id: str, step: str, reason: str = "boom") -> str:
+        return self.publish(
+            "sagalog.v1.StepFailed",
+            workflow_id,
+            step=step,
+            reason=reason,
+            error_class="TestError",
+            attempts=3,
+        )
+
+    def undo(self, workflow_id: str, step: str) -> str:
+        if step in UNDO:
+            return self.publish(UNDO[step], workflow_id)
+        return self.publish(
+            "sagalog.v1.CompensationCompleted", workflow_id, step=step, compensation="undo"
+        )
+
+    def decide_gate(
+        self,
+        workflow_id: str,
+        decision: str,
+        *,
+        attempt: int = 1,
+        token: str | None = None,
+        gate: str = "manager_approval",
+        by: str = "boss@example.com",
+    ) -> str:
+        token = token or gate_token(
+            SECRET.encode(), workflow_id=workflow_id, gate=gate, attempt=attempt
+        )
+        return self.publish(
+            "sagalog.v1.GateDecided",
+            workflow_id,
+            gate=gate,
+            token=token,
+            decision=decision,
+            decided_by=by,
+        )
+
+    def advance(self, ms: int) -> int:
+        """Move the virtual clock forward ``ms``: a tick to every clock partition."""
+        self.now_ms += ms
+        for partition in range(3):
+            self._producer.produce(
+                self.clock_topic, value=str(self.now_ms).encode(), partition=partition
+            )
+        self._producer.flush(10)
+        return self.now_ms
+
+    # -- observations --------------------------------------------------------
+
+    def state(self, workflow_id: str) -> str | None:
+        with self._lock:
+            moves = self.seen.transitions.get(workflow_id)
+            return moves[-1]["to_state"] if moves else None
+
+    def transitions(self, workflow_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.seen.transitions.get(workflow_id, []))
+
+    def events(self, workflow_id: str, event_type: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            found = list(self.seen.events.get(workflow_id, []))
+        return [e for e in found if event_type is None or e["type"] == event_type]
+
+    def wait_state(self, workflow_id: str, state: str, *, timeout: float = 60) -> None:
+        self.wait(
+            lambda: self.state(workflow_id) == state,
+            timeout=timeout,
+            what=f"{workflow_id} to reach {state} (is {self.state(workflow_id)})",
+        )
+
+    def wait(self, condition: Callable[[], bool], *, timeout: float = 60, what: str = "") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            for process in self.processes:
+                if process.process is not None and process.process.poll() not in (None, -9):
+                    pytest.fail(
+                        f"tracker exited {process.process.returncode}:\n{process.logs()[-5000:]}"
+                    )
+            time.sleep(0.05)
+        logs = "\n".join(p.logs()[-3000:] for p in self.processes)
+        pytest.fail(f"timed out waiting for {what}\n{logs}")
+
+    def _read(self) -> None:
+        consumer = Consumer(
+            {
+                **self.project.settings.kafka_config(),
+                "group.id": f"lab-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        topics = [self.topic, self.transitions_topic, self.alerts_topic, self.deadletter_topic]
+        assignment = []
+        for topic in topics:
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
+            assignment += [TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions]
+        consumer.assign(assignment)
+        try:
+            while not self._stop.is_set():
+                for message in consumer.consume(500, 0.1):
+                    if message.error() is None:
+                        self._keep(message)
+        finally:
+            consumer.close()
+
+    def _keep(self, message: Any) -> None:
+        headers = header_dict(message.headers())
+        topic = message.topic()
+        if topic == self.deadletter_topic:
+            with self._lock:
+                self.seen.deadletters.append(headers)
+            return
+        payload = self.codec.decode(message.value()).payload
+        row = {
+            "type": headers.get("ce_type"),
+            "id": headers.get("ce_id"),
+            "headers": headers,
+            **payload,
+        }
+        workflow_id = headers.get("ce_workflowid", "")
+        with self._lock:
+            if topic == self.transitions_topic:
+                self.seen.transitions[workflow_id].append(row)
+            elif topic == self.alerts_topic:
+                self.seen.alerts.append(row)
+            else:
+                self.seen.events[workflow_id].append(row)
+
+
+@pytest.fixture
+def tracker_lab(project: Project, tmp_path: Path) -> Iterator[TrackerLab]:
+    lab = TrackerLab(project, tmp_path).setup()
+    try:
+        yield lab
+    finally:
+        lab.close()
+        shutil.rmtree(tmp_path / "tracker-a", ignore_errors=True)
+
+
+def utc(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
