@@ -378,7 +378,7 @@ class TrackerLab:
         self.wait(
             lambda: self.state(workflow_id) == state,
             timeout=timeout,
-            what=f"{workflow_id} to reach {state} (is {self.state(workflow_id)})",
+            what=f"{workflow_id}: {state}",
         )
 
     def wait(self, condition: Callable[[], bool], *, timeout: float = 60, what: str = "") -> None:
@@ -393,7 +393,7 @@ class TrackerLab:
                     )
             time.sleep(0.05)
         logs = "\n".join(p.logs()[-3000:] for p in self.processes)
-        pytest.fail(f"timed out waiting for {what}\n{logs}")
+        pytest.fail(f"timed out waiting for {what}\n{self.seen.transitions}\n{logs}")
 
     def _read(self) -> None:
         consumer = Consumer(
