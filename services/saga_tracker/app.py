@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import Counter
-from typing import Any
+from typing import Any, NoReturn
 
 import faust
 from faust.types import TP
@@ -99,6 +100,8 @@ class Tracker:
             table_standby_replicas=settings.standby_replicas,
             broker_commit_interval=settings.commit_interval_s,
             broker_commit_every=10_000,
+            broker_session_timeout=settings.session_timeout_s,
+            broker_heartbeat_interval=min(3.0, settings.session_timeout_s / 3),
             consumer_auto_offset_reset="earliest",
             producer_acks=-1,
             producer_compression_type="lz4",
@@ -122,7 +125,10 @@ class Tracker:
 
         async def track(stream: Any) -> None:
             async for events in stream.take_events(settings.batch_max, settings.batch_within_s):
-                await self.run_batch(events)
+                try:
+                    await self.run_batch(events)
+                except Exception:
+                    crash("a batch failed")
 
         app.agent(source, name=f"{settings.app_id}.track", concurrency=1)(track)
         if not self.clock.virtual:
@@ -227,6 +233,18 @@ class Tracker:
             self.sink.sent,
             extra={"sagalog": {"agent": "saga-tracker", "action": "stats"}},
         )
+
+
+def crash(why: str) -> NoReturn:
+    """Exit at once, storing and committing nothing more: the batch will be consumed again.
+
+    faust would restart a crashed agent inside the process, past the records it had
+    taken, so they would wait for the next rebalance. Exiting (code 70) hands them
+    to a restarted or surviving worker now; the order of writes makes that safe.
+    """
+    log.critical("%s; exiting so that it is processed again", why, exc_info=True)
+    logging.shutdown()
+    os._exit(70)
 
 
 def _header_pairs(headers: Any) -> Any:

@@ -283,23 +283,28 @@ class Processor:
             return True
         queued = self._queue(batch, partition, flow.name, limit=1)
         return policy.admits_new(
-            active=self._active(batch, partition, flow.name), queued=len(queued)
+            active=self._active(batch, partition, flow.name, policy), queued=len(queued)
         )
 
     def _admissions(
         self, batch: Batch, partition: int, before: WorkflowRecord | None, after: WorkflowRecord
     ) -> list[Admit]:
-        """Keep the per-partition count and queue; the queued workflows a freed slot admits."""
+        """Keep the partition's slots and queue; the queued workflows a freed slot admits.
+
+        A slot is a key per active workflow, not a counter: writing it twice (a batch
+        decided again after a crash) cannot leak or double-count a slot.
+        """
         policy = self.shares.get(after.flow)
         if policy is None:
             return []
+        overlay = batch.overlay
         was = before is not None and is_active(before.state)
         now = is_active(after.state)
-        if was != now:
-            active = self._active(batch, partition, after.flow) + (1 if now else -1)
-            batch.overlay.put(
-                Table.ADMISSION, partition, _active_key(after.flow), str(max(0, active)).encode()
-            )
+        slot = _slot_prefix(after.flow) + after.workflow_id.encode()
+        if now:
+            overlay.put(Table.ADMISSION, partition, slot, b"")
+        else:
+            overlay.delete(Table.ADMISSION, partition, slot)
         key = (
             _queue_prefix(after.flow)
             + queue_key(
@@ -309,19 +314,23 @@ class Processor:
             ).encode()
         )
         if after.state is WorkflowState.QUEUED:
-            batch.overlay.put(Table.ADMISSION, partition, key, after.workflow_id.encode())
-        elif before is not None and before.state is WorkflowState.QUEUED:
-            batch.overlay.delete(Table.ADMISSION, partition, key)
+            overlay.put(Table.ADMISSION, partition, key, after.workflow_id.encode())
+        else:
+            overlay.delete(Table.ADMISSION, partition, key)
         if not was or now:
             return []
-        free = policy.free_slots(active=self._active(batch, partition, after.flow)) or 0
+        free = policy.free_slots(active=self._active(batch, partition, after.flow, policy)) or 0
         return [
             Admit(workflow_id) for workflow_id in self._queue(batch, partition, after.flow, free)
         ]
 
-    def _active(self, batch: Batch, partition: int, flow: str) -> int:
-        raw = batch.overlay.get(Table.ADMISSION, partition, _active_key(flow))
-        return int(raw) if raw else 0
+    def _active(self, batch: Batch, partition: int, flow: str, policy: Admission) -> int:
+        """Active workflows of ``flow`` in ``partition``, counted up to the share (no further)."""
+        prefix = _slot_prefix(flow)
+        limit = (policy.limit or 0) + 1
+        return len(
+            batch.overlay.scan(Table.ADMISSION, partition, prefix, prefix_end(prefix), limit)
+        )
 
     def _queue(self, batch: Batch, partition: int, flow: str, limit: int) -> list[str]:
         if limit <= 0:
@@ -376,8 +385,8 @@ def _load(raw: bytes, workflow_id: str) -> WorkflowRecord:
         raise StoredRecordError(f"stored record of {workflow_id!r} is not JSON: {exc}") from None
 
 
-def _active_key(flow: str) -> bytes:
-    return b"active|" + flow.encode()
+def _slot_prefix(flow: str) -> bytes:
+    return b"slot|" + flow.encode() + b"|"
 
 
 def _queue_prefix(flow: str) -> bytes:

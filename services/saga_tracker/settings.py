@@ -81,6 +81,12 @@ class TrackerSettings(ClientSettings):
         default=0.01, gt=0, description="Longest wait for a batch to fill."
     )
     commit_interval_s: float = Field(default=1.0, gt=0)
+    session_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="A worker silent this long is dropped from the group and its partitions "
+        "move; faust's default (60 s) would stall a restart that long after a crash.",
+    )
     standby_replicas: int = Field(
         default=0, ge=0, description="Standby table copies on other workers (faster takeover)."
     )

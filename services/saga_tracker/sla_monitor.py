@@ -19,9 +19,11 @@ from collections.abc import Iterable
 
 from sagalog.events import StateTransition
 from sagalog.flows.registry import FlowRegistry
+from sagalog.flows.states import TERMINAL_STATES
 from sagalog.tracker import SlaAlert, Span, evaluate
 
 FlowKey = tuple[str, int]
+_TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
 
 class SlaMonitor:
@@ -53,6 +55,8 @@ class SlaMonitor:
             self.closed.setdefault(key, deque(maxlen=self.max_closed)).append(ended)
             if not timed:
                 self._forget_untimed(key, transition.from_state)
+        if transition.to_state in _TERMINAL:
+            return  # an ended workflow has no open span
         span = Span(transition.to_state, transition.step, at_ms)
         if len(self.open) < self.max_open:
             self.open[workflow_id] = (key, span)

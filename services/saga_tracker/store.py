@@ -37,7 +37,7 @@ class Table(enum.StrEnum):
     PARKED = "parked"
     """``parked_prefix(workflow) + event id`` -> the held ``TrackedEvent`` (JSON)."""
     ADMISSION = "admission"
-    """``active|<flow>`` -> count; ``queue|<flow>|<queue key>`` -> workflow id."""
+    """``slot|<flow>|<workflow>`` while active; ``queue|<flow>|<queue key>`` -> workflow id."""
 
 
 WRITE_ORDER = (Table.TIMERS, Table.PARKED, Table.ADMISSION, Table.RECORDS)
@@ -63,8 +63,14 @@ def parked_prefix(workflow_id: str) -> bytes:
 
 
 def prefix_end(prefix: bytes) -> bytes:
-    """The smallest key greater than every key starting with ``prefix``."""
-    return prefix[:-1] + bytes([prefix[-1] + 1]) if prefix[-1] < 0xFF else prefix + b"\xff"
+    """The smallest key greater than every key starting with ``prefix``.
+
+    Trailing 0xFF bytes cannot be incremented: drop them and increment the byte before.
+    """
+    stem = prefix.rstrip(b"\xff")
+    if not stem:
+        raise ValueError(f"prefix {prefix!r} has no upper bound: it is all 0xFF bytes")
+    return stem[:-1] + bytes([stem[-1] + 1])
 
 
 class MemoryTables:

@@ -31,6 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import header_dict
 from sagalog.contracts.registry import SchemaRegistry
+from sagalog.errors import SagalogError
 from sagalog.publisher import EventPublisher
 from sagalog.tracker import gate_token
 
@@ -146,8 +147,10 @@ class TrackerProcess:
     env: dict[str, str]
     log: Path
     process: subprocess.Popen[bytes] | None = None
+    stopped: bool = False
 
     def start(self) -> TrackerProcess:
+        self.stopped = False
         handle = self.log.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "saga_tracker"],
@@ -159,11 +162,13 @@ class TrackerProcess:
         return self
 
     def kill(self) -> None:
+        self.stopped = True
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
 
     def stop(self, timeout: float = 60) -> int | None:
+        self.stopped = True
         if self.process is None or self.process.poll() is not None:
             return None if self.process is None else self.process.returncode
         self.process.send_signal(signal.SIGTERM)
@@ -387,7 +392,11 @@ class TrackerLab:
             if condition():
                 return
             for process in self.processes:
-                if process.process is not None and process.process.poll() not in (None, -9):
+                if (
+                    not process.stopped
+                    and process.process is not None
+                    and process.process.poll() is not None
+                ):
                     pytest.fail(
                         f"tracker exited {process.process.returncode}:\n{process.logs()[-5000:]}"
                     )
@@ -425,7 +434,10 @@ class TrackerLab:
             with self._lock:
                 self.seen.deadletters.append(headers)
             return
-        payload = self.codec.decode(message.value()).payload
+        try:
+            payload = self.codec.decode(message.value()).payload
+        except SagalogError:
+            payload = {"undecodable": True}
         row = {
             "type": headers.get("ce_type"),
             "id": headers.get("ce_id"),
@@ -454,3 +466,181 @@ def tracker_lab(project: Project, tmp_path: Path) -> Iterator[TrackerLab]:
 
 def utc(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+
+
+# -- many workflows: a driver that plays every agent and person ------------------
+
+EXPECTED = {0: "completed", 1: "compensated", 2: "compensated", 3: "compensated"}
+"""Workflow ``i`` ends by ``EXPECTED[i % 4]``: 0 approved and done, 1 rejected at the
+gate, 2 failing at step 4 (score_risk), 3 failing at step 2 (classify_request)."""
+
+
+class Driver:
+    """Reacts to each workflow's latest transition the way its agents and people would.
+
+    Every reaction is keyed by the transition's id, so a transition seen twice (the
+    tracker republishes after a crash) is answered once; answers are produced in
+    batches without waiting for each acknowledgement.
+    """
+
+    def __init__(self, lab: TrackerLab) -> None:
+        self.lab = lab
+        self.answered: set[str] = set()
+        assert lab.publisher is not None
+        self.codec = lab.publisher.codec
+        self.producer = Producer(
+            lab.project.settings.kafka_config(**{"linger.ms": 5, "enable.idempotence": True})
+        )
+
+    def send(self, event_type: str, workflow_id: str, **payload: Any) -> None:
+        from sagalog.contracts.headers import EventHeaders, new_event_id
+        from sagalog.contracts.validation import to_avro_datum
+
+        body = {**PAYLOADS.get(event_type, {}), **payload}
+        definition = self.lab.project.catalog[event_type].definition
+        datum = to_avro_datum(definition, body, event_type=event_type)
+        headers = EventHeaders(
+            id=new_event_id(), type=event_type, source="test/driver", workflow_id=workflow_id
+        )
+        self.producer.produce(
+            self.lab.topic,
+            key=workflow_id.encode(),
+            value=self.codec.encode(self.lab.topic, event_type, datum),
+            headers=headers.to_kafka(),
+        )
+        self.producer.poll(0)
+
+    def start(self, count: int) -> list[str]:
+        ids = [f"wf-{i:05d}" for i in range(count)]
+        for workflow_id in ids:
+            self.send("procurement.v1.RequestSubmitted", workflow_id)
+        self.producer.flush(30)
+        return ids
+
+    def step(self, ids: list[str]) -> int:
+        """Answer every workflow whose latest transition is unanswered; how many answered."""
+        answered = 0
+        for workflow_id in ids:
+            moves = self.lab.transitions(workflow_id)
+            if not moves or moves[-1]["id"] in self.answered:
+                continue
+            last = moves[-1]
+            self.answered.add(last["id"])
+            if self._answer(int(workflow_id.split("-")[1]) % 4, workflow_id, last):
+                answered += 1
+        self.producer.flush(30)
+        return answered
+
+    def _answer(self, kind: int, workflow_id: str, last: dict[str, Any]) -> bool:
+        state, step = last["to_state"], last["step"]
+        if state == "running":
+            if (kind, step) in ((2, "score_risk"), (3, "classify_request")):
+                self.send(
+                    "sagalog.v1.StepFailed",
+                    workflow_id,
+                    step=step,
+                    reason="injected",
+                    error_class="Test",
+                    attempts=1,
+                )
+            else:
+                self.send(dict(FORWARD)[step], workflow_id)
+            return True
+        if state == "pending_approval":
+            token = gate_token(SECRET.encode(), workflow_id=workflow_id, gate=step, attempt=1)
+            self.send(
+                "sagalog.v1.GateDecided",
+                workflow_id,
+                gate=step,
+                token=token,
+                decision="REJECTED" if kind == 1 else "APPROVED",
+                decided_by="boss",
+            )
+            return True
+        if state == "compensating":
+            if step in UNDO:
+                self.send(UNDO[step], workflow_id)
+            else:
+                self.send(
+                    "sagalog.v1.CompensationCompleted",
+                    workflow_id,
+                    step=step,
+                    compensation="undo",
+                )
+            return True
+        return False
+
+
+def latest_records(lab: TrackerLab) -> dict[str, dict[str, Any]]:
+    """The tracker's durable state: the last record per workflow in the records changelog."""
+    import json
+
+    topic = f"{lab.app_id}-records-changelog"
+    consumer = Consumer(
+        {
+            **lab.project.settings.kafka_config(),
+            "group.id": f"lab-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    records: dict[str, dict[str, Any]] = {}
+    done: set[int] = set()
+    try:
+        while len(done) < len(partitions):
+            for message in consumer.consume(1000, 1.0):
+                if message.error() is not None:
+                    done.add(message.partition())
+                    continue
+                key = message.key().decode()
+                if message.value() is None:
+                    records.pop(key, None)
+                else:
+                    records[key] = json.loads(message.value())
+    finally:
+        consumer.close()
+    return records
+
+
+def rebuild_from_log(lab: TrackerLab) -> dict[str, Any]:
+    """Every workflow's record rebuilt by feeding the workflow topic through the pure rules."""
+    from saga_tracker.decoding import Unreadable, read_event
+    from sagalog.flows.loader import load_flows
+    from sagalog.topology.loader import load_topology
+    from sagalog.tracker import TrackedEvent
+    from sagalog.tracker.testing import VirtualTracker
+
+    catalog = lab.project.catalog
+    topology = load_topology(lab.project.root / "topology", known_schemas=catalog)
+    registry = load_flows(
+        lab.project.root / "topology" / "flows", catalog=catalog, topology=topology
+    )
+    rebuilt = VirtualTracker(registry, secret=SECRET.encode(), now_ms=T0, echo=False)
+    consumer = Consumer(
+        {
+            **lab.project.settings.kafka_config(),
+            "group.id": f"lab-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    partitions = consumer.list_topics(lab.topic, timeout=10).topics[lab.topic].partitions
+    consumer.assign([TopicPartition(lab.topic, p, OFFSET_BEGINNING) for p in partitions])
+    done: set[int] = set()
+    try:
+        while len(done) < len(partitions):
+            for message in consumer.consume(1000, 1.0):
+                if message.error() is not None:
+                    done.add(message.partition())
+                    continue
+                read = read_event(lab.codec, message.key(), message.value(), message.headers())
+                if isinstance(read, TrackedEvent):
+                    rebuilt.feed(read)
+                else:
+                    assert not isinstance(read, Unreadable), read
+    finally:
+        consumer.close()
+    return dict(rebuilt.records)
