@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections import Counter
 from typing import Any, NoReturn
 
@@ -122,6 +123,32 @@ class Tracker:
             for table in Table
         }
         self.store = FaustTables(self.tables)
+        started = time.monotonic()
+
+        async def recovered() -> None:
+            log.info(
+                "tables ready after %.2f s (restore from the changelogs included)",
+                time.monotonic() - started,
+                extra={
+                    "sagalog": {
+                        "agent": "saga-tracker",
+                        "action": "tables_ready",
+                        "duration_ms": int((time.monotonic() - started) * 1000),
+                    }
+                },
+            )
+
+        self.tables[Table.RECORDS].on_recover(recovered)
+
+        async def assigned(sender: Any, assigned: Any, **_: Any) -> None:
+            mine = sorted(tp.partition for tp in assigned if tp.topic == self.clock_topic)
+            log.info(
+                "partitions assigned: %s",
+                mine,
+                extra={"sagalog": {"agent": "saga-tracker", "action": "assigned"}},
+            )
+
+        app.on_partitions_assigned.connect(assigned)
 
         async def track(stream: Any) -> None:
             async for events in stream.take_events(settings.batch_max, settings.batch_within_s):

@@ -20,6 +20,7 @@ from .agent_relay import agent_records, start_agent_relay
 from .handoff import HandoffResult, StartRelay, measure_handoff
 from .harness import RecordFactory, describe_machine, print_table, write_results
 from .raw_handoff import start_raw_relay
+from .tracker import measure_tracker
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -94,6 +95,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--load-fraction", type=float, default=0.5, help="share of the maximum")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--output", type=Path, default=REPO / "bench-results.json")
+    parser.add_argument("--skip-handoff", action="store_true", help="skip the handoff part")
+    parser.add_argument("--skip-tracker", action="store_true", help="skip the tracker part")
+    parser.add_argument(
+        "--tracker-workflows", type=int, default=20_000, help="workflows of the tracker run"
+    )
+    parser.add_argument(
+        "--tracker-idle-sizes",
+        type=_sizes,
+        default=(),
+        help='waiting workflows to measure the idle tracker at, e.g. "10000,100000" '
+        "(default: only the tracker run's own)",
+    )
+    parser.add_argument(
+        "--tracker-profile",
+        type=Path,
+        default=None,
+        metavar="PREFIX",
+        help="py-spy the live tracker for 20 s: PREFIX.svg, PREFIX.raw.txt, PREFIX.dump.txt",
+    )
     args = parser.parse_args(argv)
 
     settings = ClientSettings()
@@ -118,30 +138,52 @@ def main(argv: list[str] | None = None) -> None:
             duration_s=args.duration,
         )
 
-    raw = measure(start_raw_relay(kafka_config), None)
-    results = _figures("raw_handoff", raw)
-    rows = _rows("raw", raw)
+    results: dict[str, Any] = {}
+    rows: list[tuple[str, str]] = []
+    if not args.skip_handoff:
+        raw = measure(start_raw_relay(kafka_config), None)
+        results |= _figures("raw_handoff", raw)
+        rows += _rows("raw", raw)
 
-    sagalog = measure_sagalog_handoff(measure)
-    if sagalog is None:
-        rows.append(("sagalog handoff", "not measured: no runnable agent yet"))
-    else:
-        results |= _figures("handoff", sagalog)
-        results["handoff_ratio"] = round(sagalog.throughput_per_s / raw.throughput_per_s, 3)
-        rows += _rows("sagalog", sagalog)
-        rows.append(("handoff ratio", f"{results['handoff_ratio']:.2f} of raw"))
+        sagalog = measure_sagalog_handoff(measure)
+        if sagalog is None:
+            rows.append(("sagalog handoff", "not measured: no runnable agent yet"))
+        else:
+            results |= _figures("handoff", sagalog)
+            results["handoff_ratio"] = round(sagalog.throughput_per_s / raw.throughput_per_s, 3)
+            rows += _rows("sagalog", sagalog)
+            rows.append(("handoff ratio", f"{results['handoff_ratio']:.2f} of raw"))
+
+    if not args.skip_tracker:
+        tracker = measure_tracker(
+            settings,
+            workflows=args.tracker_workflows,
+            partitions=args.partitions,
+            idle_sizes=args.tracker_idle_sizes,
+            profile=args.tracker_profile,
+        )
+        results |= tracker.results
+        rows += tracker.rows
+        profile = tracker.results.get("tracker_profile")
+        if profile:
+            rows.append(("tracker profile", f"{profile['samples']:,} samples, {profile['svg']}"))
+            rows += [(f"  self {pct:5.1f}%", name) for name, pct in profile["top_self"]]
 
     results["machine"] = machine.as_dict()
     results["measured_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     write_results(args.output, results)
     print()
     print_table(
-        f"handoff on {machine.cores} cores ({machine.cpu_model}), Kafka {machine.kafka_version} "
+        f"bench on {machine.cores} cores ({machine.cpu_model}), Kafka {machine.kafka_version} "
         f"at {machine.kafka_bootstrap}, confluent-kafka {machine.confluent_kafka} "
         f"(librdkafka {machine.librdkafka})",
         rows,
     )
     print(f"\nwritten to {args.output}")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.replace("_", "").split(",") if part.strip())
 
 
 if __name__ == "__main__":

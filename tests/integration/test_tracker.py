@@ -260,3 +260,43 @@ def test_sigkill_during_1000_workflows_loses_nothing_and_matches_a_rebuild(
 
     mismatched = [w for w in ids if essence(live[w]) != essence(rebuilt[w].model_dump(mode="json"))]
     assert not mismatched, (mismatched[:3], [live[w] for w in mismatched[:1]])
+
+
+def test_two_workers_share_the_partitions_and_one_takes_over_when_the_other_dies(
+    tracker_lab: TrackerLab,
+) -> None:
+    lab = tracker_lab
+    driver = Driver(lab)
+    a = lab.tracker("a")
+    b = lab.tracker("b")
+    lab.wait(
+        lambda: bool(_last_assignment(a)) and bool(_last_assignment(b)),
+        what="both workers holding partitions",
+    )
+    shares = (_last_assignment(a), _last_assignment(b))
+    assert sorted(shares[0] + shares[1]) == [0, 1, 2], shares
+    ids = driver.start(300)
+    killed = False
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        driver.step(ids)
+        states = Counter(lab.state(w) for w in ids)
+        ended = states["completed"] + states["compensated"]
+        if not killed and ended >= 100:
+            a.kill()
+            killed = True
+        if ended == len(ids):
+            break
+        time.sleep(0.3)
+    assert killed
+    assert _last_assignment(b) == [0, 1, 2]  # b took over a's partitions from the changelog
+    wrong = [w for w in ids if lab.state(w) != EXPECTED[int(w.split("-")[1]) % 4]]
+    assert not wrong, wrong[:5]
+
+
+def _last_assignment(process: Any) -> list[int] | None:
+    import json
+    import re
+
+    found = re.findall(r"partitions assigned: (\[[0-9, ]*\])", process.logs())
+    return json.loads(found[-1]) if found else None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from saga_tracker.store import (
     WRITE_ORDER,
     MemoryTables,
