@@ -31,7 +31,7 @@ import faust
 from faust.types import TP
 
 from saga_tracker.clock import TrackerClock, parse_tick
-from saga_tracker.decoding import OWN_ECHO, Unreadable, read_event
+from saga_tracker.decoding import OwnEcho, Unreadable, read_event
 from saga_tracker.processor import Processor
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
@@ -140,7 +140,8 @@ class Tracker:
 
         self.tables[Table.RECORDS].on_recover(recovered)
 
-        async def assigned(sender: Any, assigned: Any, **_: Any) -> None:
+        async def assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+            assigned = args[0] if args else kwargs.get("assigned", ())
             mine = sorted(tp.partition for tp in assigned if tp.topic == self.clock_topic)
             log.info(
                 "partitions assigned: %s",
@@ -174,7 +175,7 @@ class Tracker:
                 self.pending_ticks.add(message.partition)
                 continue
             read = read_event(self.codec, message.key, message.value, message.headers)
-            if read is OWN_ECHO:
+            if isinstance(read, OwnEcho):
                 self.counts["own_echo"] += 1
             elif isinstance(read, Unreadable):
                 self.counts["dead_lettered"] += 1

@@ -36,13 +36,16 @@ class Unreadable:
     error_class: str
 
 
-OWN_ECHO = object()
-"""The tracker's own output read back: nothing to decide."""
+class OwnEcho:
+    """The tracker's own output read back: nothing to decide."""
+
+
+OWN_ECHO = OwnEcho()
 
 
 def read_event(
     codec: EventCodec, key: bytes | None, value: bytes | None, headers: RawHeaders
-) -> TrackedEvent | Unreadable | object:
+) -> TrackedEvent | Unreadable | OwnEcho:
     """The ``TrackedEvent`` in a record, ``OWN_ECHO``, or ``Unreadable`` with the reason."""
     try:
         meta = EventHeaders.from_kafka(headers)

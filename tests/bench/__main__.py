@@ -166,8 +166,13 @@ def main(argv: list[str] | None = None) -> None:
         rows += tracker.rows
         profile = tracker.results.get("tracker_profile")
         if profile:
-            rows.append(("tracker profile", f"{profile['samples']:,} samples, {profile['svg']}"))
-            rows += [(f"  self {pct:5.1f}%", name) for name, pct in profile["top_self"]]
+            rows.append(
+                (
+                    "tracker profile (GIL holder)",
+                    f"{profile['samples']:,} samples in {profile['seconds']:g}s, {profile['svg']}",
+                )
+            )
+            rows += [(f"  self {pct:5.1f}%", name) for name, pct in profile["top_self"][:10]]
 
     results["machine"] = machine.as_dict()
     results["measured_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -201,7 +201,7 @@ class Worker:
 
     def lines(self) -> list[dict[str, Any]]:
         """Its JSON log lines (faust's own plain lines are skipped)."""
-        found = []
+        found: list[dict[str, Any]] = []
         if not self.log.exists():
             return found
         for line in self.log.read_text(errors="replace").splitlines():
@@ -518,8 +518,12 @@ class Lab:
                     if to_state == GATE_STATE:
                         workflow = header_dict(message.headers()).get("ce_workflowid", "")
                         at_gate.add(workflow)
-                    partition = message.partition()
-                    if message.offset() + 1 >= remaining.get(partition, 0):
+                    partition, offset = message.partition(), message.offset()
+                    if (
+                        partition is not None
+                        and offset is not None
+                        and offset + 1 >= remaining.get(partition, 0)
+                    ):
                         remaining.pop(partition, None)
         finally:
             consumer.close()
@@ -602,15 +606,23 @@ def py_spy() -> str | None:
 
 
 class Profiler:
-    """py-spy on a live worker for ``seconds``: an svg flamegraph and raw collapsed stacks."""
+    """py-spy on a live worker for ``seconds``.
+
+    Two views, each from its own sampler (``--nonblocking``: the worker is never
+    paused): ``--gil``, the thread holding the GIL, i.e. where Python spends CPU
+    (PREFIX.svg flamegraph and PREFIX.raw.txt), and every non-idle thread
+    (PREFIX.active.raw.txt), which also shows threads waiting inside C calls (the
+    producer's flush). A ``py-spy dump`` half-way is kept in PREFIX.dump.txt.
+    """
 
     def __init__(self, prefix: Path, pid: int, seconds: float) -> None:
         self.prefix = prefix
         self.pid = pid
         self.seconds = seconds
-        self.svg = prefix.with_suffix(".svg")
-        self.raw = prefix.with_suffix(".raw.txt")
-        self.dump = prefix.with_suffix(".dump.txt")
+        self.svg = Path(f"{prefix}.svg")
+        self.raw = Path(f"{prefix}.raw.txt")
+        self.active = Path(f"{prefix}.active.raw.txt")
+        self.dump = Path(f"{prefix}.dump.txt")
         self.processes: list[subprocess.Popen[bytes]] = []
         self.errors: list[str] = []
 
@@ -620,10 +632,15 @@ class Profiler:
             self.errors.append("py-spy is not installed (.venv/bin/pip install py-spy)")
             return
         common = ["--pid", str(self.pid), "--duration", str(int(self.seconds)), "--nonblocking"]
-        for out, fmt in ((self.svg, "flamegraph"), (self.raw, "raw")):
+        views: tuple[tuple[Path, str, list[str]], ...] = (
+            (self.svg, "flamegraph", ["--gil"]),
+            (self.raw, "raw", ["--gil"]),
+            (self.active, "raw", []),
+        )
+        for out, fmt, extra in views:
             self.processes.append(
                 subprocess.Popen(
-                    [binary, "record", "-o", str(out), "--format", fmt, *common],
+                    [binary, "record", "-o", str(out), "--format", fmt, *extra, *common],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
                 )
@@ -649,33 +666,65 @@ class Profiler:
             if process.returncode != 0:
                 self.errors.append(f"py-spy exited {process.returncode}: {err.decode()[-500:]}")
 
-    def top(self, n: int = 10) -> tuple[list[tuple[str, float]], list[tuple[str, float]], int]:
-        """The top ``n`` functions by self and by total samples (% of all), and the samples."""
-        if not self.raw.exists():
-            return [], [], 0
-        own: Counter[str] = Counter()
-        total: Counter[str] = Counter()
-        samples = 0
-        for line in self.raw.read_text(errors="replace").splitlines():
+    def summary(self, n: int = 15) -> dict[str, Any]:
+        gil = top_functions(self.raw, n)
+        active = top_functions(self.active, n)
+        return {
+            "svg": str(self.svg),
+            "raw": str(self.raw),
+            "active_raw": str(self.active),
+            "dump": str(self.dump),
+            "seconds": self.seconds,
+            "samples": gil["samples"],
+            "top_self": gil["self"],
+            "top_total": gil["total"],
+            "active_samples": active["samples"],
+            "active_top_self": active["self"],
+            "errors": self.errors,
+        }
+
+
+_PLUMBING = (
+    "<frozen runpy>",
+    "asyncio/base_events.py",
+    "asyncio/events.py",
+    "mode/worker.py",
+    "saga_tracker/__main__.py",
+    "threading.py",
+)
+"""Frames on nearly every stack (interpreter start, the event loop): left out of totals."""
+
+
+def top_functions(raw: Path, n: int) -> dict[str, Any]:
+    """From py-spy's collapsed stacks: top ``n`` by self and by total, in % of samples."""
+    own: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    samples = 0
+    if raw.exists():
+        for line in raw.read_text(errors="replace").splitlines():
             stack, _, count_text = line.rpartition(" ")
             if not stack or not count_text.isdigit():
                 continue
             count = int(count_text)
             samples += count
             frames = [_function(f) for f in stack.split(";")]
-            frames = [f for f in frames if not f.startswith(("process ", "thread "))]
-            if not frames:
-                continue
             own[frames[-1]] += count
             for name in set(frames):
-                total[name] += count
-        if not samples:
-            return [], [], 0
+                if not any(marker in name for marker in _PLUMBING):
+                    total[name] += count
 
-        def share(counter: Counter[str]) -> list[tuple[str, float]]:
-            return [(name, 100 * c / samples) for name, c in counter.most_common(n)]
+    def share(counter: Counter[str]) -> list[list[Any]]:
+        return [[name, round(100 * c / samples, 1)] for name, c in counter.most_common(n)]
 
-        return share(own), share(total), samples
+    return (
+        {"samples": samples, "self": share(own), "total": share(total)}
+        if samples
+        else {
+            "samples": 0,
+            "self": [],
+            "total": [],
+        }
+    )
 
 
 def _function(frame: str) -> str:
@@ -775,20 +824,13 @@ def run_live(
     finally:
         if profiler is not None:
             profiler.wait()
-            own, total, samples = profiler.top(10)
-            run.profile = {
-                "svg": str(profiler.svg),
-                "raw": str(profiler.raw),
-                "dump": str(profiler.dump),
-                "samples": samples,
-                "top_self": [[name, round(pct, 1)] for name, pct in own],
-                "top_total": [[name, round(pct, 1)] for name, pct in total],
-                "errors": profiler.errors,
-            }
+            run.profile = profiler.summary()
     return run
 
 
-def measure_idle(lab: Lab, run: LiveRun, *, seconds: float, progress: Callable[[str], None]):
+def measure_idle(
+    lab: Lab, run: LiveRun, *, seconds: float, progress: Callable[[str], None]
+) -> IdleCost:
     assert run.worker is not None
     if not lab.wait_committed(lab.app_id, timeout=120):
         progress(f"{lab.suffix}: WARNING offsets not all committed after 120 s; sampling anyway")
