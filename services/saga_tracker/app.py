@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 import faust
 from faust.types import TP
 
-from saga_tracker.clock import TrackerClock, parse_tick
+from saga_tracker.clock import TrackerClock
 from saga_tracker.decoding import OwnEcho, Unreadable, read_event
 from saga_tracker.processor import Processor
 from saga_tracker.settings import TrackerSettings
@@ -40,6 +40,7 @@ from saga_tracker.store import FaustTables, Table
 from sagalog.contracts.codec import EventCodec
 from sagalog.flows.registry import FlowRegistry
 from sagalog.tracker import CompensationRetry
+from sagalog.tracker.ticks import clock_topic, parse_tick
 
 log = logging.getLogger("sagalog.tracker")
 
@@ -66,7 +67,7 @@ class Tracker:
         self.codec = codec
         self.partitions = partitions
         self.clock = clock
-        self.clock_topic = f"{settings.app_id}-clock"
+        self.clock_topic = clock_topic(settings.app_id)
         self.workflow_topics = sorted({flow.topic for flow in registry})
         self.sink = KafkaSink(settings, codec=codec)
         self.sla = SlaMonitor(registry)

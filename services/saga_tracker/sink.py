@@ -23,6 +23,7 @@ from sagalog.errors import SagalogError, ServiceUnavailableError
 from sagalog.events import TrackerAlert
 from sagalog.flows.model import Flow
 from sagalog.tracker import TRACKER_SOURCE, TRANSITIONS_TOPIC, Alert, Publish, SlaAlert
+from sagalog.tracker.ticks import encode_tick
 
 log = logging.getLogger("sagalog.tracker")
 
@@ -84,7 +85,7 @@ class KafkaSink:
 
     def tick(self, topic: str, partition: int, now_ms: int) -> None:
         """A tick on the clock topic: 'look for due timers in this partition now'."""
-        self.producer.produce(topic, value=str(now_ms).encode(), partition=partition)
+        self.producer.produce(topic, value=encode_tick(now_ms), partition=partition)
         self.producer.poll(0)
 
     def dead_letter(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import NewTopic
 
-from saga_tracker.clock import TrackerClock, last_tick_ms
+from saga_tracker.clock import TrackerClock
 from saga_tracker.settings import TrackerSettings
 from sagalog.cluster import connect_admin
 from sagalog.contracts.catalog import SchemaCatalog
@@ -22,6 +22,7 @@ from sagalog.errors import ConfigurationError, TopologyError
 from sagalog.flows.loader import load_flows
 from sagalog.flows.registry import FlowRegistry
 from sagalog.topology.loader import load_topology
+from sagalog.tracker.ticks import clock_topic, last_tick_ms
 
 
 def load_registry(settings: TrackerSettings) -> tuple[FlowRegistry, SchemaCatalog]:
@@ -67,18 +68,18 @@ def prepare_topics(settings: TrackerSettings, registry: FlowRegistry) -> int:
             "one count in topology/topics.yaml, or run one tracker app per count"
         )
     partitions = next(iter(counts.values()))
-    clock_topic = f"{settings.app_id}-clock"
-    existing = metadata.topics.get(clock_topic)
+    ticks = clock_topic(settings.app_id)
+    existing = metadata.topics.get(ticks)
     if existing is not None and existing.error is None:
         if len(existing.partitions) != partitions:
             raise TopologyError(
-                f"clock topic {clock_topic} has {len(existing.partitions)} partitions, the "
+                f"clock topic {ticks} has {len(existing.partitions)} partitions, the "
                 f"workflow topics {partitions}; delete it (it only holds ticks) and restart"
             )
     else:
         future = admin.create_topics(
-            [NewTopic(clock_topic, partitions, config={"retention.ms": str(86_400_000)})]
-        )[clock_topic]
+            [NewTopic(ticks, partitions, config={"retention.ms": str(86_400_000)})]
+        )[ticks]
         try:
             future.result(timeout=settings.connect_timeout_s)
         except Exception as exc:
@@ -90,7 +91,7 @@ def prepare_topics(settings: TrackerSettings, registry: FlowRegistry) -> int:
 def make_clock(settings: TrackerSettings, partitions: int) -> TrackerClock:
     start = 0
     if settings.clock == "virtual":
-        start = last_tick_ms(settings, f"{settings.app_id}-clock", partitions)
+        start = last_tick_ms(settings, clock_topic(settings.app_id))
     return TrackerClock(settings.clock, start_ms=start)
 
 

@@ -678,6 +678,7 @@ class Profiler:
             "samples": gil["samples"],
             "top_self": gil["self"],
             "top_total": gil["total"],
+            "self_by_package": gil["packages"],
             "active_samples": active["samples"],
             "active_top_self": active["self"],
             "errors": self.errors,
@@ -699,6 +700,7 @@ def top_functions(raw: Path, n: int) -> dict[str, Any]:
     """From py-spy's collapsed stacks: top ``n`` by self and by total, in % of samples."""
     own: Counter[str] = Counter()
     total: Counter[str] = Counter()
+    packages: Counter[str] = Counter()
     samples = 0
     if raw.exists():
         for line in raw.read_text(errors="replace").splitlines():
@@ -709,6 +711,7 @@ def top_functions(raw: Path, n: int) -> dict[str, Any]:
             samples += count
             frames = [_function(f) for f in stack.split(";")]
             own[frames[-1]] += count
+            packages[_package(frames[-1])] += count
             for name in set(frames):
                 if not any(marker in name for marker in _PLUMBING):
                     total[name] += count
@@ -716,15 +719,20 @@ def top_functions(raw: Path, n: int) -> dict[str, Any]:
     def share(counter: Counter[str]) -> list[list[Any]]:
         return [[name, round(100 * c / samples, 1)] for name, c in counter.most_common(n)]
 
-    return (
-        {"samples": samples, "self": share(own), "total": share(total)}
-        if samples
-        else {
-            "samples": 0,
-            "self": [],
-            "total": [],
-        }
-    )
+    if not samples:
+        return {"samples": 0, "self": [], "total": [], "packages": []}
+    return {
+        "samples": samples,
+        "self": share(own),
+        "total": share(total),
+        "packages": share(packages),
+    }
+
+
+def _package(function: str) -> str:
+    """``fn (faust/topics.py)`` -> ``faust``; the standard library's modules by name."""
+    _, _, where = function.partition(" (")
+    return where.rstrip(")").split("/", 1)[0].removesuffix(".py") or "?"
 
 
 def _function(frame: str) -> str:
