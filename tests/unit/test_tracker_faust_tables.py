@@ -1,4 +1,4 @@
-"""``FaustTables`` over a real RocksDB opened as faust opens it (raw mode): scans stop at the bound."""
+"""``FaustTables`` over RocksDB opened as faust opens it (raw mode): scans stop at the bound."""
 
 from __future__ import annotations
 
