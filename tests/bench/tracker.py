@@ -26,6 +26,7 @@ flamegraph (svg), the raw collapsed stacks, and the top functions by self time.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -258,6 +259,14 @@ def memory_mb(pid: int) -> dict[str, float]:
         if name in ("VmRSS", "VmHWM"):
             found[name] = int(value.split()[0]) / 1024
     return found
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine, every core, from ``/proc/stat``."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    total = sum(values[:8])  # guest time is already counted in user
+    return total - idle, total
 
 
 @dataclass(frozen=True)
@@ -761,6 +770,10 @@ class LiveRun:
     wall_s: float = 0.0
     worker: Worker | None = None
     profile: dict[str, Any] | None = None
+    cpu_pct: float | None = None
+    """The worker's CPU (100 = one core) from the first transition seen to the last."""
+    machine_busy_pct: float | None = None
+    """The whole machine's CPU over the same time (100 = every core busy)."""
 
 
 @dataclass
@@ -791,16 +804,24 @@ def run_live(
     worker = run.worker = lab.worker("live", lab.app_id, lab.scratch / "data-live")
     profiler: Profiler | None = None
     last_count, last_change, last_report = 0, time.monotonic(), time.monotonic()
+    busy_from: tuple[float, float, tuple[int, int]] | None = None
     try:
         while True:
             worker.check_alive(f"processing the backlog ({last_count:,}/{expected:,} transitions)")
             count = lab.count(lab.transitions_topic)
             now = time.monotonic()
+            if count and busy_from is None:
+                busy_from = (now, cpu_seconds(worker.pid), machine_ticks())
             if count and profile is not None and profiler is None:
                 profiler = Profiler(profile, worker.pid, profile_s)
                 profiler.start()
                 progress(f"{lab.suffix}: py-spy sampling pid {worker.pid} for {profile_s:g}s")
             if count >= expected:
+                if busy_from is not None:
+                    since, cpu, (busy, total) = busy_from
+                    busy_now, total_now = machine_ticks()
+                    run.cpu_pct = 100 * (cpu_seconds(worker.pid) - cpu) / (now - since)
+                    run.machine_busy_pct = 100 * (busy_now - busy) / max(1, total_now - total)
                 break
             if count != last_count:
                 last_count, last_change = count, now
@@ -963,6 +984,9 @@ def _main_run(
         return
     results["tracker_input_events"] = run.inputs
     results["tracker_preload_s"] = round(run.preload_s, 1)
+    if run.cpu_pct is not None and run.machine_busy_pct is not None:
+        results["tracker_live_cpu_pct"] = round(run.cpu_pct, 1)
+        results["tracker_live_machine_busy_pct"] = round(run.machine_busy_pct, 1)
     if run.transitions is not None:
         results["tracker_transitions"] = run.transitions.total
         results["tracker_transitions_to_gate"] = run.transitions.to_gate
@@ -987,6 +1011,14 @@ def _main_run(
             f"transitions in {(summary.last_ms - summary.first_ms) / 1000:.1f}s)",
         )
     )
+    if run.cpu_pct is not None and run.machine_busy_pct is not None:
+        rows.append(
+            (
+                "  CPU meanwhile",
+                f"tracker {run.cpu_pct:.0f}% of a core, machine {run.machine_busy_pct:.0f}% "
+                "busy (all cores; the broker shares them)",
+            )
+        )
     try:
         idle = measure_idle(lab, run, seconds=idle_s, progress=progress)
     except Exception as exc:
@@ -999,7 +1031,13 @@ def _main_run(
         rows.append(_idle_row(idle))
     stats = run.worker.actions("stats") if run.worker is not None else []
     if stats:
-        progress(f"{lab.suffix}: last stats line: {stats[-1].get('message')}")
+        message = str(stats[-1].get("message"))
+        progress(f"{lab.suffix}: last stats line: {message}")
+        counts = _stats_counts(message)
+        if counts.get("batches"):
+            consumed = counts.get("inputs", 0) + counts.get("own_echo", 0)
+            results["tracker_batches"] = counts["batches"]
+            results["tracker_records_per_batch"] = round(consumed / counts["batches"], 1)
     try:
         restore = measure_restore(lab, run, baseline, progress=progress)
     except Exception as exc:
@@ -1047,6 +1085,9 @@ def _idle_run(
         return
     figures = idle.as_dict()
     figures["events_per_s"] = None if run.events_per_s is None else round(run.events_per_s, 1)
+    if run.cpu_pct is not None and run.machine_busy_pct is not None:
+        figures["live_cpu_pct"] = round(run.cpu_pct, 1)
+        figures["live_machine_busy_pct"] = round(run.machine_busy_pct, 1)
     idle_by_waiting[str(size)] = figures
     rows.append(_idle_row(idle))
     if run.events_per_s is not None:
@@ -1059,6 +1100,16 @@ def _idle_row(idle: IdleCost) -> tuple[str, str]:
         f"CPU {idle.cpu_pct:.2f}% of a core over {idle.seconds:.0f}s, RSS {idle.rss_mb:,.0f} MB "
         f"(peak {idle.peak_rss_mb:,.0f} MB)",
     )
+
+
+def _stats_counts(message: str) -> dict[str, int]:
+    """The counters of a ``tracker stats: {...}; outcomes ...`` line ({} if unreadable)."""
+    try:
+        text = message.split("tracker stats: ", 1)[1].split("; outcomes", 1)[0]
+        counts = ast.literal_eval(text)
+    except (IndexError, ValueError, SyntaxError):
+        return {}
+    return {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else {}
 
 
 def _first_line(exc: BaseException) -> str:
