@@ -123,7 +123,7 @@ class Tracker:
             )
             for table in Table
         }
-        self.store = FaustTables(self.tables)
+        self.store = FaustTables(self.tables, self.sink)
         started = time.monotonic()
 
         async def recovered() -> None:

@@ -133,9 +133,12 @@ class Processor:
         return Batch(Overlay(tables))
 
     async def commit(self, batch: Batch) -> int:
-        """Wait for every publish of the batch to be acknowledged, then store its writes."""
+        """Wait for every publish of the batch to be acknowledged, then store its writes
+        and wait until they are durable (the changelog acknowledged); how many writes."""
         await self.sink.flush()
-        return batch.overlay.write_back()
+        written = batch.overlay.write_back()
+        await batch.overlay.base.sync()
+        return written
 
     # -- inputs ----------------------------------------------------------------
 

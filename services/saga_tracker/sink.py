@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -82,6 +83,25 @@ class KafkaSink:
             ),
             key=alert.flow,
         )
+
+    def produce_raw(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        value: bytes | None,
+        on_delivery: Callable[[Any, Any], None],
+    ) -> None:
+        """A record as is, to one partition (the tables' changelogs)."""
+        try:
+            self.producer.produce(
+                topic, key=key, value=value, partition=partition, on_delivery=on_delivery
+            )
+        except BufferError:
+            self.producer.poll(0.5)
+            self.producer.produce(
+                topic, key=key, value=value, partition=partition, on_delivery=on_delivery
+            )
 
     def tick(self, topic: str, partition: int, now_ms: int) -> None:
         """A tick on the clock topic: 'look for due timers in this partition now'."""

@@ -21,10 +21,13 @@ order, which is what makes timers cheap to find (see ``sagalog.tracker.timers``)
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import rocksdict
+from faust.types import TP
+
+from sagalog.errors import SagalogError
 
 
 class Table(enum.StrEnum):
@@ -54,6 +57,9 @@ class Tables(Protocol):
     def scan(
         self, table: Table, partition: int, lower: bytes, upper: bytes, limit: int
     ) -> list[tuple[bytes, bytes]]: ...
+
+    async def sync(self) -> None:
+        """Wait until every write is durable beyond this process (its changelog acknowledged)."""
 
 
 def parked_prefix(workflow_id: str) -> bytes:
@@ -100,18 +106,31 @@ class MemoryTables:
         part = self._part(table, partition)
         return sorted((k, v) for k, v in part.items() if lower <= k < upper)[:limit]
 
+    async def sync(self) -> None:
+        return None
+
 
 class FaustTables:
     """``Tables`` over faust RocksDB tables (``key_type=bytes``, ``value_type=bytes``).
 
     Reads go to the partition's own RocksDB; a partition this worker does not hold
     (not assigned, or not restored yet) reads as empty and is never opened here.
-    Writes put the value in RocksDB and send the same bytes to the changelog: what
-    faust's ``Table.__setitem__`` does, minus its guess of the partition.
+    A write puts the value in RocksDB and sends the same bytes to the table's
+    changelog partition, as faust's ``Table.__setitem__`` does, but through the
+    tracker's librdkafka producer instead of faust's: faust builds several Python
+    objects and futures per changelog record, which profiling showed to be a tenth
+    of the tracker's time. ``sync`` waits for the acknowledgements and then records
+    the changelog offsets in each partition's RocksDB (``set_persisted_offset``),
+    the bookkeeping faust's own send callback does, so restore and standby replicas
+    work unchanged.
     """
 
-    def __init__(self, tables: dict[Table, Any]) -> None:
+    def __init__(self, tables: dict[Table, Any], producer: ChangelogProducer) -> None:
         self.tables = tables
+        self.producer = producer
+        self.topics = {table: tables[table].changelog_topic.get_topic_name() for table in tables}
+        self._acked: dict[tuple[Table, int], int] = {}
+        self._errors: list[str] = []
 
     def _db(self, table: Table, partition: int) -> Any:
         return self.tables[table].data._dbs.get(partition)
@@ -124,14 +143,12 @@ class FaustTables:
         return value if value is None or isinstance(value, bytes) else bytes(value)
 
     def put(self, table: Table, partition: int, key: bytes, value: bytes) -> None:
-        faust_table = self.tables[table]
-        faust_table.data._db_for_partition(partition).put(key, value)
-        faust_table.send_changelog(partition, key, value, "raw", "raw")
+        self.tables[table].data._db_for_partition(partition).put(key, value)
+        self._send(table, partition, key, value)
 
     def delete(self, table: Table, partition: int, key: bytes) -> None:
-        faust_table = self.tables[table]
-        faust_table.data._db_for_partition(partition).delete(key)
-        faust_table.send_changelog(partition, key, None, "raw", "raw")
+        self.tables[table].data._db_for_partition(partition).delete(key)
+        self._send(table, partition, key, None)
 
     def scan(
         self, table: Table, partition: int, lower: bytes, upper: bytes, limit: int
@@ -147,6 +164,46 @@ class FaustTables:
             if len(found) >= limit:
                 break
         return found
+
+    async def sync(self) -> None:
+        """Wait for the changelog acks, then persist the offsets faust restores from.
+
+        Raises:
+            SagalogError: a changelog record was refused; the batch must not be committed.
+        """
+        await self.producer.flush()
+        if self._errors:
+            first, count = self._errors[0], len(self._errors)
+            self._errors.clear()
+            raise SagalogError(f"Kafka refused {count} changelog record(s); first: {first}")
+        acked, self._acked = self._acked, {}
+        for (table, partition), offset in acked.items():
+            store = self.tables[table].data
+            if partition in store._dbs:  # still ours: not revoked meanwhile
+                store.set_persisted_offset(TP(self.topics[table], partition), offset)
+
+    def _send(self, table: Table, partition: int, key: bytes, value: bytes | None) -> None:
+        def delivered(error: Any, message: Any) -> None:
+            if error is not None:
+                self._errors.append(f"{message.topic()}: {error.str()}")
+                return
+            slot = (table, partition)
+            self._acked[slot] = max(self._acked.get(slot, -1), message.offset())
+
+        self.producer.produce_raw(self.topics[table], partition, key, value, delivered)
+
+
+class ChangelogProducer(Protocol):
+    def produce_raw(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes,
+        value: bytes | None,
+        on_delivery: Callable[[Any, Any], None],
+    ) -> None: ...
+
+    async def flush(self) -> None: ...
 
 
 _DELETED = None
@@ -169,7 +226,16 @@ class Overlay:
         self.pending[table][(partition, key)] = value
 
     def delete(self, table: Table, partition: int, key: bytes) -> None:
-        self.pending[table][(partition, key)] = _DELETED
+        """Delete ``key``; a key that is not stored (or only put in this batch) costs nothing.
+
+        A step timeout set and cancelled within one batch, or a timer cancelled after
+        it fired, would otherwise each leave a tombstone in the changelog.
+        """
+        pending = self.pending[table]
+        if self.base.get(table, partition, key) is None:
+            pending.pop((partition, key), None)
+        else:
+            pending[(partition, key)] = _DELETED
 
     def scan(
         self, table: Table, partition: int, lower: bytes, upper: bytes, limit: int

@@ -41,6 +41,7 @@ def test_happy_path_runs_every_step_and_the_gate(tracker_lab: TrackerLab) -> Non
     lab = tracker_lab
     lab.tracker()
     _run_to_gate(lab, "wf-happy")
+    lab.wait(lambda: bool(lab.events("wf-happy", "sagalog.v1.GateOpened")), what="GateOpened")
     opened = lab.events("wf-happy", "sagalog.v1.GateOpened")
     assert [g["assignee"] for g in opened] == ["managers@example.com"]
     lab.decide_gate("wf-happy", "APPROVED")

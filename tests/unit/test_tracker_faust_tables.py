@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -11,21 +12,47 @@ import rocksdict
 from saga_tracker.store import FaustTables, Table
 
 
-class _Changelog:
-    def __init__(self, db: Any) -> None:
-        self.data = SimpleNamespace(_dbs={0: db}, _db_for_partition=lambda p: db)
-        self.sent: list[tuple[int, bytes, bytes | None]] = []
+class _Table:
+    """The parts of a faust table ``FaustTables`` touches."""
 
-    def send_changelog(self, partition: int, key: bytes, value: bytes | None, *_: Any) -> None:
-        self.sent.append((partition, key, value))
+    def __init__(self, db: Any) -> None:
+        self.persisted: dict[Any, int] = {}
+        self.data = SimpleNamespace(
+            _dbs={0: db},
+            _db_for_partition=lambda p: db,
+            set_persisted_offset=self.persisted.__setitem__,
+        )
+        self.changelog_topic = SimpleNamespace(get_topic_name=lambda: "app-timers-changelog")
+
+
+class _Producer:
+    """Acknowledges every record at flush, numbering offsets per partition."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int, bytes, bytes | None]] = []
+        self._waiting: list[Any] = []
+
+    def produce_raw(
+        self, topic: str, partition: int, key: bytes, value: bytes | None, on_delivery: Any
+    ) -> None:
+        self.sent.append((topic, partition, key, value))
+        offset = len(self.sent) - 1
+        message = SimpleNamespace(offset=lambda: offset, topic=lambda: topic)
+        self._waiting.append(lambda: on_delivery(None, message))
+
+    async def flush(self) -> None:
+        for deliver in self._waiting:
+            deliver()
+        self._waiting.clear()
 
 
 def test_a_scan_reads_only_keys_below_the_upper_bound_and_writes_go_to_the_changelog(
     tmp_path: Path,
 ) -> None:
     db = rocksdict.Rdict(str(tmp_path / "t"), options=rocksdict.Options(raw_mode=True))
-    table = _Changelog(db)
-    tables = FaustTables({Table.TIMERS: table})
+    table = _Table(db)
+    producer = _Producer()
+    tables = FaustTables({Table.TIMERS: table}, producer)
     for i in range(1000):
         tables.put(Table.TIMERS, 0, b"%015d|wf-%d" % (i, i), b"")
     tables.delete(Table.TIMERS, 0, b"%015d|wf-%d" % (3, 3))
@@ -34,6 +61,11 @@ def test_a_scan_reads_only_keys_below_the_upper_bound_and_writes_go_to_the_chang
 
     assert [k for k, _ in due] == [b"%015d|wf-%d" % (i, i) for i in (0, 1, 2, 4, 5, 6, 7, 8, 9)]
     assert tables.scan(Table.TIMERS, 0, b"", b"%015d" % 1000, limit=5)[-1][0].startswith(b"0" * 14)
-    assert len(table.sent) == 1001 and table.sent[-1][2] is None
+    assert len(producer.sent) == 1001 and producer.sent[-1][3] is None
+    assert producer.sent[0][:2] == ("app-timers-changelog", 0)
     assert tables.get(Table.TIMERS, 1, b"x") is None  # a partition this worker does not hold
+    # The offsets faust restores from are recorded only once the changelog acknowledged.
+    assert table.persisted == {}
+    asyncio.run(tables.sync())
+    assert list(table.persisted.values()) == [1000]
     db.close()

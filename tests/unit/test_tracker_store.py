@@ -132,6 +132,8 @@ def test_scan_is_the_half_open_range_lower_inclusive_upper_exclusive() -> None:
 
 def test_write_back_writes_timers_parked_and_admission_first_and_records_last() -> None:
     base = RecordingTables()
+    base.put(Table.PARKED, 0, b"p", b"held")
+    base.calls.clear()
     overlay = Overlay(base)
     # Queued in the worst order: records first.
     overlay.put(Table.RECORDS, 0, b"wf-1", b"{}")
@@ -154,14 +156,27 @@ def test_write_back_writes_timers_parked_and_admission_first_and_records_last() 
 
 def test_write_back_empties_the_overlay_so_a_second_one_writes_nothing() -> None:
     base = RecordingTables()
+    base.put(Table.TIMERS, 0, b"stored", b"")
+    base.calls.clear()
     overlay = Overlay(base)
-    overlay.put(Table.TIMERS, 0, b"t", b"")
-    overlay.delete(Table.TIMERS, 0, b"t")  # the last write of a key wins
+    overlay.put(Table.TIMERS, 0, b"stored", b"x")
+    overlay.delete(Table.TIMERS, 0, b"stored")  # the last write of a key wins
 
     assert overlay.write_back() == 1
-    assert base.calls == [("delete", Table.TIMERS, 0, b"t")]
+    assert base.calls == [("delete", Table.TIMERS, 0, b"stored")]
     assert overlay.write_back() == 0
-    assert len(base.calls) == 1
+
+
+def test_a_key_put_and_deleted_within_a_batch_or_never_stored_writes_nothing() -> None:
+    base = RecordingTables()
+    overlay = Overlay(base)
+    overlay.put(Table.TIMERS, 0, b"t", b"")  # a step timeout set...
+    overlay.delete(Table.TIMERS, 0, b"t")  # ...and cancelled in the same batch
+    overlay.delete(Table.TIMERS, 0, b"gone")  # a timer cancelled after it fired
+
+    assert overlay.get(Table.TIMERS, 0, b"t") is None
+    assert overlay.write_back() == 0
+    assert base.calls == []
     assert all(pending == {} for pending in overlay.pending.values())
 
 

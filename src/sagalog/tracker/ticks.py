@@ -9,7 +9,9 @@ which is how tests and the demo let three days pass in a second (``tick_all``, o
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from sagalog.errors import ServiceUnavailableError, TopologyError
 from sagalog.settings import ClientSettings
@@ -44,7 +46,24 @@ def _partitions(settings: ClientSettings, topic: str) -> list[int]:
 
 
 def last_tick_ms(settings: ClientSettings, topic: str) -> int:
-    """The latest time among the last tick of each partition (0 when there is none)."""
+    """The latest time among the last tick of each partition (0 when there is none).
+
+    A topic created a moment ago may have no partition leader yet: retried until
+    ``connect_timeout_s``.
+    """
+    deadline = time.monotonic() + settings.connect_timeout_s
+    while True:
+        try:
+            return _last_tick_ms(settings, topic)
+        except KafkaException as exc:
+            if time.monotonic() > deadline:
+                raise ServiceUnavailableError(
+                    f"cannot read the last ticks of {topic}: {exc}"
+                ) from exc
+            time.sleep(0.2)
+
+
+def _last_tick_ms(settings: ClientSettings, topic: str) -> int:
     consumer = Consumer(
         settings.kafka_config(**{"group.id": "sagalog-clock", "enable.auto.commit": False})
     )
