@@ -1,10 +1,24 @@
-"""Reserve a request's amount in the budget ledger; release it when compensating."""
+"""Reserve a request's amount in the budget ledger once its risk is scored; release it
+when compensating.
+
+The flow reserves after ``score_risk``, so the handler starts on ``RiskScored`` and
+reads what it reserves (amount, currency, department) from the workflow's
+``RequestSubmitted``, which the runtime has folded into the workflow context. The
+cost center is the one the intake agent read from the request's text, if it found
+one, else the department's.
+"""
 
 from __future__ import annotations
 
 from pydantic_settings import SettingsConfigDict
 
-from procurement.events import BudgetReleased, BudgetReserved, RequestSubmitted
+from procurement.events import (
+    BudgetReleased,
+    BudgetReserved,
+    RequestClassified,
+    RequestSubmitted,
+    RiskScored,
+)
 from sagalog.agents.context import HandlerContext
 from sagalog.agents.declaration import Agent
 from sagalog.agents.failures import NonRetryableError
@@ -31,29 +45,49 @@ def cost_center_of(department: str) -> str:
     return f"CC-{department.upper()[:8]}"
 
 
-@agent.handles(RequestSubmitted, step="reserve_budget", dependencies=["ledger"])
-async def reserve_budget(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
-    if event.amount <= 0:
+def submitted_request(ctx: HandlerContext, request_id: str) -> RequestSubmitted:
+    """The workflow's ``RequestSubmitted``.
+
+    Raises:
+        NonRetryableError: the workflow has none; no retry can make one appear.
+    """
+    payload = ctx.workflow.get(RequestSubmitted.event_type)
+    if payload is None:
         raise NonRetryableError(
-            f"request {event.request_id}: amount must be positive, got {event.amount}"
+            f"workflow {ctx.workflow_id}: request {request_id} was scored but the workflow "
+            f"has no {RequestSubmitted.event_type}, so there is no amount to reserve; "
+            "publish the request on the workflow's topic and key before it is scored"
         )
+    return RequestSubmitted.from_avro(payload)
+
+
+@agent.handles(RiskScored, step="reserve_budget", dependencies=["ledger"])
+async def reserve_budget(event: RiskScored, ctx: HandlerContext) -> BudgetReserved:
+    request = submitted_request(ctx, event.request_id)
+    if request.amount <= 0:
+        raise NonRetryableError(
+            f"request {request.request_id}: amount must be positive, got {request.amount}"
+        )
+    classified = ctx.workflow.get(RequestClassified.event_type)
+    extracted = (classified or {}).get("extracted") or {}
+    cost_center = extracted.get("cost_center") or cost_center_of(request.department)
     reservation = await ctx.effect(
         "ledger.reserve",
         perform,
         settings.ledger_url,
         "reserve",
         {
-            "request_id": event.request_id,
-            "amount": str(event.amount),
-            "currency": event.currency,
-            "cost_center": cost_center_of(event.department),
+            "request_id": request.request_id,
+            "amount": str(request.amount),
+            "currency": request.currency,
+            "cost_center": cost_center,
         },
     )
     return BudgetReserved(
         reservation_id=reservation["id"],
-        cost_center=cost_center_of(event.department),
-        amount=event.amount,
-        currency=event.currency,
+        cost_center=cost_center,
+        amount=request.amount,
+        currency=request.currency,
     )
 
 

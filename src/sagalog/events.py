@@ -67,6 +67,21 @@ class GateDecided(Event):
     comment: str | None = None
 
 
+class WebhookReceived(Event):
+    """An outside system called the gateway's webhook for a workflow.
+
+    The body is kept as JSON text rather than a typed record: webhooks are shaped by
+    their senders, and an agent that cares about one parses ``payload_json`` itself.
+    """
+
+    event_type = "sagalog.v1.WebhookReceived"
+
+    kind: str
+    source: str
+    payload_json: str
+    received_at: dt.datetime
+
+
 class CompensationRequested(Event):
     """The tracker asks the agent that ran a step to undo it."""
 

@@ -1,7 +1,11 @@
 """Run agent services as real processes against the real broker, and observe them.
 
 Agents run as separate OS processes (``python -m budget_agent``) so tests can SIGKILL,
-SIGSTOP and restart them; the dependency stand-in runs in the test process and counts
+SIGSTOP and restart them. The budget agent reserves on ``RiskScored`` and reads the
+amount from the workflow's ``RequestSubmitted``, so each test workflow is the pair
+(``submit`` publishes both); the RiskScored is the event handled, and its id keys the
+effect. The dependency stand-in runs in the test process and counts
+effects and calls; the dependency stand-in runs in the test process and counts
 effects and calls; outputs are read back by a read_committed consumer, which is the
 only view that counts for exactly-once.
 """
@@ -24,16 +28,21 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from sagalog.contracts.headers import header_dict
+from sagalog.publisher import EventPublisher, PublishedEvent
 from standins.server import StandinServer, serve
 
 from .conftest import REPO, Project
+
+REQUEST = "procurement.v1.RequestSubmitted"
+SCORED = "procurement.v1.RiskScored"
 
 AGENT_TOPICS = """
 ignore: ["*"]
 topics:
   procurement.events.{s}:
     partitions: {partitions}
-    schemas: [procurement.v1.RequestSubmitted, procurement.v1.BudgetReserved,
+    schemas: [procurement.v1.RequestSubmitted, procurement.v1.RiskScored,
+              procurement.v1.BudgetReserved,
               procurement.v1.BudgetReleased, sagalog.v1.StepFailed, sagalog.v1.EffectRecorded,
               sagalog.v1.CompensationRequested, sagalog.v1.CompensationCompleted]
   deadletter.{s}:
@@ -56,19 +65,66 @@ def request(n: int, **overrides: Any) -> dict[str, Any]:
     }
 
 
+def risk_scored(n: int, **overrides: Any) -> dict[str, Any]:
+    """The ``RiskScored`` that follows ``request(n)`` and starts the budget step."""
+    return {
+        "request_id": f"PR-{n}",
+        "score": 0.1,
+        "level": "LOW",
+        "rationale": "test",
+        "factors": [],
+        "lineage": {
+            "model_id": "tests",
+            "prompt_hash": "sha256:0",
+            "input_refs": [],
+            "decided_at": "2026-11-29T09:01:00Z",
+        },
+        **overrides,
+    }
+
+
+def submit(
+    out: EventPublisher,
+    topic: str,
+    n: int,
+    *,
+    workflow_id: str,
+    request_overrides: dict[str, Any] | None = None,
+    event_id: str | None = None,
+    **metadata: Any,
+) -> PublishedEvent:
+    """Publish a workflow's ``RequestSubmitted`` and then its ``RiskScored``; return the
+    RiskScored (the event the budget agent handles). ``event_id`` and the metadata
+    (priority, traceparent, flow version) apply to the RiskScored; the priority to both.
+    """
+    payload = request(n, **(request_overrides or {}))
+    priority = metadata.get("priority")
+    out.publish(topic, REQUEST, payload, workflow_id=workflow_id, priority=priority)
+    return out.publish(
+        topic,
+        SCORED,
+        risk_scored(n, request_id=payload["request_id"]),
+        workflow_id=workflow_id,
+        event_id=event_id,
+        **metadata,
+    )
+
+
 @dataclass
 class AgentProcess:
-    """One budget-agent instance as an OS process."""
+    """One agent instance as an OS process: ``python -m <module>`` (the budget agent
+    unless told otherwise)."""
 
     env: dict[str, str]
     log: Path
     cwd: Path
+    module: str = "budget_agent"
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> AgentProcess:
         handle = self.log.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "budget_agent"],
+            [sys.executable, "-m", self.module],
             cwd=self.cwd,
             env=self.env,
             stdout=handle,
@@ -256,7 +312,8 @@ def lab_factory(project: Project, tmp_path: Path) -> Iterator[Callable[..., Agen
 
 @dataclass(frozen=True)
 class SentRequest:
-    """A RequestSubmitted the test published: its workflow and its event id."""
+    """A workflow the test started: its id and the id of its ``RiskScored``, the event
+    the budget agent handles (whose id keys the reservation)."""
 
     workflow_id: str
     event_id: str
@@ -265,17 +322,16 @@ class SentRequest:
 def publish_requests(
     lab: AgentLab, count: int, *, prefix: str = "wf", start: int = 0
 ) -> list[SentRequest]:
-    """Publish ``count`` RequestSubmitted events with distinct workflow ids, flushing once.
+    """Publish ``count`` workflows (a RequestSubmitted, then its RiskScored) with
+    distinct workflow ids, flushing once.
 
     ``EventPublisher.publish`` waits for every acknowledgement; hundreds of events are
     sent here in one go so the agent finds a backlog rather than a trickle.
     """
     from sagalog.contracts.headers import EventHeaders, new_event_id
     from sagalog.contracts.validation import to_avro_datum
-    from sagalog.publisher import EventPublisher
 
     out = EventPublisher(lab.project.settings, catalog=lab.project.catalog, source="tests/load")
-    definition = lab.project.catalog["procurement.v1.RequestSubmitted"].definition
     sent: list[SentRequest] = []
     failures: list[str] = []
 
@@ -283,23 +339,27 @@ def publish_requests(
         if error is not None:
             failures.append(str(error))
 
-    for n in range(start, start + count):
+    def produce(event_type: str, payload: dict[str, Any], workflow_id: str) -> str:
         headers = EventHeaders(
-            id=new_event_id(),
-            type="procurement.v1.RequestSubmitted",
-            source=out.source,
-            workflow_id=f"{prefix}-{n}",
+            id=new_event_id(), type=event_type, source=out.source, workflow_id=workflow_id
         )
-        datum = to_avro_datum(definition, request(n), event_type=headers.type)
+        definition = lab.project.catalog[event_type].definition
+        datum = to_avro_datum(definition, payload, event_type=event_type)
         out.producer.produce(
             lab.topic,
-            key=headers.workflow_id.encode(),
-            value=out.codec.encode(lab.topic, headers.type, datum),
+            key=workflow_id.encode(),
+            value=out.codec.encode(lab.topic, event_type, datum),
             headers=headers.to_kafka(),
             on_delivery=delivered,
         )
         out.producer.poll(0)
-        sent.append(SentRequest(workflow_id=headers.workflow_id, event_id=headers.id))
+        return headers.id
+
+    for n in range(start, start + count):
+        workflow_id = f"{prefix}-{n}"
+        produce(REQUEST, request(n), workflow_id)
+        scored = produce(SCORED, risk_scored(n), workflow_id)
+        sent.append(SentRequest(workflow_id=workflow_id, event_id=scored))
     remaining = out.producer.flush(30)
     assert remaining == 0 and not failures, f"publishing failed: {remaining} left, {failures[:3]}"
     return sent

@@ -100,4 +100,5 @@ topics:
 
 # Fixtures that live next to the helpers they drive (imported last: they import Project).
 from .agent_harness import lab_factory  # noqa: E402, F401
+from .service_harness import service_lab  # noqa: E402, F401
 from .tracker_harness import tracker_lab  # noqa: E402, F401

@@ -1,5 +1,8 @@
 """The agent runtime on the real broker: exactly-once hand-offs, idempotent effects,
-retries, dead letters and circuit breaking, with agents as separate processes."""
+retries, dead letters and circuit breaking, with agents as separate processes.
+
+The budget agent handles ``RiskScored`` and reads the amount from the workflow's
+``RequestSubmitted``; ``submit`` publishes the pair."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Any
 
 from sagalog.publisher import EventPublisher
 
-from .agent_harness import AgentLab, count_by, request
+from .agent_harness import REQUEST, SCORED, AgentLab, count_by, request, risk_scored, submit
 
 RESERVED = "procurement.v1.BudgetReserved"
 RECORDED = "sagalog.v1.EffectRecorded"
@@ -23,14 +26,9 @@ def publisher(lab: AgentLab) -> EventPublisher:
 def test_same_event_delivered_five_times_one_effect_one_output(lab_factory: Any) -> None:
     lab: AgentLab = lab_factory()
     out = publisher(lab)
+    out.publish(lab.topic, REQUEST, request(1), workflow_id="wf-dup")
     for _ in range(5):  # an at-least-once upstream delivering the same event (same id) 5 times
-        out.publish(
-            lab.topic,
-            "procurement.v1.RequestSubmitted",
-            request(1),
-            workflow_id="wf-dup",
-            event_id="evt-dup-1",
-        )
+        out.publish(lab.topic, SCORED, risk_scored(1), workflow_id="wf-dup", event_id="evt-dup-1")
     lab.agent()
     records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= 1)
     time.sleep(3)  # give a wrongly duplicated output time to appear
@@ -46,9 +44,7 @@ def test_dependency_failing_three_times_then_succeeding(lab_factory: Any) -> Non
     lab: AgentLab = lab_factory()
     lab.faults(fail_next=3)
     lab.agent(breaker_failure_threshold=10)
-    publisher(lab).publish(
-        lab.topic, "procurement.v1.RequestSubmitted", request(2), workflow_id="wf-flaky"
-    )
+    submit(publisher(lab), lab.topic, 2, workflow_id="wf-flaky")
     records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 1)
     assert len(lab.outputs(RESERVED, records)) == 1
     assert lab.ledger.book.failures_injected == 3
@@ -65,14 +61,11 @@ def test_always_failing_event_is_dead_lettered_without_blocking_its_partition(
     lab.faults(fail_when={"request_id": "PR-poison"})
     lab.agent(breaker_failure_threshold=100, max_attempts=4)
     out = publisher(lab)
-    out.publish(
-        lab.topic,
-        "procurement.v1.RequestSubmitted",
-        request(0, request_id="PR-poison"),
-        workflow_id="wf-poison",
+    submit(
+        out, lab.topic, 0, workflow_id="wf-poison", request_overrides={"request_id": "PR-poison"}
     )
     for n in range(3):
-        out.publish(lab.topic, "procurement.v1.RequestSubmitted", request(n), workflow_id=f"wf-{n}")
+        submit(out, lab.topic, n, workflow_id=f"wf-{n}")
 
     records = lab.records(expect=lambda rs: len(lab.outputs(FAILED, rs)) == 1)
     reserved = lab.outputs(RESERVED, records)
@@ -98,12 +91,9 @@ def test_invalid_events_are_dead_lettered_at_once_and_the_partition_flows(
     lab: AgentLab = lab_factory(partitions=1)
     lab.agent()
     out = publisher(lab)
-    out.publish(
-        lab.topic,
-        "procurement.v1.RequestSubmitted",
-        request(1, amount="0.00"),
-        workflow_id="wf-zero",
-    )
+    submit(out, lab.topic, 1, workflow_id="wf-zero", request_overrides={"amount": "0.00"})
+    # Scored, but the workflow has no request: nothing to reserve, whatever the retries.
+    out.publish(lab.topic, SCORED, risk_scored(3), workflow_id="wf-orphan")
     from confluent_kafka import Producer
 
     raw = Producer(lab.project.settings.kafka_config())
@@ -113,24 +103,29 @@ def test_invalid_events_are_dead_lettered_at_once_and_the_partition_flows(
         value=b"\x00\x00\x00\x00\x01garbage",
         headers=[
             ("ce_id", b"g-1"),
-            ("ce_type", b"procurement.v1.RequestSubmitted"),
+            ("ce_type", SCORED.encode()),
             ("ce_source", b"tests/garbage"),
             ("ce_time", b"2026-11-29T09:00:00Z"),
             ("ce_workflowid", b"wf-garbage"),
         ],
     )
     raw.flush(10)
-    out.publish(lab.topic, "procurement.v1.RequestSubmitted", request(2), workflow_id="wf-fine")
+    submit(out, lab.topic, 2, workflow_id="wf-fine")
 
-    dead = lab.records(lab.deadletter, expect=lambda rs: len(rs) == 2)
-    reasons = sorted(r["headers"]["sagalog_dlq_reason"] for r in dead)
-    assert "amount must be positive" in reasons[1] or "amount must be positive" in reasons[0]
-    assert any("does not decode" in r or "unknown schema id" in r for r in reasons)
+    dead = lab.records(lab.deadletter, expect=lambda rs: len(rs) == 3)
     by_workflow = {r["headers"]["ce_workflowid"]: r["headers"] for r in dead}
-    assert by_workflow["wf-zero"]["sagalog_dlq_attempts"] == "1"  # non-retryable: no retries
+    assert sorted(by_workflow) == ["wf-garbage", "wf-orphan", "wf-zero"]
+    assert "amount must be positive" in by_workflow["wf-zero"]["sagalog_dlq_reason"]
+    assert "no procurement.v1.RequestSubmitted" in by_workflow["wf-orphan"]["sagalog_dlq_reason"]
+    reason = by_workflow["wf-garbage"]["sagalog_dlq_reason"]
+    assert "does not decode" in reason or "unknown schema id" in reason
+    # non-retryable: no retries
+    assert by_workflow["wf-zero"]["sagalog_dlq_attempts"] == "1"
+    assert by_workflow["wf-orphan"]["sagalog_dlq_attempts"] == "1"
     records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 1)
     assert [r["headers"]["ce_workflowid"] for r in lab.outputs(RESERVED, records)] == ["wf-fine"]
-    assert count_by(lab.outputs(FAILED, records), "ce_workflowid")["wf-zero"] == 1
+    failed = count_by(lab.outputs(FAILED, records), "ce_workflowid")
+    assert failed["wf-zero"] == 1 and failed["wf-orphan"] == 1
 
 
 def test_circuit_breaker_opens_during_an_outage_and_closes_after(lab_factory: Any) -> None:
@@ -139,9 +134,7 @@ def test_circuit_breaker_opens_during_an_outage_and_closes_after(lab_factory: An
     lab.agent(breaker_failure_threshold=3, breaker_open_for_s=2, max_attempts=50)
     out = publisher(lab)
     for n in range(10):
-        out.publish(
-            lab.topic, "procurement.v1.RequestSubmitted", request(n), workflow_id=f"wf-o{n}"
-        )
+        submit(out, lab.topic, n, workflow_id=f"wf-o{n}")
     deadline = time.monotonic() + 30
     while '"closed->open"' not in lab.logs() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -164,10 +157,10 @@ def test_outputs_carry_causation_trace_and_lineage_of_the_input(lab_factory: Any
     lab: AgentLab = lab_factory()
     lab.agent()
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    sent = publisher(lab).publish(
+    sent = submit(
+        publisher(lab),
         lab.topic,
-        "procurement.v1.RequestSubmitted",
-        request(5),
+        5,
         workflow_id="wf-trace",
         traceparent=traceparent,
         flow_version=3,
@@ -201,19 +194,21 @@ def test_urgent_workflows_move_ahead_when_the_agent_is_saturated(lab_factory: An
     lab.faults(latency_ms=30)
     out = publisher(lab)
     for n in range(30):  # a backlog of background work...
-        out.publish(
+        submit(
+            out,
             lab.topic,
-            "procurement.v1.RequestSubmitted",
-            request(n, request_id=f"bg-{n}"),
+            n,
             workflow_id=f"wf-bg-{n}",
+            request_overrides={"request_id": f"bg-{n}"},
             priority="LOW",
         )
     for n in range(5):  # ...then urgent requests, published last
-        out.publish(
+        submit(
+            out,
             lab.topic,
-            "procurement.v1.RequestSubmitted",
-            request(n, request_id=f"ur-{n}"),
+            n,
             workflow_id=f"wf-ur-{n}",
+            request_overrides={"request_id": f"ur-{n}"},
             priority="URGENT",
         )
     lab.agent(max_in_flight=1)  # saturated: one handler at a time

@@ -12,12 +12,14 @@ from typing import Any
 import click
 
 from sagalog import __version__
+from sagalog.cli.clock import clock
 from sagalog.cli.context import Project
 from sagalog.cli.events import publish, tail_command
 from sagalog.cli.flows import flows
 from sagalog.cli.run import run
 from sagalog.cli.schemas import schemas
 from sagalog.cli.topology import topology
+from sagalog.cli.workflows import gates, workflows
 from sagalog.errors import SagalogError
 from sagalog.settings import ClientSettings
 
@@ -78,6 +80,9 @@ cli.add_command(flows)
 cli.add_command(publish)
 cli.add_command(tail_command)
 cli.add_command(run)
+cli.add_command(workflows)
+cli.add_command(gates)
+cli.add_command(clock)
 
 
 def main() -> None:

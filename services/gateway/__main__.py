@@ -1,0 +1,86 @@
+"""``python -m gateway``: serve the gateway until SIGTERM.
+
+Exit codes: 0 stopped, 2 bad configuration or flows, 3 Kafka/registry unreachable.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sagalog.agents.telemetry import configure_logging
+from sagalog.errors import ConfigurationError, SagalogError
+
+MIN_SECRET_BYTES = 16
+
+
+def main() -> int:
+    import uvicorn
+
+    from gateway.api import create_app
+    from gateway.application import SOURCE, Gateway
+    from gateway.follower import Follower
+    from gateway.read_model import ReadModel
+    from gateway.settings import GatewaySettings
+    from sagalog.contracts.catalog import SchemaCatalog
+    from sagalog.contracts.codec import EventCodec
+    from sagalog.contracts.registry import SchemaRegistry
+    from sagalog.flows.loader import load_flows
+    from sagalog.publisher import EventPublisher
+    from sagalog.topology.loader import load_topology
+
+    settings = GatewaySettings()
+    configure_logging(json_lines=settings.json_logs, level=settings.log_level)
+    try:
+        secret = settings.gate_secret.get_secret_value().encode()
+        if len(secret) < MIN_SECRET_BYTES:
+            raise ConfigurationError(
+                "GATEWAY_GATE_SECRET is unset or shorter than 16 bytes: set it to the saga "
+                "tracker's SAGALOG_TRACKER_GATE_SECRET, or no gate token will verify"
+            )
+        keys = [key.get_secret_value().encode() for key in settings.api_keys]
+        if not keys:
+            raise ConfigurationError(
+                "GATEWAY_API_KEYS is empty: set one or more comma-separated keys "
+                "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`); "
+                "the gateway does not serve /v1 unauthenticated"
+            )
+        root = Path(settings.project_dir)
+        catalog = SchemaCatalog.load(root / "schemas")
+        topology = load_topology(root / "topology", known_schemas=catalog)
+        flows = load_flows(root / "topology" / "flows", catalog=catalog, topology=topology)
+        codec = EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
+        publisher = EventPublisher(settings, catalog=catalog, source=SOURCE, codec=codec)
+    except SagalogError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return exc.exit_code
+    model = ReadModel(settings.data_dir / "read-model")
+    follower = Follower(settings, model=model, codec=codec)
+    gateway = Gateway(
+        model=model, publisher=publisher, flows=flows, secret=secret, status=lambda: follower.status
+    )
+    app = create_app(
+        gateway,
+        api_keys=keys,
+        max_body_bytes=settings.max_body_bytes,
+        webhook_source=settings.webhook_source,
+    )
+    follower.start()
+    try:
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,
+            log_level=settings.log_level.lower(),
+            timeout_graceful_shutdown=10,
+        )
+    finally:
+        follower.stop()
+        publisher.close()
+        model.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""The HTTP API: FastAPI routes over ``Gateway``, every error as ``{"error", "detail"}``.
+
+Everything under ``/v1`` needs an API key (``X-API-Key``); ``/healthz`` and
+``/openapi.json`` do not, so a load balancer and a client generator need no secret.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request, Security
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import APIKeyHeader
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.application import Gateway
+from gateway.auth import HEADER, check_api_key
+from gateway.exceptions import BodyTooLarge, GatewayError, UnknownWorkflow
+from gateway.reviews import reviews_router
+from gateway.views import (
+    Accepted,
+    DecisionAccepted,
+    DecisionRequest,
+    ErrorBody,
+    GateList,
+    Health,
+    WorkflowDetail,
+    WorkflowList,
+    detail_view,
+    gate_view,
+    summary_view,
+)
+from gateway.webhooks import read_webhook
+from sagalog.flows.states import WorkflowState
+
+KEY_HEADER = APIKeyHeader(name=HEADER, auto_error=False)
+"""Declared as a security scheme, so the OpenAPI document says how to authenticate."""
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody} for code in (400, 401, 403, 404, 409, 413, 503)
+}
+
+
+def create_app(
+    gateway: Gateway,
+    *,
+    api_keys: Sequence[bytes],
+    max_body_bytes: int,
+    webhook_source: str,
+) -> FastAPI:
+    """The ASGI application; ``__main__`` serves it with uvicorn, tests with TestClient."""
+    app = FastAPI(
+        title="sagalog gateway",
+        version="1",
+        summary="Human gate decisions, webhooks and workflow queries for sagalog.",
+    )
+
+    def authenticate(key: Annotated[str | None, Security(KEY_HEADER)]) -> None:
+        check_api_key(key, api_keys)
+
+    def ready() -> None:
+        gateway.require_ready()
+
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(authenticate)], responses=ERRORS)
+
+    @v1.get("/gates", response_model=GateList, dependencies=[Depends(ready)])
+    def list_gates(
+        assignee: str | None = None,
+        flow: str | None = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> GateList:
+        """Open gates awaiting a person, with the token a decision must carry."""
+        records = gateway.model.open_gates(assignee=assignee, flow=flow, limit=limit)
+        return GateList(gates=[g for g in map(gate_view, records) if g is not None])
+
+    @v1.post("/gates/decisions", status_code=202, response_model=DecisionAccepted)
+    def decide(body: DecisionRequest) -> DecisionAccepted:
+        """Approve or reject an open gate. Posting the same decision again publishes nothing
+        new and answers with the same event id (``duplicate: true``)."""
+        return gateway.decide(
+            workflow_id=body.workflow_id,
+            token=body.token,
+            decision=body.decision,
+            decided_by=body.decided_by,
+            comment=body.comment,
+        )
+
+    @v1.post(
+        "/webhooks/{kind}",
+        status_code=202,
+        response_model=Accepted,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "description": "Any JSON document, kept verbatim in WebhookReceived.payload_json.",
+                "content": {"application/json": {"schema": {}}},
+            }
+        },
+    )
+    async def webhook(
+        request: Request,
+        kind: Annotated[str, Path(max_length=64)],
+        workflow_id: Annotated[str | None, Query(max_length=256)] = None,
+        x_webhook_source: Annotated[str | None, Header()] = None,
+        idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    ) -> Accepted:
+        """Publish an outside system's call as ``sagalog.v1.WebhookReceived`` on the
+        workflow's topic. Name the workflow with ``?workflow_id=`` or a top-level
+        ``workflow_id`` field; send ``Idempotency-Key`` to make retries publish once."""
+        call = read_webhook(
+            kind,
+            await request.body(),
+            workflow_id=workflow_id,
+            source=x_webhook_source,
+            default_source=webhook_source,
+            max_bytes=max_body_bytes,
+        )
+        return await run_in_threadpool(gateway.webhook, call, idempotency_key=idempotency_key)
+
+    @v1.get("/workflows", response_model=WorkflowList, dependencies=[Depends(ready)])
+    def list_workflows(
+        state: WorkflowState | None = None,
+        flow: str | None = None,
+        after: Annotated[str | None, Query(description="The last id of the previous page.")] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> WorkflowList:
+        """Workflows in id order, optionally in one state or of one flow."""
+        records = gateway.model.workflows(state=state, flow=flow, after=after, limit=limit)
+        return WorkflowList(
+            workflows=[summary_view(r) for r in records],
+            next_after=records[-1].workflow_id if len(records) == limit else None,
+        )
+
+    @v1.get(
+        "/workflows/{workflow_id:path}",
+        response_model=WorkflowDetail,
+        dependencies=[Depends(ready)],
+    )
+    def show_workflow(workflow_id: str) -> WorkflowDetail:
+        """One workflow: state, current step, history, pending timers, open gate."""
+        record = gateway.model.record(workflow_id)
+        if record is None:
+            raise UnknownWorkflow(
+                f"no workflow '{workflow_id}' is known to the gateway; check the id "
+                "(GET /v1/workflows lists them)",
+                workflow_id=workflow_id,
+            )
+        return detail_view(record, gateway.model.history(workflow_id))
+
+    @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
+    def health() -> JSONResponse:
+        """Readiness: 200 once the read model has caught up with the tracker, else 503."""
+        status = gateway.status()
+        body = Health(**status.__dict__)
+        return JSONResponse(body.model_dump(mode="json"), status_code=200 if status.ready else 503)
+
+    app.include_router(v1)
+    app.include_router(reviews_router(gateway, api_keys=api_keys))
+    _install_error_handlers(app)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    return app
+
+
+def error_response(status: int, message: str, detail: Any = None) -> JSONResponse:
+    return JSONResponse(
+        ErrorBody(error=message, detail=jsonable_encoder(detail)).model_dump(),
+        status_code=status,
+    )
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(GatewayError)
+    async def refused(request: Request, exc: GatewayError) -> JSONResponse:
+        return error_response(exc.status, str(exc), exc.detail)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        message = str(exc.detail)
+        if exc.status_code == 404:
+            message = f"no such endpoint: {request.method} {request.url.path}; see /openapi.json"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}; see /openapi.json"
+        return error_response(exc.status_code, message)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return validation_response(exc.errors())
+
+
+def validation_response(errors: Sequence[Any]) -> JSONResponse:
+    """400 for a body that is not JSON at all, 422 naming each wrong field otherwise."""
+    for error in errors:
+        if error.get("type") == "json_invalid":
+            reason = error.get("ctx", {}).get("error", "")
+            return error_response(
+                400,
+                f"the body is not valid JSON ({reason}); send a JSON object with "
+                "Content-Type: application/json",
+            )
+    problems = []
+    for error in errors:
+        location = [str(p) for p in error.get("loc", ()) if p != "body"]
+        problems.append(f"{'.'.join(location) or 'body'}: {error.get('msg')}")
+    return error_response(
+        422,
+        "the request is invalid: " + "; ".join(problems),
+        [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in errors],
+    )
+
+
+class BodyLimit:
+    """Refuses a body over the limit before the application reads it whole.
+
+    A declared ``Content-Length`` over the limit is answered at once; a chunked body
+    is counted as it arrives and stopped once it passes the limit.
+    """
+
+    def __init__(self, app: ASGIApp, *, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._refuse(scope, receive, send, int(declared))
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise self._too_large(seen)
+            return message
+
+        await self.app(scope, counted, send)
+
+    def _too_large(self, size: int) -> BodyTooLarge:
+        return BodyTooLarge(
+            f"the body has {size} bytes or more, over the gateway's limit of {self.limit}; "
+            "send a smaller body (a reference to the document, not the document)",
+            limit=self.limit,
+        )
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, size: int) -> None:
+        exc = self._too_large(size)
+        body = json.dumps({"error": str(exc), "detail": exc.detail}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

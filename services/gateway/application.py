@@ -1,0 +1,205 @@
+"""What the gateway does for a request, apart from HTTP: check, publish, remember.
+
+``Gateway`` holds the read model, the publisher and the flows; the API and the
+reviews page are thin shells around its methods, so both answer the same request
+the same way, and tests drive it without a server.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from gateway.decisions import Decision, check_decision, decision_event_id
+from gateway.exceptions import (
+    AlreadyDecided,
+    FlowNotLoaded,
+    NotReady,
+    PublishFailed,
+    UnknownWorkflow,
+)
+from gateway.follower import FollowerStatus
+from gateway.read_model import ReadModel
+from gateway.views import Accepted, DecisionAccepted
+from gateway.webhooks import WebhookCall, webhook_event_id
+from sagalog.contracts.models import Event
+from sagalog.errors import FlowDefinitionError, SagalogError
+from sagalog.events import GateDecided, WebhookReceived
+from sagalog.flows.model import Flow
+from sagalog.flows.registry import FlowRegistry
+from sagalog.publisher import PublishedEvent
+from sagalog.tracker.record import WorkflowRecord
+
+SOURCE = "sagalog/gateway"
+
+
+class Publisher(Protocol):
+    def publish_event(self, topic: str, event: Event, **metadata: Any) -> PublishedEvent: ...
+
+
+class Gateway:
+    """The gateway's use cases; thread-safe (the API runs them in a thread pool)."""
+
+    def __init__(
+        self,
+        *,
+        model: ReadModel,
+        publisher: Publisher,
+        flows: FlowRegistry,
+        secret: bytes,
+        status: Callable[[], FollowerStatus],
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.model = model
+        self.publisher = publisher
+        self.flows = flows
+        self.secret = secret
+        self.status = status
+        self.now = now
+        self._lock = threading.Lock()
+
+    def require_ready(self) -> None:
+        """Refuse to answer from a read model that has not caught up yet.
+
+        Raises:
+            NotReady: with the lag and what the follower waits for (503).
+        """
+        status = self.status()
+        if not status.ready:
+            waiting = f" (waiting for {status.waiting_for})" if status.waiting_for else ""
+            raise NotReady(
+                "the gateway is still reading the tracker's state"
+                f"{waiting}; retry in a few seconds (GET /healthz shows the progress)",
+                lag=status.lag,
+                last_error=status.last_error,
+            )
+
+    def flow_of(self, record: WorkflowRecord) -> Flow:
+        try:
+            return self.flows.get(record.flow, record.flow_version)
+        except FlowDefinitionError as exc:
+            raise FlowNotLoaded(
+                f"workflow '{record.workflow_id}' runs {record.flow} v{record.flow_version}, "
+                f"which this gateway has not loaded ({exc}); deploy the gateway with the "
+                "same topology/flows/ as the tracker",
+                workflow_id=record.workflow_id,
+            ) from None
+
+    def decide(
+        self,
+        *,
+        workflow_id: str,
+        token: str,
+        decision: Decision,
+        decided_by: str,
+        comment: str | None,
+    ) -> DecisionAccepted:
+        """Publish a person's decision, once.
+
+        Raises:
+            GatewayError: the refusals of ``check_decision``, ``AlreadyDecided`` when
+                the token was answered the other way, ``PublishFailed``.
+        """
+        self.require_ready()
+        event_id = decision_event_id(token, decision)
+        with self._lock:
+            repeat = self.model.accepted(event_id)
+            if repeat is not None and repeat["workflow_id"] == workflow_id:
+                return DecisionAccepted.model_validate({**repeat, "duplicate": True})
+            earlier = self.model.token_decision(token)
+            if earlier is not None and earlier["workflow_id"] == workflow_id:
+                raise AlreadyDecided(
+                    f"gate '{earlier['gate']}' of workflow '{workflow_id}' was already "
+                    f"decided through the gateway: {earlier['decision']} (event "
+                    f"{earlier['event_id']}); a decision cannot be changed",
+                    workflow_id=workflow_id,
+                    decision=earlier["decision"],
+                    event_id=earlier["event_id"],
+                )
+            record = self.model.record(workflow_id)
+            flow = self.flow_of(record) if record is not None else None
+            gate = check_decision(
+                record, workflow_id=workflow_id, token=token, secret=self.secret, flow=flow
+            )
+            assert record is not None and flow is not None
+            event = GateDecided(
+                gate=gate.gate,
+                token=token,
+                decision=decision.gate_decision,
+                decided_by=decided_by,
+                comment=comment,
+            )
+            published = self._publish(flow.topic, event, record, event_id=event_id)
+            accepted = DecisionAccepted(
+                **_placed(published, workflow_id),
+                gate=gate.gate,
+                decision=decision,
+                decided_by=decided_by,
+            )
+            self.model.remember(event_id, accepted.model_dump(mode="json"), token=token)
+            return accepted
+
+    def webhook(self, call: WebhookCall, *, idempotency_key: str | None) -> Accepted:
+        """Publish a webhook call as ``WebhookReceived`` on its workflow's topic.
+
+        Raises:
+            UnknownWorkflow: the workflow named is not known (404).
+            PublishFailed: Kafka did not take it (503).
+        """
+        self.require_ready()
+        event_id = webhook_event_id(call, idempotency_key)
+        with self._lock:
+            repeat = self.model.accepted(event_id) if event_id else None
+            if repeat is not None:
+                return Accepted.model_validate({**repeat, "duplicate": True})
+            record = self.model.record(call.workflow_id)
+            if record is None:
+                raise UnknownWorkflow(
+                    f"no workflow '{call.workflow_id}' is known to the gateway; the webhook "
+                    "was not published. Check the workflow_id in the callback URL",
+                    workflow_id=call.workflow_id,
+                )
+            flow = self.flow_of(record)
+            event = WebhookReceived(
+                kind=call.kind,
+                source=call.source,
+                payload_json=call.payload_json,
+                received_at=self.now(),
+            )
+            published = self._publish(flow.topic, event, record, event_id=event_id)
+            accepted = Accepted(**_placed(published, call.workflow_id))
+            if event_id is not None:
+                self.model.remember(event_id, accepted.model_dump(mode="json"), token=None)
+            return accepted
+
+    def _publish(
+        self, topic: str, event: Event, record: WorkflowRecord, *, event_id: str | None
+    ) -> PublishedEvent:
+        try:
+            return self.publisher.publish_event(
+                topic,
+                event,
+                workflow_id=record.workflow_id,
+                flow_version=record.flow_version,
+                event_id=event_id,
+                priority=record.priority.name,
+            )
+        except SagalogError as exc:
+            raise PublishFailed(
+                f"the event could not be published to {topic}: {exc}; nothing was "
+                "published, so the request can be retried as it is",
+                topic=topic,
+            ) from exc
+
+
+def _placed(published: PublishedEvent, workflow_id: str) -> dict[str, Any]:
+    return {
+        "event_id": published.headers.id,
+        "event_type": published.headers.type,
+        "workflow_id": workflow_id,
+        "topic": published.topic,
+        "partition": published.partition,
+        "offset": published.offset,
+    }

@@ -1,0 +1,100 @@
+"""What the gateway refuses, each with its HTTP status and what the caller should do.
+
+Every refusal is a ``GatewayError``; the API turns it into
+``{"error": <message>, "detail": <data>}`` with ``status``. The message is written
+for the person (or the script's log) that reads it: what was wrong, with which
+input, and what to do next.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sagalog.errors import SagalogError
+
+
+class GatewayError(SagalogError):
+    """Root of the gateway's refusals.
+
+    Attributes:
+        status: the HTTP status the API answers with.
+        detail: machine-readable context (the workflow, the gate, the state).
+    """
+
+    status: int = 400
+
+    def __init__(self, message: str, **detail: Any) -> None:
+        super().__init__(message)
+        self.detail = detail or None
+
+
+class MissingApiKey(GatewayError):
+    """No API key came with the request: send one in the X-API-Key header."""
+
+    status = 401
+
+
+class WrongApiKey(GatewayError):
+    """The API key is not one the gateway accepts: ask its operator for a valid key."""
+
+    status = 403
+
+
+class ForgedToken(GatewayError):
+    """The gate token was not signed by the tracker for this workflow."""
+
+    status = 403
+
+
+class UnknownWorkflow(GatewayError):
+    """The read model has no workflow with that id (or has not caught up with it yet)."""
+
+    status = 404
+
+
+class NoOpenGate(GatewayError):
+    """The workflow waits for no decision now: it was decided, or it never reached the gate."""
+
+    status = 409
+
+
+class ExpiredToken(GatewayError):
+    """The token is genuine but for an earlier opening of the gate, or another gate."""
+
+    status = 409
+
+
+class AlreadyDecided(GatewayError):
+    """The gate was already decided through this gateway, the other way."""
+
+    status = 409
+
+
+class MalformedBody(GatewayError):
+    """The request body is not what the endpoint takes (not JSON, wrong shape)."""
+
+    status = 400
+
+
+class BodyTooLarge(GatewayError):
+    """The request body is over ``GATEWAY_MAX_BODY_BYTES``."""
+
+    status = 413
+
+
+class NotReady(GatewayError):
+    """The read model is still catching up with the tracker; retry in a few seconds."""
+
+    status = 503
+
+
+class PublishFailed(GatewayError):
+    """Kafka did not take the event; nothing was published, so the request can be retried."""
+
+    status = 503
+
+
+class FlowNotLoaded(GatewayError):
+    """The workflow's flow version is not in the gateway's topology/flows: deploy it there."""
+
+    status = 500

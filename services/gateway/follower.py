@@ -1,0 +1,250 @@
+"""The background consumer that keeps the read model up to date.
+
+It reads two logs with a plain ``assign`` (no consumer group to rebalance, no
+offsets committed to Kafka): the tracker's records changelog (compacted: the latest
+record per workflow) and the transitions topic (every state change). Each batch of
+messages is written to RocksDB together with the offsets it reaches, and a restart
+resumes from those offsets.
+
+**Ready** means every partition has been read up to where it ended when the
+follower started (the high watermarks it saw then), so the gateway does not answer
+"unknown workflow" for one it simply has not read yet. **Lag** is how many records
+the broker holds beyond what the model has applied, refreshed every
+``lag_interval_s``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from gateway.read_model import ReadModel, TransitionEntry
+from gateway.settings import GatewaySettings
+from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.headers import H_ID, H_WORKFLOW_ID, header_dict
+from sagalog.errors import SagalogError
+
+log = logging.getLogger("sagalog.gateway")
+
+BATCH = 500
+POLL_S = 0.2
+RESTART_AFTER_S = 5.0
+
+
+@dataclass
+class FollowerStatus:
+    """What ``/healthz`` reports; replaced, never mutated, so readers need no lock."""
+
+    ready: bool = False
+    lag: int | None = None
+    waiting_for: str | None = None
+    applied: int = 0
+    skipped: int = 0
+    last_error: str | None = None
+    partitions: dict[str, int] = field(default_factory=dict)
+
+
+def transition_entry(payload: dict[str, Any], *, event_id: str) -> TransitionEntry:
+    """A decoded ``StateTransition`` payload as the read model keeps it."""
+    at = payload["at"]
+    at_ms = int(at.timestamp() * 1000) if isinstance(at, dt.datetime) else int(at)
+    return TransitionEntry(
+        event_id=event_id,
+        flow=payload["flow"],
+        flow_version=payload["flow_version"],
+        from_state=payload["from_state"],
+        to_state=payload["to_state"],
+        step=payload.get("step"),
+        from_step=payload.get("from_step"),
+        cause_event_id=payload["cause_event_id"],
+        time_in_previous_state_ms=payload["time_in_previous_state_ms"],
+        at_ms=at_ms,
+    )
+
+
+class Follower:
+    """Consumes the changelog and the transitions into the read model, in a thread."""
+
+    def __init__(self, settings: GatewaySettings, *, model: ReadModel, codec: EventCodec) -> None:
+        self.settings = settings
+        self.model = model
+        self.codec = codec
+        self.topics = (settings.records_changelog, settings.transitions_topic)
+        self.status = FollowerStatus(waiting_for="start")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._targets: dict[tuple[str, int], int] = {}
+        self._caught_up: set[tuple[str, int]] = set()
+        self._applied = 0
+        self._skipped = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._supervise, name="gateway-follower", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 10) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # -- the loop ------------------------------------------------------------------
+
+    def _supervise(self) -> None:
+        """Run the loop; after a failure, start again from the stored offsets."""
+        while not self._stop.is_set():
+            self._run()
+            self._stop.wait(RESTART_AFTER_S)
+
+    def _run(self) -> None:
+        config = self.settings.kafka_config(
+            **{
+                # Required by librdkafka, never used: partitions are assigned by hand.
+                "group.id": f"sagalog-gateway-{self.settings.instance_id}-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
+        )
+        config.pop("partitioner", None)  # a producer setting; a consumer warns about it
+        consumer = Consumer(config)
+        try:
+            assignment = self._wait_for_topics(consumer)
+            if assignment is None:
+                return
+            consumer.assign(assignment)
+            self._publish_status(last_error=None)
+            next_lag = 0.0
+            while not self._stop.is_set():
+                messages = consumer.consume(BATCH, POLL_S)
+                self._apply(messages)
+                if time.monotonic() >= next_lag:
+                    self._measure(consumer, assignment)
+                    next_lag = time.monotonic() + self.settings.lag_interval_s
+        except Exception as exc:  # the thread must report, not vanish
+            log.exception("the read model follower stopped")
+            self._publish_status(last_error=f"{exc.__class__.__name__}: {exc}", ready=False)
+        finally:
+            consumer.close()
+
+    def _wait_for_topics(self, consumer: Consumer) -> list[TopicPartition] | None:
+        """The assignment, once both topics exist; None when stopped while waiting."""
+        stored = self.model.positions()
+        self._targets.clear()
+        self._caught_up.clear()
+        while not self._stop.is_set():
+            metadata = consumer.list_topics(timeout=self.settings.connect_timeout_s)
+            missing = [
+                t for t in self.topics if t not in metadata.topics or metadata.topics[t].error
+            ]
+            if not missing:
+                break
+            self._publish_status(
+                waiting_for=f"topic {missing[0]} (has the saga tracker "
+                f"'{self.settings.tracker_app_id}' started?)"
+            )
+            self._stop.wait(1.0)
+        else:
+            return None
+        assignment = []
+        for topic in self.topics:
+            for partition in sorted(metadata.topics[topic].partitions):
+                offset = stored.get((topic, partition), OFFSET_BEGINNING)
+                assignment.append(TopicPartition(topic, partition, offset))
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=self.settings.connect_timeout_s
+                )
+                self._targets[(topic, partition)] = high
+                if offset != OFFSET_BEGINNING and offset >= high:
+                    self._caught_up.add((topic, partition))
+        log.info(
+            "following %s from %s",
+            ", ".join(self.topics),
+            "stored offsets" if stored else "the beginning",
+            extra={"sagalog": {"agent": "gateway", "action": "follow"}},
+        )
+        self._publish_status(waiting_for=None)
+        return assignment
+
+    def _apply(self, messages: list[Any]) -> None:
+        batch = self.model.batch()
+        positions: dict[tuple[str, int], int] = {}
+        for message in messages:
+            error = message.error()
+            place = (message.topic(), message.partition())
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    self._caught_up.add(place)
+                else:
+                    self._publish_status(last_error=error.str())
+                continue
+            try:
+                self._apply_one(batch, message)
+            except (SagalogError, ValueError, KeyError, TypeError) as exc:
+                self._skipped += 1
+                log.warning(
+                    "skipped %s[%d]@%d: %s",
+                    *place,
+                    message.offset(),
+                    exc,
+                    extra={"sagalog": {"agent": "gateway", "action": "skip"}},
+                )
+            positions[place] = message.offset() + 1
+            if message.offset() + 1 >= self._targets.get(place, 0):
+                self._caught_up.add(place)
+        for (topic, partition), offset in positions.items():
+            batch.advance(topic, partition, offset)
+        if positions:
+            self._applied += batch.size
+            batch.commit()
+        ready = bool(self._targets) and self._caught_up >= set(self._targets)
+        if ready != self.status.ready or positions:
+            self._publish_status(ready=ready)
+
+    def _apply_one(self, batch: Any, message: Any) -> None:
+        if message.topic() == self.settings.records_changelog:
+            key = message.key()
+            if not key:
+                raise ValueError("changelog record without a key")
+            batch.put_record(key.decode(), message.value())
+            return
+        headers = header_dict(message.headers())
+        workflow_id = headers.get(H_WORKFLOW_ID) or (message.key() or b"").decode()
+        payload = self.codec.decode(message.value()).payload
+        entry = transition_entry(payload, event_id=headers.get(H_ID, ""))
+        batch.add_transition(
+            workflow_id, entry, partition=message.partition(), offset=message.offset()
+        )
+
+    def _measure(self, consumer: Consumer, assignment: list[TopicPartition]) -> None:
+        positions = self.model.positions()
+        lag, by_partition = 0, {}
+        for tp in assignment:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(tp.topic, tp.partition), timeout=self.settings.connect_timeout_s
+            )
+            behind = max(0, high - max(low, positions.get((tp.topic, tp.partition), 0)))
+            lag += behind
+            by_partition[f"{tp.topic}[{tp.partition}]"] = behind
+        self._publish_status(lag=lag, partitions=by_partition)
+
+    def _publish_status(self, **changes: Any) -> None:
+        current = self.status
+        self.status = FollowerStatus(
+            ready=changes.get("ready", current.ready),
+            lag=changes.get("lag", current.lag),
+            waiting_for=changes.get("waiting_for", current.waiting_for),
+            applied=self._applied,
+            skipped=self._skipped,
+            last_error=changes.get("last_error", current.last_error),
+            partitions=changes.get("partitions", current.partitions),
+        )

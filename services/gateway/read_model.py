@@ -1,0 +1,281 @@
+"""The gateway's read model: the tracker's records, open gates and histories in RocksDB.
+
+Everything here is rebuilt from two logs (the tracker's records changelog and the
+transitions topic), so the store is a cache with a bookmark: the offset to resume
+each partition from is written in the same RocksDB write batch as the data it
+covers. A restart (or a crash) resumes exactly where the last batch ended, and
+deleting the directory just means reading the logs again from the beginning.
+
+Memory stays bounded whatever the number of workflows: state lives in RocksDB, a
+batch's in-flight records are the only thing held in a dict, and every listing is
+an ordered range scan with a limit.
+
+Key layout (one RocksDB, raw bytes, ``/``-separated prefixes)::
+
+    rec/<workflow>                     stored WorkflowRecord JSON, as the tracker wrote it
+    state/<state>/<workflow>           empty: the index behind ?state=
+    gate/<workflow>                    empty: the index of gates awaiting a person
+    hist/<len:06d><workflow><p:05d><offset:020d>   a TransitionEntry (JSON), log order
+    pos/<topic>\\x00<partition>         the next offset to read (ASCII)
+    accepted/<event id>                what the gateway published for a request (JSON)
+    token/<token>                      the decision accepted for a gate token (JSON)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+
+from sagalog.flows.states import WorkflowState
+from sagalog.tracker.record import WorkflowRecord
+
+_RECORD = b"rec/"
+_STATE = b"state/"
+_GATE = b"gate/"
+_HISTORY = b"hist/"
+_POSITION = b"pos/"
+_ACCEPTED = b"accepted/"
+_TOKEN = b"token/"
+
+MAX_HISTORY = 1_000
+"""Most transitions returned for one workflow (a reference workflow has about 15)."""
+
+
+class TransitionEntry(BaseModel):
+    """One ``StateTransition`` of a workflow, as the read model keeps it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    event_id: str
+    flow: str
+    flow_version: int
+    from_state: str
+    to_state: str
+    step: str | None = None
+    from_step: str | None = None
+    cause_event_id: str
+    time_in_previous_state_ms: int
+    at_ms: int
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The smallest key above every key that starts with ``prefix``."""
+    stem = prefix.rstrip(b"\xff")
+    return stem[:-1] + bytes([stem[-1] + 1])
+
+
+def _history_prefix(workflow_id: str) -> bytes:
+    """Length-prefixed, so workflow ``a`` never sees the history of ``a1``."""
+    raw = workflow_id.encode()
+    return _HISTORY + b"%06d" % len(raw) + raw
+
+
+def _state_key(state: str, workflow_id: str) -> bytes:
+    return _STATE + state.encode() + b"/" + workflow_id.encode()
+
+
+def _position_key(topic: str, partition: int) -> bytes:
+    return _POSITION + topic.encode() + b"\x00" + str(partition).encode()
+
+
+def _awaits_person(record: WorkflowRecord) -> bool:
+    return record.state is WorkflowState.PENDING_APPROVAL and record.gate is not None
+
+
+class ReadModel:
+    """The store; one process opens it (RocksDB locks the directory)."""
+
+    def __init__(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        self.path = path
+        self.db = Rdict(str(path), options)
+        # Rebuildable from the logs, and the bookmark rides in the same batch: a lost
+        # tail after a machine crash is read again, so writes need no fsync.
+        self._write_options = WriteOptions()
+        self._write_options.sync = False
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- writing (the follower) ----------------------------------------------------
+
+    def batch(self) -> ReadModelBatch:
+        return ReadModelBatch(self)
+
+    def _write(self, batch: WriteBatch) -> None:
+        self.db.write(batch, self._write_options)
+
+    # -- positions -----------------------------------------------------------------
+
+    def positions(self) -> dict[tuple[str, int], int]:
+        """The next offset to read per (topic, partition), as last committed."""
+        found: dict[tuple[str, int], int] = {}
+        for key, value in self._scan(_POSITION):
+            topic, _, partition = key[len(_POSITION) :].partition(b"\x00")
+            found[(topic.decode(), int(partition))] = int(value)
+        return found
+
+    # -- reading -------------------------------------------------------------------
+
+    def record(self, workflow_id: str) -> WorkflowRecord | None:
+        raw = self.db.get(_RECORD + workflow_id.encode())
+        return None if raw is None else WorkflowRecord.from_stored(json.loads(raw))
+
+    def workflows(
+        self,
+        *,
+        state: WorkflowState | None = None,
+        flow: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[WorkflowRecord]:
+        """Workflows in id order, from just after ``after``, at most ``limit``."""
+        found: list[WorkflowRecord] = []
+        if state is not None:
+            prefix = _STATE + state.value.encode() + b"/"
+            ids = (key[len(prefix) :].decode() for key, _ in self._scan(prefix, after))
+            records = (self.record(workflow_id) for workflow_id in ids)
+        else:
+            records = (
+                WorkflowRecord.from_stored(json.loads(value))
+                for _, value in self._scan(_RECORD, after)
+            )
+        for record in records:
+            if record is None or (flow is not None and record.flow != flow):
+                continue
+            found.append(record)
+            if len(found) >= limit:
+                break
+        return found
+
+    def open_gates(
+        self, *, assignee: str | None = None, flow: str | None = None, limit: int = 100
+    ) -> list[WorkflowRecord]:
+        """Workflows waiting at a gate for a person, in id order."""
+        found: list[WorkflowRecord] = []
+        for key, _ in self._scan(_GATE):
+            record = self.record(key[len(_GATE) :].decode())
+            if record is None or record.gate is None:
+                continue
+            if assignee is not None and record.gate.assignee != assignee:
+                continue
+            if flow is not None and record.flow != flow:
+                continue
+            found.append(record)
+            if len(found) >= limit:
+                break
+        return found
+
+    def history(self, workflow_id: str, *, limit: int = MAX_HISTORY) -> list[TransitionEntry]:
+        found = []
+        for _, value in self._scan(_history_prefix(workflow_id)):
+            found.append(TransitionEntry.model_validate_json(value))
+            if len(found) >= limit:
+                break
+        return found
+
+    def counts(self) -> dict[str, int]:
+        """Workflows by state: one index scan per state, keys only."""
+        return {
+            state.value: sum(1 for _ in self._scan(_STATE + state.value.encode() + b"/"))
+            for state in WorkflowState
+        }
+
+    # -- the request ledger (the API) ------------------------------------------------
+
+    def accepted(self, event_id: str) -> dict[str, Any] | None:
+        """What was published for the request whose event id is ``event_id``, if it was."""
+        raw = self.db.get(_ACCEPTED + event_id.encode())
+        return None if raw is None else dict(json.loads(raw))
+
+    def token_decision(self, token: str) -> dict[str, Any] | None:
+        """The decision already accepted for ``token``, if any."""
+        raw = self.db.get(_TOKEN + token.encode())
+        return None if raw is None else dict(json.loads(raw))
+
+    def remember(self, event_id: str, outcome: dict[str, Any], *, token: str | None) -> None:
+        """Record a published request, so a repeat is answered without publishing again."""
+        batch = WriteBatch(raw_mode=True)
+        value = json.dumps(outcome).encode()
+        batch.put(_ACCEPTED + event_id.encode(), value)
+        if token is not None:
+            batch.put(_TOKEN + token.encode(), value)
+        # Synced: losing it would let a repeated click publish a second event.
+        options = WriteOptions()
+        options.sync = True
+        self.db.write(batch, options)
+
+    # -- scanning ------------------------------------------------------------------
+
+    def _scan(self, prefix: bytes, after: str | None = None) -> Iterator[tuple[bytes, bytes]]:
+        options = ReadOptions()
+        options.set_iterate_upper_bound(_prefix_end(prefix))
+        start = prefix if after is None else prefix + after.encode() + b"\x00"
+        yield from self.db.items(from_key=start, read_opt=options)
+
+
+class ReadModelBatch:
+    """One atomic write: records, transitions and the positions they bring the model to."""
+
+    def __init__(self, model: ReadModel) -> None:
+        self.model = model
+        self.batch = WriteBatch(raw_mode=True)
+        self._records: dict[str, WorkflowRecord | None] = {}
+        self.size = 0
+
+    def _current(self, workflow_id: str) -> WorkflowRecord | None:
+        if workflow_id in self._records:
+            return self._records[workflow_id]
+        return self.model.record(workflow_id)
+
+    def put_record(self, workflow_id: str, value: bytes | None) -> None:
+        """Apply one changelog record: the stored record, or None when it was deleted.
+
+        Raises:
+            StoredRecordError: the value is not a workflow record this release reads;
+                nothing is written for it.
+            ValueError: the value is not JSON.
+        """
+        new = None if value is None else WorkflowRecord.from_stored(json.loads(value))
+        old = self._current(workflow_id)
+        key = workflow_id.encode()
+        if old is not None and (new is None or new.state is not old.state):
+            self.batch.delete(_state_key(old.state.value, workflow_id))
+        if new is None:
+            self.batch.delete(_RECORD + key)
+            self.batch.delete(_GATE + key)
+            prefix = _history_prefix(workflow_id)
+            self.batch.delete_range(prefix, _prefix_end(prefix))
+        else:
+            self.batch.put(_RECORD + key, value)
+            self.batch.put(_state_key(new.state.value, workflow_id), b"")
+            if _awaits_person(new):
+                self.batch.put(_GATE + key, b"")
+            else:
+                self.batch.delete(_GATE + key)
+        self._records[workflow_id] = new
+        self.size += 1
+
+    def add_transition(
+        self, workflow_id: str, entry: TransitionEntry, *, partition: int, offset: int
+    ) -> None:
+        """Append a transition; keyed by its log position, so reading it twice is harmless."""
+        key = _history_prefix(workflow_id) + b"%05d%020d" % (partition, offset)
+        self.batch.put(key, entry.model_dump_json().encode())
+        self.size += 1
+
+    def advance(self, topic: str, partition: int, next_offset: int) -> None:
+        self.batch.put(_position_key(topic, partition), str(next_offset).encode())
+
+    def commit(self) -> None:
+        self.model._write(self.batch)
+        self.batch = WriteBatch(raw_mode=True)
+        self._records.clear()
+        self.size = 0

@@ -1,0 +1,73 @@
+"""The gateway's settings: one class, env prefix ``GATEWAY_``.
+
+Connection fields come from ``ClientSettings`` (``GATEWAY_BOOTSTRAP_SERVERS``,
+``GATEWAY_SCHEMA_REGISTRY_URL``, ``GATEWAY_PROJECT_DIR`` and so on), so the gateway
+points at a cluster the way every sagalog client does.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
+
+from sagalog.settings import ClientSettings
+
+
+def _default_instance_id() -> str:
+    return socket.gethostname()
+
+
+class GatewaySettings(ClientSettings):
+    """One gateway process. Several may run side by side, each with its own ``data_dir``."""
+
+    model_config = SettingsConfigDict(env_prefix="GATEWAY_", env_file=".env", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list,
+        description="Keys accepted in the X-API-Key header, comma-separated in the "
+        "environment (GATEWAY_API_KEYS=k1,k2) so a key can be rotated without downtime.",
+    )
+    gate_secret: SecretStr = Field(
+        default=SecretStr(""),
+        description="Key of the HMAC gate tokens: the tracker's SAGALOG_TRACKER_GATE_SECRET.",
+    )
+    tracker_app_id: str = Field(
+        default="saga-tracker",
+        description="The tracker's faust app id; its records changelog is "
+        "<tracker_app_id>-records-changelog.",
+    )
+    transitions_topic: str = "sagalog.transitions"
+    data_dir: Path = Field(
+        default=Path("./data/gateway"),
+        description="The read model's RocksDB; one directory per gateway process, never shared.",
+    )
+    instance_id: str = Field(default_factory=_default_instance_id)
+    max_body_bytes: int = Field(
+        default=64 * 1024, ge=1024, description="Largest request body accepted (webhooks too)."
+    )
+    webhook_source: str = Field(
+        default="sagalog/gateway",
+        description="WebhookReceived.source when the caller sends no X-Webhook-Source header.",
+    )
+    lag_interval_s: float = Field(
+        default=2.0, gt=0, description="How often the follower asks the broker for its lag."
+    )
+    log_level: str = "INFO"
+    json_logs: bool = True
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [key.strip() for key in value.split(",") if key.strip()]
+        return value
+
+    @property
+    def records_changelog(self) -> str:
+        return f"{self.tracker_app_id}-records-changelog"

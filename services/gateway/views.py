@@ -1,0 +1,209 @@
+"""The JSON shapes the API takes and returns (and so its OpenAPI document).
+
+Request bodies are strict pydantic models, so a bad field is refused with a 422 that
+names it. Responses are built from the tracker's stored records by plain functions.
+Times are ISO 8601 in UTC.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.decisions import Decision
+from gateway.read_model import TransitionEntry
+from sagalog.tracker.record import WorkflowRecord
+
+
+def utc(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+
+
+class ErrorBody(BaseModel):
+    """Every error the gateway answers: a message to act on, and data to match on."""
+
+    error: str
+    detail: Any = None
+
+
+class DecisionRequest(BaseModel):
+    """A person's answer at a gate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str = Field(
+        min_length=1, max_length=200, description="From GateOpened or GET /v1/gates."
+    )
+    workflow_id: str = Field(min_length=1, max_length=256)
+    decision: Decision
+    decided_by: str = Field(min_length=1, max_length=200, description="Who decides (an email).")
+    comment: str | None = Field(default=None, max_length=2000)
+
+
+class Accepted(BaseModel):
+    """An event the gateway published (or had published already, for a repeat)."""
+
+    event_id: str
+    event_type: str
+    workflow_id: str
+    topic: str
+    partition: int
+    offset: int
+    duplicate: bool = Field(
+        default=False, description="True when this repeats an accepted request: nothing new."
+    )
+
+
+class DecisionAccepted(Accepted):
+    gate: str
+    decision: Decision
+    decided_by: str
+
+
+class GateView(BaseModel):
+    """A gate awaiting a person."""
+
+    workflow_id: str
+    flow: str
+    flow_version: int
+    gate: str
+    attempt: int
+    assignee: str
+    escalation_level: int
+    opened_at: dt.datetime
+    deadline: dt.datetime
+    token: str
+
+
+class TimerView(BaseModel):
+    kind: str
+    ref: str
+    due: dt.datetime
+
+
+class TransitionView(BaseModel):
+    event_id: str
+    from_state: str
+    to_state: str
+    step: str | None
+    at: dt.datetime
+    time_in_previous_state_ms: int
+    cause_event_id: str
+
+
+class WorkflowSummary(BaseModel):
+    workflow_id: str
+    flow: str
+    flow_version: int
+    state: str
+    current: str | None
+    priority: str
+    started_at: dt.datetime
+    entered_state_at: dt.datetime
+    terminal_reason: str | None
+
+
+class CompensationView(BaseModel):
+    cause: str
+    reason: str
+    in_flight: str | None
+    remaining: list[str]
+    undone: list[str]
+
+
+class WorkflowDetail(WorkflowSummary):
+    completed: list[str]
+    open_gate: GateView | None
+    pending_timers: list[TimerView]
+    compensation: CompensationView | None
+    history: list[TransitionView]
+
+
+class WorkflowList(BaseModel):
+    workflows: list[WorkflowSummary]
+    next_after: str | None = Field(
+        description="Pass as ?after= for the next page; null on the last page."
+    )
+
+
+class GateList(BaseModel):
+    gates: list[GateView]
+
+
+class Health(BaseModel):
+    ready: bool
+    lag: int | None
+    waiting_for: str | None
+    applied: int
+    skipped: int
+    last_error: str | None
+    partitions: dict[str, int]
+
+
+def gate_view(record: WorkflowRecord) -> GateView | None:
+    """The gate ``record`` waits at for a person, if it waits at one."""
+    gate = record.gate
+    if gate is None or record.state.value != "pending_approval":
+        return None
+    return GateView(
+        workflow_id=record.workflow_id,
+        flow=record.flow,
+        flow_version=record.flow_version,
+        gate=gate.gate,
+        attempt=gate.attempt,
+        assignee=gate.assignee,
+        escalation_level=gate.escalation_level,
+        opened_at=utc(gate.opened_at_ms),
+        deadline=utc(gate.deadline_ms),
+        token=gate.token,
+    )
+
+
+def summary_view(record: WorkflowRecord) -> WorkflowSummary:
+    return WorkflowSummary(
+        workflow_id=record.workflow_id,
+        flow=record.flow,
+        flow_version=record.flow_version,
+        state=record.state.value,
+        current=record.current,
+        priority=record.priority.name.lower(),
+        started_at=utc(record.started_at_ms),
+        entered_state_at=utc(record.entered_current_state_at_ms),
+        terminal_reason=record.terminal_reason,
+    )
+
+
+def detail_view(record: WorkflowRecord, history: list[TransitionEntry]) -> WorkflowDetail:
+    compensation = record.compensation
+    return WorkflowDetail(
+        **summary_view(record).model_dump(),
+        completed=list(record.completed_names),
+        open_gate=gate_view(record),
+        pending_timers=[
+            TimerView(kind=t.kind.value, ref=t.ref, due=utc(t.due_ms))
+            for t in sorted(record.timers, key=lambda t: t.due_ms)
+        ],
+        compensation=None
+        if compensation is None
+        else CompensationView(
+            cause=compensation.cause.value,
+            reason=compensation.reason,
+            in_flight=compensation.in_flight,
+            remaining=list(compensation.remaining),
+            undone=list(compensation.undone),
+        ),
+        history=[
+            TransitionView(
+                event_id=h.event_id,
+                from_state=h.from_state,
+                to_state=h.to_state,
+                step=h.step,
+                at=utc(h.at_ms),
+                time_in_previous_state_ms=h.time_in_previous_state_ms,
+                cause_event_id=h.cause_event_id,
+            )
+            for h in history
+        ],
+    )

@@ -1,0 +1,5 @@
+"""``python -m retrieval_agent``: run one instance of the retrieval agent."""
+
+from retrieval_agent.agent import agent, settings
+
+agent.run(settings)

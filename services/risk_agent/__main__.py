@@ -1,0 +1,5 @@
+"""``python -m risk_agent``: run one instance of the risk agent."""
+
+from risk_agent.agent import agent, settings
+
+agent.run(settings)

@@ -1,0 +1,179 @@
+"""Score a request's risk, offline or with a language model; publish RiskScored with
+its decision lineage."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Self
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from procurement.corpus import CORPUS_DIR, load_documents
+from procurement.events import PoliciesRetrieved, RequestClassified, RequestSubmitted, RiskScored
+from procurement.exceptions import ModelAnswerError
+from procurement.risk import (
+    OFFLINE_MODEL_ID,
+    RiskAssessment,
+    RiskInput,
+    build_messages,
+    parse_answer,
+    prompt_text,
+    score_offline,
+)
+from risk_agent.llm import chat_completion
+from sagalog.agents.context import HandlerContext
+from sagalog.agents.declaration import Agent
+from sagalog.agents.failures import NonRetryableError
+from sagalog.agents.lineage import DecisionLineage
+from sagalog.agents.settings import AgentSettings
+
+
+class RiskAgentSettings(AgentSettings):
+    """Settings of the risk agent (env prefix ``RISK_AGENT_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="RISK_AGENT_", env_file=".env", extra="ignore")
+
+    name: str = "risk-agent"
+    topic: str = "procurement.events"
+    corpus_dir: Path = CORPUS_DIR
+    llm_base_url: str | None = Field(
+        default=None,
+        description="An OpenAI-compatible API, e.g. https://api.openai.com/v1 or "
+        "http://127.0.0.1:8000/v1; unset, the offline model decides.",
+    )
+    llm_model: str = ""
+    llm_api_key: SecretStr = SecretStr("")
+    llm_timeout_s: float = Field(default=30.0, gt=0)
+    llm_json_mode: bool = Field(
+        default=True, description="Send response_format=json_object (off for servers without it)."
+    )
+
+    @model_validator(mode="after")
+    def _model_named(self) -> Self:
+        if self.llm_base_url and not self.llm_model:
+            raise ValueError(
+                "RISK_AGENT_LLM_BASE_URL is set but RISK_AGENT_LLM_MODEL is not: name the "
+                "model to ask, or unset the URL to use the offline model"
+            )
+        return self
+
+
+settings = RiskAgentSettings()
+agent = Agent(settings.name, topics=[settings.topic])
+_documents = load_documents(settings.corpus_dir)
+documents_by_id = {d.document_id: d for d in _documents}
+contracts = tuple(d for d in _documents if d.kind == "contract")
+
+
+def _required(ctx: HandlerContext, event_type: str, request_id: str) -> dict[str, object]:
+    payload = ctx.workflow.get(event_type)
+    if payload is None:
+        raise NonRetryableError(
+            f"workflow {ctx.workflow_id}: cannot score request {request_id}: the workflow has "
+            f"no {event_type}; the steps before score_risk must have run on this topic"
+        )
+    return payload
+
+
+def _latest_event_id(ctx: HandlerContext, event_type: str) -> str:
+    ids = [event_id for event_id, kind, _ in ctx.workflow.history if kind == event_type]
+    return ids[-1] if ids else ""
+
+
+def _offline(
+    facts: RiskInput, ctx: HandlerContext, input_refs: list[str]
+) -> tuple[RiskAssessment, DecisionLineage]:
+    prompt = json.dumps(facts.facts(), sort_keys=True, separators=(",", ":"))
+    lineage = ctx.decision(model_id=OFFLINE_MODEL_ID, prompt=prompt, input_refs=input_refs)
+    return score_offline(facts), lineage
+
+
+async def _with_model(
+    facts: RiskInput, ctx: HandlerContext, input_refs: list[str]
+) -> tuple[RiskAssessment, DecisionLineage]:
+    assert settings.llm_base_url is not None
+    messages = build_messages(facts)
+    try:
+        reply = await ctx.effect(
+            "llm.score_risk",
+            chat_completion,
+            settings.llm_base_url,
+            settings.llm_model,
+            messages,
+            api_key=settings.llm_api_key.get_secret_value(),
+            timeout_s=settings.llm_timeout_s,
+            json_mode=settings.llm_json_mode,
+        )
+        assessment = parse_answer(reply["content"])
+    except (ModelAnswerError, NonRetryableError) as exc:
+        fallback, lineage = _offline(facts, ctx, input_refs)
+        why = f"The language model {settings.llm_model}'s answer was rejected ({exc})"
+        return (
+            dataclasses.replace(
+                fallback,
+                rationale=f"{why}; the offline model scored instead. {fallback.rationale}",
+                factors=(
+                    *fallback.factors,
+                    "scored by the offline model: language model answer rejected",
+                ),
+            ),
+            lineage,
+        )
+    lineage = ctx.decision(
+        model_id=f"openai-compatible:{reply['model']}",
+        prompt=prompt_text(messages),
+        input_refs=input_refs,
+    )
+    return assessment, lineage
+
+
+@agent.handles(
+    PoliciesRetrieved,
+    step="score_risk",
+    dependencies=["llm"],
+    timeout_s=settings.llm_timeout_s + 5 if settings.llm_base_url else None,
+)
+async def score_risk(event: PoliciesRetrieved, ctx: HandlerContext) -> RiskScored:
+    request = RequestSubmitted.from_avro(
+        _required(ctx, RequestSubmitted.event_type, event.request_id)
+    )
+    classified = RequestClassified.from_avro(
+        _required(ctx, RequestClassified.event_type, event.request_id)
+    )
+    facts = RiskInput(
+        request_id=request.request_id,
+        title=request.title,
+        description=request.description,
+        category=classified.category,
+        confidence=classified.confidence,
+        amount=request.amount,
+        currency=request.currency,
+        vendor=request.vendor,
+        priority=str(request.priority),
+        # A document the corpus no longer has (another agent's newer corpus) is skipped.
+        documents=tuple(
+            documents_by_id[d.document_id]
+            for d in event.documents
+            if d.document_id in documents_by_id
+        ),
+        contracts=contracts,
+    )
+    input_refs = [
+        _latest_event_id(ctx, RequestSubmitted.event_type),
+        *(d.document_id for d in event.documents),
+    ]
+    if settings.llm_base_url:
+        assessment, lineage = await _with_model(facts, ctx, input_refs)
+    else:
+        assessment, lineage = _offline(facts, ctx, input_refs)
+    return RiskScored(
+        request_id=request.request_id,
+        score=assessment.score,
+        level=assessment.level,
+        rationale=assessment.rationale,
+        factors=list(assessment.factors),
+        lineage=lineage,
+    )

@@ -1,0 +1,226 @@
+"""``sagalog workflows`` and ``sagalog gates``: look at workflows and decide gates.
+
+Both talk to the gateway over HTTP (``SAGALOG_GATEWAY_URL``, ``SAGALOG_GATEWAY_API_KEY``).
+Exit codes: 0 done, 2 the gateway refused the request (its message says why), 3 the
+gateway is unreachable or not ready.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import urllib.parse
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
+from sagalog.flows.states import WorkflowState
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+STATES = tuple(state.value for state in WorkflowState)
+
+
+def _gateway_options(command: F) -> F:
+    command = click.option(
+        "--api-key", metavar="KEY", help="Gateway API key [env SAGALOG_GATEWAY_API_KEY]"
+    )(command)
+    command = click.option(
+        "--gateway-url",
+        metavar="URL",
+        help="The gateway [env SAGALOG_GATEWAY_URL; default http://127.0.0.1:8080]",
+    )(command)
+    return command
+
+
+def _client(ctx: click.Context) -> GatewayClient:
+    client = ctx.find_object(GatewayClient)
+    assert client is not None
+    return client
+
+
+def _connect(ctx: click.Context, gateway_url: str | None, api_key: str | None) -> None:
+    overrides: dict[str, Any] = {}
+    if gateway_url:
+        overrides["url"] = gateway_url
+    if api_key:
+        overrides["api_key"] = api_key
+    ctx.obj = GatewayClient(GatewayClientSettings(**overrides))
+
+
+def _time(text: str | None) -> str:
+    return "-" if not text else text.replace("T", " ").replace("Z", "").split(".")[0]
+
+
+def _table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+@click.group()
+@_gateway_options
+@click.pass_context
+def workflows(ctx: click.Context, gateway_url: str | None, api_key: str | None) -> None:
+    """Workflows as the gateway sees them: state, history, timers, open gate."""
+    _connect(ctx, gateway_url, api_key)
+
+
+@workflows.command("list")
+@click.option("--state", type=click.Choice(STATES), help="Only workflows in this state.")
+@click.option("--flow", help="Only workflows of this flow.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@click.option("--after", metavar="ID", help="Start after this workflow id (the next page).")
+@click.option("--json", "as_json", is_flag=True, help="Print the gateway's JSON answer.")
+@click.pass_context
+def list_workflows(
+    ctx: click.Context,
+    state: str | None,
+    flow: str | None,
+    limit: int,
+    after: str | None,
+    as_json: bool,
+) -> None:
+    """List workflows, optionally in one state or of one flow."""
+    answer = _client(ctx).get("/v1/workflows", state=state, flow=flow, limit=limit, after=after)
+    if as_json:
+        click.echo(json.dumps(answer, indent=2))
+        return
+    rows = [
+        [
+            w["workflow_id"],
+            f"{w['flow']} v{w['flow_version']}",
+            w["state"],
+            w["current"] or "-",
+            _time(w["entered_state_at"]),
+        ]
+        for w in answer["workflows"]
+    ]
+    if not rows:
+        click.echo("no workflows match", err=True)
+        return
+    _table(rows, ["WORKFLOW", "FLOW", "STATE", "CURRENT", "SINCE"])
+    if answer.get("next_after"):
+        click.echo(f"(more: --after {answer['next_after']})", err=True)
+
+
+@workflows.command("show")
+@click.argument("workflow_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the gateway's JSON answer.")
+@click.pass_context
+def show_workflow(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
+    """Show one workflow: state, history, pending timers and the open gate."""
+    w = _client(ctx).get(f"/v1/workflows/{urllib.parse.quote(workflow_id, safe='')}")
+    if as_json:
+        click.echo(json.dumps(w, indent=2))
+        return
+    click.echo(f"workflow  {w['workflow_id']}")
+    click.echo(f"flow      {w['flow']} v{w['flow_version']} ({w['priority']} priority)")
+    click.echo(f"state     {w['state']}" + (f" at {w['current']}" if w["current"] else ""))
+    click.echo(f"since     {_time(w['entered_state_at'])} (started {_time(w['started_at'])})")
+    if w["terminal_reason"]:
+        click.echo(f"reason    {w['terminal_reason']}")
+    if w["completed"]:
+        click.echo(f"done      {', '.join(w['completed'])}")
+    gate = w["open_gate"]
+    if gate:
+        click.echo(
+            f"\nopen gate {gate['gate']}: assignee {gate['assignee']} (level "
+            f"{gate['escalation_level']}), deadline {_time(gate['deadline'])}\n"
+            f"  token   {gate['token']}\n"
+            f"  decide  sagalog gates approve|reject {gate['token']} --workflow "
+            f"{w['workflow_id']}"
+        )
+    compensation = w["compensation"]
+    if compensation:
+        click.echo(
+            f"\ncompensating ({compensation['cause']}): {compensation['reason']}; in flight "
+            f"{compensation['in_flight'] or '-'}, undone {', '.join(compensation['undone']) or '-'}"
+        )
+    click.echo("\npending timers" + ("" if w["pending_timers"] else ": none"))
+    for timer in w["pending_timers"]:
+        click.echo(f"  {_time(timer['due'])}  {timer['kind']}  {timer['ref']}")
+    click.echo("\nhistory" + ("" if w["history"] else ": none yet"))
+    for move in w["history"]:
+        step = f" ({move['step']})" if move["step"] else ""
+        click.echo(f"  {_time(move['at'])}  {move['from_state']} -> {move['to_state']}{step}")
+
+
+@click.group()
+@_gateway_options
+@click.pass_context
+def gates(ctx: click.Context, gateway_url: str | None, api_key: str | None) -> None:
+    """Human gates: list the open ones, approve or reject with a gate token."""
+    _connect(ctx, gateway_url, api_key)
+
+
+@gates.command("list")
+@click.option("--assignee", help="Only gates held by this person.")
+@click.option("--flow", help="Only gates of this flow.")
+@click.option("--json", "as_json", is_flag=True, help="Print the gateway's JSON answer.")
+@click.pass_context
+def list_gates(ctx: click.Context, assignee: str | None, flow: str | None, as_json: bool) -> None:
+    """List the gates waiting for a person, with their tokens."""
+    answer = _client(ctx).get("/v1/gates", assignee=assignee, flow=flow)
+    if as_json:
+        click.echo(json.dumps(answer, indent=2))
+        return
+    rows = [
+        [
+            g["workflow_id"],
+            g["gate"],
+            g["assignee"],
+            str(g["escalation_level"]),
+            _time(g["deadline"]),
+            g["token"],
+        ]
+        for g in answer["gates"]
+    ]
+    if not rows:
+        click.echo("no gate is waiting for a decision", err=True)
+        return
+    _table(rows, ["WORKFLOW", "GATE", "ASSIGNEE", "LEVEL", "DEADLINE", "TOKEN"])
+
+
+def _decide(decision: str) -> click.Command:
+    @click.command(decision)
+    @click.argument("token")
+    @click.option("--workflow", "workflow_id", required=True, help="The workflow the gate is in.")
+    @click.option("--by", "decided_by", help="Who decides [default: the login name].")
+    @click.option("--comment", help="Why; kept in the GateDecided event.")
+    @click.pass_context
+    def command(
+        ctx: click.Context,
+        token: str,
+        workflow_id: str,
+        decided_by: str | None,
+        comment: str | None,
+    ) -> None:
+        answer = _client(ctx).post(
+            "/v1/gates/decisions",
+            {
+                "token": token,
+                "workflow_id": workflow_id,
+                "decision": decision,
+                "decided_by": decided_by or getpass.getuser(),
+                **({"comment": comment} if comment else {}),
+            },
+        )
+        verb = "approved" if decision == "approve" else "rejected"
+        repeat = " (already recorded: nothing new published)" if answer.get("duplicate") else ""
+        click.echo(
+            f"{verb} gate '{answer['gate']}' of {answer['workflow_id']}{repeat}: event "
+            f"{answer['event_id']} on {answer['topic']}[{answer['partition']}]@{answer['offset']}"
+        )
+
+    command.help = (
+        f"{decision.capitalize()} the gate that TOKEN opens (from `sagalog gates list` "
+        "or the gate's notification)."
+    )
+    return command
+
+
+gates.add_command(_decide("approve"))
+gates.add_command(_decide("reject"))

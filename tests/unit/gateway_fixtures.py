@@ -1,0 +1,44 @@
+"""Shared pieces of the gateway's unit tests: the reference flow and records the
+tracker's own rules produced, so the gateway is tested on what the tracker writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.flows.loader import load_flow_file
+from sagalog.flows.model import Flow
+from sagalog.topology.loader import load_topology
+from sagalog.tracker.record import WorkflowRecord
+from sagalog.tracker.testing import VirtualTracker
+
+SECRET = b"unit-test-gate-secret-32-bytes!!"
+T0 = 1_700_000_000_000
+BEFORE_GATE = (
+    "procurement.v1.RequestSubmitted",
+    "procurement.v1.RequestClassified",
+    "procurement.v1.PoliciesRetrieved",
+    "procurement.v1.RiskScored",
+    "procurement.v1.BudgetReserved",
+)
+
+
+def reference_flow(repo_root: Path, catalog: SchemaCatalog) -> Flow:
+    topology = load_topology(repo_root / "topology", known_schemas=catalog)
+    return load_flow_file(
+        repo_root / "topology/flows/procurement.v1.yaml", catalog=catalog, topology=topology
+    )
+
+
+def tracked(flow: Flow, workflow_id: str, *event_types: str) -> VirtualTracker:
+    """A tracker that ran ``event_types`` for ``workflow_id``, a minute apart."""
+    tracker = VirtualTracker([flow], secret=SECRET, now_ms=T0, echo=False)
+    for event_type in event_types:
+        tracker.send(event_type, workflow_id)
+        tracker.advance(60_000)
+    return tracker
+
+
+def at_gate(flow: Flow, workflow_id: str = "wf-1") -> WorkflowRecord:
+    """A record waiting at manager_approval, attempt 1."""
+    return tracked(flow, workflow_id, *BEFORE_GATE).record(workflow_id)

@@ -1,0 +1,430 @@
+"""The gateway's HTTP API through FastAPI's TestClient: a real read model (RocksDB in a
+temporary directory) filled with records the tracker's rules produced, and a publisher
+that keeps what it is asked to publish instead of sending it to Kafka."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gateway.api import create_app
+from gateway.application import Gateway
+from gateway.decisions import Decision, decision_event_id
+from gateway.follower import FollowerStatus
+from gateway.read_model import ReadModel, TransitionEntry
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.contracts.headers import EventHeaders, new_event_id
+from sagalog.contracts.models import Event
+from sagalog.errors import ServiceUnavailableError
+from sagalog.events import GateDecided, WebhookReceived
+from sagalog.flows.model import Flow
+from sagalog.flows.registry import FlowRegistry
+from sagalog.publisher import PublishedEvent
+from sagalog.tracker import gate_token
+
+from .gateway_fixtures import BEFORE_GATE, SECRET, at_gate, reference_flow, tracked
+
+KEY = "unit-key-1"
+OTHER_KEY = "unit-key-2"
+LIMIT = 2048
+
+
+@dataclass
+class KeptPublisher:
+    sent: list[tuple[str, Event, dict[str, Any]]] = field(default_factory=list)
+    down: bool = False
+
+    def publish_event(self, topic: str, event: Event, **metadata: Any) -> PublishedEvent:
+        if self.down:
+            raise ServiceUnavailableError("Kafka at test:9092 did not acknowledge the event")
+        self.sent.append((topic, event, metadata))
+        headers = EventHeaders(
+            id=metadata.get("event_id") or new_event_id(),
+            type=event.event_type,
+            source="sagalog/gateway",
+            workflow_id=metadata["workflow_id"],
+        )
+        return PublishedEvent(topic=topic, partition=0, offset=len(self.sent) - 1, headers=headers)
+
+
+@dataclass
+class Rig:
+    client: TestClient
+    model: ReadModel
+    publisher: KeptPublisher
+    statuses: dict[str, FollowerStatus]
+    flow: Flow
+
+    def set_status(self, status: FollowerStatus) -> None:
+        self.statuses["now"] = status
+
+    def post(self, path: str, body: Any, *, key: str | None = KEY, **kw: Any) -> Any:
+        headers = {"X-API-Key": key} if key else {}
+        headers.update(kw.pop("headers", {}))
+        return self.client.post(path, json=body, headers=headers, **kw)
+
+    def get(self, path: str, *, key: str | None = KEY, **params: Any) -> Any:
+        headers = {"X-API-Key": key} if key else {}
+        return self.client.get(path, headers=headers, params=params)
+
+
+@pytest.fixture(scope="module")
+def flow(repo_root: Path, catalog: SchemaCatalog) -> Flow:
+    return reference_flow(repo_root, catalog)
+
+
+@pytest.fixture
+def rig(tmp_path: Path, flow: Flow) -> Iterator[Rig]:
+    model = ReadModel(tmp_path / "rm")
+    batch = model.batch()
+    for record in (
+        at_gate(flow, "wf-1"),
+        at_gate(flow, "wf-2"),
+        tracked(flow, "wf-3", *BEFORE_GATE[:2]).record("wf-3"),
+    ):
+        batch.put_record(record.workflow_id, json.dumps(record.to_stored()).encode())
+    batch.add_transition(
+        "wf-1",
+        TransitionEntry(
+            event_id="t-1",
+            flow="procurement",
+            flow_version=1,
+            from_state="initiated",
+            to_state="running",
+            step="classify_request",
+            cause_event_id="c-1",
+            time_in_previous_state_ms=0,
+            at_ms=1_700_000_000_000,
+        ),
+        partition=0,
+        offset=0,
+    )
+    batch.commit()
+    publisher = KeptPublisher()
+    statuses = {"now": FollowerStatus(ready=True, lag=0)}
+    gateway = Gateway(
+        model=model,
+        publisher=publisher,
+        flows=FlowRegistry([flow]),
+        secret=SECRET,
+        status=lambda: statuses["now"],
+    )
+    app = create_app(
+        gateway,
+        api_keys=[KEY.encode(), OTHER_KEY.encode()],
+        max_body_bytes=LIMIT,
+        webhook_source="sagalog/gateway",
+    )
+    yield Rig(TestClient(app), model, publisher, statuses, flow)
+    model.close()
+
+
+def token_of(rig: Rig, workflow_id: str) -> str:
+    record = rig.model.record(workflow_id)
+    assert record is not None and record.gate is not None
+    return record.gate.token
+
+
+def decision(rig: Rig, workflow_id: str = "wf-1", **changes: Any) -> dict[str, Any]:
+    return {
+        "token": token_of(rig, "wf-1"),
+        "workflow_id": workflow_id,
+        "decision": "approve",
+        "decided_by": "ann@example.com",
+        **changes,
+    }
+
+
+def assert_error(reply: Any, status: int, *words: str) -> dict[str, Any]:
+    assert reply.status_code == status, reply.text
+    body = reply.json()
+    assert set(body) == {"error", "detail"}, body
+    for word in words:
+        assert word in body["error"], body["error"]
+    return dict(body)
+
+
+# -- keys ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/v1/gates", "/v1/workflows", "/v1/workflows/wf-1"])
+def test_v1_needs_an_api_key_401_without_and_403_with_a_wrong_one(rig: Rig, path: str) -> None:
+    assert_error(rig.get(path, key=None), 401, "X-API-Key")
+    assert_error(rig.get(path, key="guess"), 403, "not valid")
+    assert rig.get(path, key=OTHER_KEY).status_code == 200
+
+
+def test_a_post_without_a_key_is_refused_before_its_body_is_looked_at(rig: Rig) -> None:
+    assert_error(rig.post("/v1/gates/decisions", {"junk": 1}, key=None), 401)
+    assert_error(rig.post("/v1/webhooks/x", {"workflow_id": "wf-1"}, key="nope"), 403)
+    assert rig.publisher.sent == []
+
+
+def test_health_and_openapi_need_no_key(rig: Rig) -> None:
+    health = rig.client.get("/healthz")
+    assert health.status_code == 200 and health.json()["ready"] is True
+    spec = rig.client.get("/openapi.json").json()
+    assert "/v1/gates/decisions" in spec["paths"]
+    assert "X-API-Key" in json.dumps(spec["components"]["securitySchemes"])
+
+
+def test_while_catching_up_reads_and_decisions_answer_503(rig: Rig) -> None:
+    rig.set_status(FollowerStatus(ready=False, lag=42, waiting_for="topic x"))
+    assert rig.client.get("/healthz").status_code == 503
+    body = assert_error(rig.get("/v1/gates"), 503, "still reading", "retry")
+    assert body["detail"]["lag"] == 42
+    assert_error(rig.post("/v1/gates/decisions", decision(rig)), 503)
+    assert rig.publisher.sent == []
+
+
+# -- gates ---------------------------------------------------------------------------
+
+
+def test_open_gates_are_listed_with_their_tokens(rig: Rig) -> None:
+    gates = rig.get("/v1/gates").json()["gates"]
+    assert [(g["workflow_id"], g["gate"], g["assignee"]) for g in gates] == [
+        ("wf-1", "manager_approval", "managers@procurement.example"),
+        ("wf-2", "manager_approval", "managers@procurement.example"),
+    ]
+    assert gates[0]["token"] == token_of(rig, "wf-1")
+    assert gates[0]["escalation_level"] == 0 and gates[0]["deadline"] > gates[0]["opened_at"]
+    assert rig.get("/v1/gates", assignee="someone@else").json() == {"gates": []}
+    assert len(rig.get("/v1/gates", flow="procurement").json()["gates"]) == 2
+
+
+def test_a_decision_publishes_gate_decided_once(rig: Rig) -> None:
+    reply = rig.post("/v1/gates/decisions", decision(rig, comment="fine"))
+    assert reply.status_code == 202, reply.text
+    accepted = reply.json()
+    token = token_of(rig, "wf-1")
+    assert accepted["event_id"] == decision_event_id(token, Decision.APPROVE)
+    assert accepted["duplicate"] is False and accepted["gate"] == "manager_approval"
+    [(topic, event, metadata)] = rig.publisher.sent
+    assert topic == rig.flow.topic
+    assert event == GateDecided(
+        gate="manager_approval",
+        token=token,
+        decision="APPROVED",
+        decided_by="ann@example.com",
+        comment="fine",
+    )
+    assert metadata["workflow_id"] == "wf-1" and metadata["flow_version"] == 1
+
+    again = rig.post("/v1/gates/decisions", decision(rig, comment="fine"))
+    assert again.status_code == 202
+    assert again.json() == {**accepted, "duplicate": True}
+    assert len(rig.publisher.sent) == 1
+
+
+def test_the_other_answer_after_a_decision_is_409(rig: Rig) -> None:
+    assert rig.post("/v1/gates/decisions", decision(rig)).status_code == 202
+    body = assert_error(
+        rig.post("/v1/gates/decisions", decision(rig, decision="reject")), 409, "already decided"
+    )
+    assert body["detail"]["decision"] == "approve"
+    assert len(rig.publisher.sent) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "words"),
+    [
+        ({"workflow_id": "wf-404"}, 404, ("no workflow 'wf-404'",)),
+        ({"workflow_id": "wf-3"}, 409, ("waits for no decision",)),
+        ({"token": gate_token(SECRET, "wf-2", "manager_approval", 1)}, 403, ("does not belong",)),
+        ({"token": "g1.forged"}, 403, ("does not belong",)),
+    ],
+)
+def test_refused_decisions_publish_nothing(
+    rig: Rig, change: dict[str, Any], status: int, words: tuple[str, ...]
+) -> None:
+    assert_error(rig.post("/v1/gates/decisions", decision(rig, **change)), status, *words)
+    assert rig.publisher.sent == []
+
+
+def test_malformed_json_is_400_and_a_bad_field_422_naming_it(rig: Rig) -> None:
+    reply = rig.client.post(
+        "/v1/gates/decisions",
+        content=b'{"token": "g1.x", ',
+        headers={"X-API-Key": KEY, "Content-Type": "application/json"},
+    )
+    assert_error(reply, 400, "not valid JSON")
+    body = assert_error(
+        rig.post("/v1/gates/decisions", decision(rig, decision="maybe")), 422, "decision"
+    )
+    assert body["detail"][0]["loc"] == ["body", "decision"]
+    missing = {k: v for k, v in decision(rig).items() if k != "decided_by"}
+    assert_error(rig.post("/v1/gates/decisions", missing), 422, "decided_by", "Field required")
+    assert_error(rig.post("/v1/gates/decisions", decision(rig, extra=1)), 422, "extra")
+    assert rig.publisher.sent == []
+
+
+def test_kafka_down_is_503_and_a_retry_then_publishes(rig: Rig) -> None:
+    rig.publisher.down = True
+    assert_error(rig.post("/v1/gates/decisions", decision(rig)), 503, "can be retried")
+    rig.publisher.down = False
+    assert rig.post("/v1/gates/decisions", decision(rig)).status_code == 202
+    assert len(rig.publisher.sent) == 1
+
+
+# -- webhooks ------------------------------------------------------------------------
+
+
+def test_a_webhook_becomes_webhook_received_on_the_workflow_topic(rig: Rig) -> None:
+    reply = rig.post(
+        "/v1/webhooks/signature.completed?workflow_id=wf-3",
+        {"envelope": "E-1", "status": "signed"},
+        headers={"X-Webhook-Source": "docusign"},
+    )
+    assert reply.status_code == 202, reply.text
+    [(topic, event, metadata)] = rig.publisher.sent
+    assert topic == rig.flow.topic and metadata["workflow_id"] == "wf-3"
+    assert isinstance(event, WebhookReceived)
+    assert (event.kind, event.source) == ("signature.completed", "docusign")
+    assert json.loads(event.payload_json) == {"envelope": "E-1", "status": "signed"}
+    assert reply.json()["event_type"] == "sagalog.v1.WebhookReceived"
+
+
+def test_a_webhook_may_name_its_workflow_in_the_body_and_be_retried_once(rig: Rig) -> None:
+    headers = {"Idempotency-Key": "delivery-7"}
+    first = rig.post("/v1/webhooks/payment", {"workflow_id": "wf-2"}, headers=headers)
+    second = rig.post("/v1/webhooks/payment", {"workflow_id": "wf-2"}, headers=headers)
+    assert first.status_code == second.status_code == 202
+    assert second.json() == {**first.json(), "duplicate": True}
+    assert len(rig.publisher.sent) == 1
+    assert rig.publisher.sent[0][1].source == "sagalog/gateway"
+
+
+def test_bad_webhooks_get_a_4xx_with_a_message_and_publish_nothing(rig: Rig) -> None:
+    send = rig.client.post
+    headers = {"X-API-Key": KEY, "Content-Type": "application/json"}
+    assert_error(
+        send("/v1/webhooks/x?workflow_id=wf-1", content=b"{oops", headers=headers),
+        400,
+        "not valid JSON",
+        "line 1 column 2",
+    )
+    assert_error(send("/v1/webhooks/x", content=b"[1, 2]", headers=headers), 400, "workflow_id")
+    assert_error(
+        send("/v1/webhooks/x?workflow_id=wf-1", content=b"", headers=headers), 400, "empty"
+    )
+    assert_error(rig.post("/v1/webhooks/x?workflow_id=nope", {}), 404, "no workflow 'nope'")
+    assert_error(rig.post("/v1/webhooks/Bad Kind?workflow_id=wf-1", {}), 400, "not a valid name")
+    big = {"workflow_id": "wf-1", "blob": "x" * LIMIT}
+    assert_error(rig.post("/v1/webhooks/x", big), 413, "over the gateway's limit of 2048")
+    assert rig.publisher.sent == []
+
+
+def test_a_chunked_body_over_the_limit_is_stopped_too(rig: Rig) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"workflow_id": "wf-1", "blob": "'
+        for _ in range(10):
+            yield b"x" * 512
+        yield b'"}'
+
+    reply = rig.client.post(
+        "/v1/webhooks/x",
+        content=chunks(),
+        headers={"X-API-Key": KEY, "Content-Type": "application/json"},
+    )
+    assert_error(reply, 413, "limit")
+    assert rig.publisher.sent == []
+
+
+# -- workflows -----------------------------------------------------------------------
+
+
+def test_workflows_are_listed_by_state_and_flow(rig: Rig) -> None:
+    waiting = rig.get("/v1/workflows", state="pending_approval").json()
+    assert [w["workflow_id"] for w in waiting["workflows"]] == ["wf-1", "wf-2"]
+    assert waiting["next_after"] is None
+    page = rig.get("/v1/workflows", limit=1).json()
+    assert [w["workflow_id"] for w in page["workflows"]] == ["wf-1"]
+    assert page["next_after"] == "wf-1"
+    assert rig.get("/v1/workflows", flow="other").json()["workflows"] == []
+    assert_error(rig.get("/v1/workflows", state="sleeping"), 422, "state")
+
+
+def test_a_workflow_shows_state_history_timers_and_its_open_gate(rig: Rig) -> None:
+    shown = rig.get("/v1/workflows/wf-1").json()
+    assert shown["state"] == "pending_approval" and shown["current"] == "manager_approval"
+    assert shown["open_gate"]["token"] == token_of(rig, "wf-1")
+    assert [h["event_id"] for h in shown["history"]] == ["t-1"]
+    kinds = {t["kind"] for t in shown["pending_timers"]}
+    assert {"gate_escalation", "gate_deadline", "workflow_deadline"} <= kinds
+    assert "reserve_budget" in shown["completed"]
+    assert_error(rig.get("/v1/workflows/nope"), 404, "no workflow 'nope'")
+
+
+def test_an_unknown_endpoint_is_a_json_404(rig: Rig) -> None:
+    assert_error(rig.get("/v2/things"), 404, "no such endpoint")
+
+
+# -- the reviews page ----------------------------------------------------------------
+
+
+def test_the_reviews_page_without_a_key_asks_for_one(rig: Rig) -> None:
+    page = rig.client.get("/reviews")
+    assert page.status_code == 401
+    assert 'name="api_key"' in page.text and "X-API-Key" in page.text
+    assert rig.client.get("/reviews", params={"api_key": "wrong"}).status_code == 403
+
+
+def test_the_reviews_page_lists_gates_with_forms_that_decide(rig: Rig) -> None:
+    page = rig.client.get("/reviews", params={"api_key": KEY})
+    assert page.status_code == 200
+    assert page.headers["referrer-policy"] == "no-referrer"
+    assert page.text.count('action="/reviews/decisions"') == 2
+    assert f'value="{token_of(rig, "wf-1")}"' in page.text
+    assert f'name="api_key" value="{KEY}"' in page.text
+
+    form = {
+        "api_key": KEY,
+        "workflow_id": "wf-1",
+        "token": token_of(rig, "wf-1"),
+        "decided_by": "ann@example.com",
+        "comment": "",
+        "decision": "reject",
+    }
+    reply = rig.client.post("/reviews/decisions", data=form, follow_redirects=False)
+    assert reply.status_code == 303
+    assert reply.headers["location"].startswith("/reviews?notice=")
+    [(_, event, _)] = rig.publisher.sent
+    assert event.decision == "REJECTED" and event.comment is None
+
+    # Until the tracker closes the gate, the row says what was decided, with no buttons.
+    after = rig.client.get(reply.headers["location"])
+    assert "wf-1: gate &#x27;manager_approval&#x27; rejected." in after.text
+    assert "rejected by ann@example.com: waiting for the workflow" in after.text
+    assert after.text.count('action="/reviews/decisions"') == 1
+
+
+def test_a_header_key_is_never_written_into_the_page(rig: Rig) -> None:
+    page = rig.client.get("/reviews", headers={"X-API-Key": KEY})
+    assert page.status_code == 200 and KEY not in page.text
+
+
+def test_a_refused_form_post_shows_why_and_publishes_nothing(rig: Rig) -> None:
+    form = {"api_key": KEY, "workflow_id": "wf-1", "token": "g1.forged", "decided_by": "x"}
+    form["decision"] = "approve"
+    reply = rig.client.post("/reviews/decisions", data=form)
+    assert reply.status_code == 403
+    assert 'role="alert"' in reply.text and "does not belong" in reply.text
+    assert rig.publisher.sent == []
+
+
+def test_everything_on_the_page_is_escaped(rig: Rig, flow: Flow) -> None:
+    evil = "<script>alert(1)</script>"
+    record = at_gate(flow, evil)
+    batch = rig.model.batch()
+    batch.put_record(evil, json.dumps(record.to_stored()).encode())
+    batch.commit()
+    page = rig.client.get("/reviews", params={"api_key": KEY, "notice": evil, "by": '"><b>'})
+    assert "<script>" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+    assert "&quot;&gt;&lt;b&gt;" in page.text
