@@ -7,7 +7,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up down status demo test unit integration lint format clean
+
+.PHONY: install up down status demo first-touch test unit integration lint format clean bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +27,12 @@ down:
 status: install
 	$(BIN)/sagalog dev status
 
+# The procurement approval end to end: 12 services as processes, ~200 requests.
 demo: up
+	PYTHONPATH=services $(BIN)/python -m demo
+
+# Publish two events of one workflow and read them back: the CLI's first touch.
+first-touch: up
 	SAGALOG=$(BIN)/sagalog deploy/demo/first-touch.sh
 
 lint: install
@@ -49,7 +55,7 @@ test: up lint
 
 .PHONY: bench
 bench: up
-	$(BIN)/python -m tests.bench
+	PYTHONPATH=services $(BIN)/python -m tests.bench
 
 clean: down
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

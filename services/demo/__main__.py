@@ -1,0 +1,259 @@
+"""``python -m demo``: the procurement approval end to end, every service its own process.
+
+Run by ``make demo`` after the local stack is up. It applies the topology, starts
+the three stand-ins, the saga tracker (virtual clock), the gateway and the six agent
+services, submits a mix of requests, plays the managers and the calendar (see
+``driver``), and ends with a summary table, the audit trail of one compensated
+workflow, and ``demo-summary.json``. The services are stopped at the end; Kafka and
+the registry keep running (``make down`` stops them). Exit 0 when every workflow
+ended as planned, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import secrets
+import statistics
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from demo.driver import Driver, bar, history
+from demo.fleet import Fleet, FleetConfig
+from demo.scenario import FAILING_VENDOR, Plan, Request, build_mix, mix_counts
+from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
+from sagalog.cluster import connect_admin
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.headers import header_dict
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.errors import SagalogError
+from sagalog.settings import ClientSettings
+from sagalog.topology.apply import TopologyClient
+from sagalog.topology.loader import load_topology
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__)
+    parser.add_argument("--count", type=int, default=200, help="requests to submit")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--summary", type=Path, default=REPO / "demo-summary.json")
+    parser.add_argument("--run-dir", type=Path, default=Path.home() / ".local/state/sagalog/demo")
+    args = parser.parse_args(argv)
+    settings = ClientSettings(project_dir=str(REPO))
+    run_id = f"demo{dt.datetime.now(dt.UTC):%m%d%H%M}{uuid.uuid4().hex[:4]}"
+    try:
+        return run(settings, args, run_id)
+    except SagalogError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
+    connect_admin(settings)
+    catalog = SchemaCatalog.load(REPO / "schemas")
+    say("applying the topology (topics, schemas, compatibility rules)")
+    client = TopologyClient(settings, catalog)
+    topology = load_topology(REPO / "topology", known_schemas=catalog)
+    list(client.apply(client.plan(topology), force=False, report=lambda _: None))
+
+    api_key = secrets.token_urlsafe(24)
+    config = FleetConfig(
+        run_dir=args.run_dir / run_id,
+        settings=settings,
+        gate_secret=secrets.token_urlsafe(32),
+        api_key=api_key,
+    )
+    fleet = Fleet(config)
+    requests = build_mix(run_id, args.count, seed=args.seed)
+    started = time.monotonic()
+    try:
+        say(f"starting 12 services (logs in {config.run_dir / 'logs'})")
+        fleet.start_all()
+        fleet.faults("erp", fail_when={"vendor": FAILING_VENDOR})
+        fleet.wait_gateway_ready()
+        gateway = GatewayClient(
+            GatewayClientSettings(url=fleet.urls["gateway"], api_key=api_key, timeout_s=30)
+        )
+        say(f"{len(requests)} requests: {dict(Counter(r.plan.value for r in requests))}")
+        driver = Driver(
+            settings=settings,
+            catalog=catalog,
+            gateway=gateway,
+            topic=config.topic,
+            tracker_app_id=config.tracker_app_id,
+            requests=requests,
+            progress=bar,
+        )
+        driver.run()
+        ends = driver.end_states()
+        summary = summarize(requests, ends, driver, gateway, time.monotonic() - started)
+        print_summary(summary)
+        example = next((r for r in requests if r.plan is Plan.FAIL), None)
+        if example is not None:
+            print_audit(settings, catalog, config.topic, gateway, example)
+        args.summary.write_text(json.dumps(summary, indent=2) + "\n")
+        say(f"summary written to {args.summary}")
+        dead = fleet.dead()
+        if dead:
+            say("services that crashed: " + ", ".join(s.name for s in dead))
+        return 0 if summary["stuck"] == 0 and summary["matches_mix"] else 1
+    finally:
+        say("stopping the services (Kafka and the registry keep running; `make down` stops them)")
+        fleet.stop_all()
+
+
+def summarize(
+    requests: list[Request],
+    ends: Counter[str],
+    driver: Driver,
+    gateway: GatewayClient,
+    elapsed_s: float,
+) -> dict[str, Any]:
+    expected = mix_counts(requests)
+    terminal = {"completed", "compensated", "failed", "timed_out"}
+    by_state = dict(sorted(ends.items()))
+    dwell: dict[str, list[int]] = defaultdict(list)
+    for request in requests:
+        for move in history(gateway, request.workflow_id).get("history", []):
+            dwell[move["from_state"]].append(move["time_in_previous_state_ms"])
+    wrong = [r.workflow_id for r in requests if driver.states.get(r.workflow_id) != r.expected_end]
+    return {
+        "submitted": len(requests),
+        "by_terminal_state": {s: n for s, n in by_state.items() if s in terminal},
+        "expected": expected,
+        "stuck": sum(n for s, n in by_state.items() if s not in terminal),
+        "not_as_planned": wrong,
+        "matches_mix": not wrong,
+        "by_plan": dict(Counter(r.plan.value for r in requests)),
+        "time_in_state_ms": {
+            state: {
+                "count": len(values),
+                "p50": int(statistics.median(values)),
+                "p95": int(sorted(values)[max(0, int(len(values) * 0.95) - 1)]),
+            }
+            for state, values in sorted(dwell.items())
+            if values
+        },
+        "phases": [phase.__dict__ for phase in driver.phases],
+        "elapsed_s": round(elapsed_s, 1),
+    }
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    print()
+    print(f"{'terminal state':<16}{'workflows':>10}{'planned':>10}")
+    for state in sorted(set(summary["expected"]) | set(summary["by_terminal_state"])):
+        got = summary["by_terminal_state"].get(state, 0)
+        print(f"{state:<16}{got:>10}{summary['expected'].get(state, 0):>10}")
+    print(f"{'stuck':<16}{summary['stuck']:>10}{0:>10}")
+    print()
+    print(f"{'time in state (virtual)':<26}{'transitions':>12}{'p50':>12}{'p95':>12}")
+    for state, figures in summary["time_in_state_ms"].items():
+        print(
+            f"{state:<26}{figures['count']:>12}{_dur(figures['p50']):>12}{_dur(figures['p95']):>12}"
+        )
+    print()
+    phases = ", ".join(f"{p['name']} {p['seconds']}s" for p in summary["phases"])
+    print(f"{summary['submitted']} workflows in {summary['elapsed_s']}s ({phases})")
+
+
+def print_audit(
+    settings: ClientSettings,
+    catalog: SchemaCatalog,
+    topic: str,
+    gateway: GatewayClient,
+    request: Request,
+) -> None:
+    """Every event of one workflow, in log order, with who published it and why."""
+    print(f"\naudit trail of {request.workflow_id} (plan: {request.plan}, vendor {FAILING_VENDOR})")
+    codec = EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
+    for headers, payload in _events_of(settings, codec, topic, request.workflow_id):
+        brief = {k: v for k, v in payload.items() if k in _BRIEF}
+        print(
+            f"  {headers.get('ce_time', '')[:23]:<24}{headers.get('ce_type', ''):<40}"
+            f"{headers.get('ce_source', ''):<32}{json.dumps(brief, default=str)[:80]}"
+        )
+    detail = history(gateway, request.workflow_id)
+    print(f"  state now: {detail['state']}")
+    for move in detail.get("history", []):
+        print(f"    {move['from_state']} -> {move['to_state']} ({move['step'] or '-'})")
+
+
+_BRIEF = {
+    "step",
+    "reason",
+    "decision",
+    "decided_by",
+    "gate",
+    "assignee",
+    "compensation",
+    "category",
+    "level",
+    "score",
+    "reservation_id",
+    "purchase_order_id",
+    "amount",
+}
+
+
+def _events_of(
+    settings: ClientSettings, codec: EventCodec, topic: str, workflow_id: str
+) -> list[tuple[dict[str, str], dict[str, Any]]]:
+    consumer = Consumer(
+        settings.kafka_config(
+            **{
+                "group.id": f"demo-audit-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "isolation.level": "read_committed",
+            }
+        )
+    )
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    found = []
+    ended: set[int] = set()
+    try:
+        while len(ended) < len(partitions):
+            message = consumer.poll(5)
+            if message is None:
+                break
+            if message.error() is not None:
+                ended.add(int(message.partition() or 0))
+                continue
+            if message.key() == workflow_id.encode():
+                headers = header_dict(message.headers())
+                try:
+                    payload = codec.decode(message.value()).payload
+                except SagalogError:
+                    payload = {}
+                found.append((headers, payload))
+    finally:
+        consumer.close()
+    return found
+
+
+def _dur(ms: int) -> str:
+    if ms >= 3_600_000:
+        return f"{ms / 3_600_000:.1f} h"
+    if ms >= 1000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms} ms"
+
+
+def say(text: str) -> None:
+    print(f"demo: {text}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

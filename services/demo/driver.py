@@ -1,0 +1,205 @@
+"""The people and the calendar of the demo: submit requests, decide gates, let days pass.
+
+Time is compressed with the tracker's virtual clock, and only while nothing is in
+flight, so no step ever times out for want of real seconds:
+
+1. **submit** every request (the clock stands still); agents classify, retrieve,
+   score and reserve; each workflow stops at the manager's gate.
+2. **decide**: managers approve (``approve``, ``fail``) or reject (``reject``)
+   through the gateway; those workflows run to their end.
+3. **a day passes** (+25 h): the unanswered gates escalate to the director, who
+   approves the ``escalate`` ones.
+4. **the deadline passes** (+48 h, 73 h after opening): the gates nobody answered
+   take their default, reject, and those workflows compensate.
+
+Everything the driver knows it reads from the gateway, like any client would.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from demo.scenario import Plan, Request
+from sagalog.cli.gateway_client import GatewayClient
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.publisher import EventPublisher
+from sagalog.settings import ClientSettings
+from sagalog.tracker.ticks import clock_topic, last_tick_ms, tick_all
+
+HOUR_MS = 3_600_000
+TERMINAL = frozenset({"completed", "compensated", "failed", "timed_out"})
+
+
+@dataclass
+class Phase:
+    name: str
+    seconds: float
+    done: int
+    of: int
+
+
+@dataclass
+class Driver:
+    settings: ClientSettings
+    catalog: SchemaCatalog
+    gateway: GatewayClient
+    topic: str
+    tracker_app_id: str
+    requests: list[Request]
+    progress: Callable[[str, int, int, bool], None] = lambda phase, done, of, final: None
+    phases: list[Phase] = field(default_factory=list)
+    states: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def prefix(self) -> str:
+        return self.requests[0].workflow_id.rsplit("-", 1)[0] + "-"
+
+    # -- the scenario ----------------------------------------------------------
+
+    def run(self, *, phase_timeout_s: float = 240) -> None:
+        self._start_clock()
+        self._phase(
+            "submit", self._submit, lambda: self._count({"pending_approval"}), phase_timeout_s
+        )
+        now = [r for r in self.requests if r.plan in (Plan.APPROVE, Plan.FAIL, Plan.REJECT)]
+        self._phase(
+            "decide",
+            lambda: self._decide(now, level=0),
+            lambda: self._count(TERMINAL, now),
+            phase_timeout_s,
+        )
+        later = [r for r in self.requests if r.plan is Plan.ESCALATE]
+        self._phase(
+            "a day passes",
+            lambda: self._advance(25 * HOUR_MS),
+            lambda: self._escalated(later),
+            phase_timeout_s,
+        )
+        self._phase(
+            "director decides",
+            lambda: self._decide(later, level=1),
+            lambda: self._count(TERMINAL, later),
+            phase_timeout_s,
+        )
+        self._phase(
+            "the deadline passes",
+            lambda: self._advance(48 * HOUR_MS),
+            lambda: self._count(TERMINAL),
+            phase_timeout_s,
+        )
+
+    # -- steps -----------------------------------------------------------------
+
+    def _start_clock(self) -> None:
+        topic = clock_topic(self.tracker_app_id)
+        now = int(time.time() * 1000)
+        if last_tick_ms(self.settings, topic) < now:
+            tick_all(self.settings, topic, now)
+
+    def _submit(self) -> None:
+        publisher = EventPublisher(self.settings, catalog=self.catalog, source="demo/requesters")
+        try:
+            for request in self.requests:
+                publisher.publish(
+                    self.topic,
+                    "procurement.v1.RequestSubmitted",
+                    request.payload,
+                    workflow_id=request.workflow_id,
+                    priority=request.priority,
+                )
+        finally:
+            publisher.close()
+
+    def _decide(self, requests: Iterable[Request], *, level: int) -> None:
+        wanted = {r.workflow_id: r for r in requests}
+        gates = self.gateway.get("/v1/gates", limit=1000)["gates"]
+        for gate in gates:
+            request = wanted.get(gate["workflow_id"])
+            if request is None or gate["escalation_level"] != level:
+                continue
+            self.gateway.post(
+                "/v1/gates/decisions",
+                {
+                    "token": gate["token"],
+                    "workflow_id": request.workflow_id,
+                    "decision": "reject" if request.plan is Plan.REJECT else "approve",
+                    "decided_by": gate["assignee"],
+                    "comment": "demo decision",
+                },
+            )
+
+    def _advance(self, ms: int) -> None:
+        topic = clock_topic(self.tracker_app_id)
+        tick_all(self.settings, topic, last_tick_ms(self.settings, topic) + ms)
+
+    def _escalated(self, requests: list[Request]) -> tuple[int, int]:
+        ids = {r.workflow_id for r in requests}
+        gates = self.gateway.get("/v1/gates", limit=1000)["gates"]
+        return sum(1 for g in gates if g["workflow_id"] in ids and g["escalation_level"] >= 1), len(
+            ids
+        )
+
+    # -- watching ------------------------------------------------------------------
+
+    def refresh(self) -> dict[str, str]:
+        """Every demo workflow's state, from the gateway (paged by id)."""
+        states: dict[str, str] = {}
+        after: str | None = self.prefix
+        while after is not None:
+            page = self.gateway.get("/v1/workflows", after=after, limit=1000)
+            for summary in page["workflows"]:
+                if not summary["workflow_id"].startswith(self.prefix):
+                    after = None
+                    break
+                states[summary["workflow_id"]] = summary["state"]
+            else:
+                after = page["next_after"]
+        self.states = states
+        return states
+
+    def _count(
+        self, wanted: Iterable[str], requests: Iterable[Request] | None = None
+    ) -> tuple[int, int]:
+        states = self.refresh()
+        ids = [r.workflow_id for r in (requests if requests is not None else self.requests)]
+        wanted = set(wanted)
+        return sum(1 for w in ids if states.get(w) in wanted), len(ids)
+
+    def _phase(
+        self,
+        name: str,
+        act: Callable[[], None],
+        measure: Callable[[], tuple[int, int]],
+        timeout_s: float,
+    ) -> None:
+        started = time.monotonic()
+        act()
+        done, of = measure()
+        while done < of and time.monotonic() - started < timeout_s:
+            self.progress(name, done, of, False)
+            time.sleep(0.5)
+            done, of = measure()
+        self.progress(name, done, of, True)
+        self.phases.append(Phase(name, round(time.monotonic() - started, 1), done, of))
+
+    def end_states(self) -> Counter[str]:
+        states = self.refresh()
+        return Counter(states.get(r.workflow_id, "unknown") for r in self.requests)
+
+
+def bar(phase: str, done: int, of: int, final: bool, *, width: int = 30) -> None:
+    """A one-line progress bar on stderr, redrawn in place until the phase ends."""
+    filled = int(width * done / of) if of else width
+    sys.stderr.write(f"\r  {phase:<20} [{'#' * filled}{'.' * (width - filled)}] {done}/{of}  ")
+    if final:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def history(gateway: GatewayClient, workflow_id: str) -> dict[str, Any]:
+    return dict(gateway.get(f"/v1/workflows/{workflow_id}"))

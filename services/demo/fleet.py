@@ -1,0 +1,295 @@
+"""Every service of the reference workflow as its own OS process, started and stopped as one.
+
+The demo and the end-to-end test run the same fleet: three effect stand-ins (budget
+ledger, ERP, mail), the saga tracker on a virtual clock, the gateway, and the six
+agent services, each with its own settings (env prefix), data directory, consumer
+group and log file under ``run_dir/logs``. Nothing is shared between the processes
+but Kafka, the registry and the stand-ins' HTTP APIs, as in a real deployment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sagalog.errors import ServiceUnavailableError
+from sagalog.settings import ClientSettings
+
+SERVICES_DIR = Path(__file__).resolve().parents[1]
+
+AGENTS: dict[str, tuple[str, dict[str, str]]] = {
+    # module -> (env prefix, {setting: the stand-in it calls})
+    "intake_agent": ("INTAKE_AGENT", {}),
+    "retrieval_agent": ("RETRIEVAL_AGENT", {}),
+    "risk_agent": ("RISK_AGENT", {}),
+    "budget_agent": ("BUDGET_AGENT", {"ledger_url": "ledger"}),
+    "purchasing_agent": ("PURCHASING_AGENT", {"erp_url": "erp"}),
+    "notification_agent": ("NOTIFICATION_AGENT", {"mail_url": "mail"}),
+}
+STANDINS = ("ledger", "erp", "mail")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Service:
+    """One process of the fleet: how to start it, and the running process."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    def start(self) -> Service:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as handle:
+            self.process = subprocess.Popen(
+                self.argv, env=self.env, stdout=handle, stderr=subprocess.STDOUT
+            )
+        self.starts += 1
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye, no flush; what a crash or an OOM kill does."""
+        if self.alive:
+            assert self.process is not None
+            self.process.kill()
+            self.process.wait(10)
+
+    def stop(self, timeout: float = 30) -> None:
+        if not self.alive:
+            return
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+    def tail(self, lines: int = 20) -> str:
+        if not self.log.exists():
+            return ""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+@dataclass
+class FleetConfig:
+    """Names and places of one fleet; the defaults are the demo's."""
+
+    run_dir: Path
+    settings: ClientSettings
+    gate_secret: str
+    api_key: str
+    topic: str = "procurement.events"
+    transitions_topic: str = "sagalog.transitions"
+    alerts_topic: str = "sagalog.alerts"
+    deadletter_topic: str = "sagalog.deadletter"
+    tracker_app_id: str = "saga-tracker-demo"
+    agent_suffix: str = "-demo"
+    gateway_port: int = 0
+    retry_base_delay_s: float = 0.2
+    retry_max_delay_s: float = 2.0
+    max_attempts: int = 3
+
+
+@dataclass
+class Fleet:
+    config: FleetConfig
+    services: dict[str, Service] = field(default_factory=dict)
+    urls: dict[str, str] = field(default_factory=dict)
+
+    # -- starting ----------------------------------------------------------------
+
+    def start_all(self) -> None:
+        self.start_standins()
+        tracker = self.start_tracker()
+        self.wait_for_log(tracker, "tables ready", timeout=120)  # its changelogs exist now
+        self.start_gateway()
+        for module in AGENTS:
+            self.start_agent(module)
+
+    def start_standins(self) -> dict[str, str]:
+        for name in STANDINS:
+            port = free_port()
+            self._launch(name, ["-m", "standins.server", name, "--port", str(port)], {})
+            self.urls[name] = f"http://127.0.0.1:{port}"
+        for name in STANDINS:
+            self._wait_http(name, f"{self.urls[name]}/health")
+        return dict(self.urls)
+
+    def start_tracker(self, instance: str = "a") -> Service:
+        c = self.config
+        env = self._client_env("SAGALOG_TRACKER_") | _prefixed(
+            "SAGALOG_TRACKER_",
+            app_id=c.tracker_app_id,
+            instance_id=instance,
+            data_dir=c.run_dir / "data" / f"tracker-{instance}",
+            gate_secret=c.gate_secret,
+            clock="virtual",
+            transitions_topic=c.transitions_topic,
+            alerts_topic=c.alerts_topic,
+            deadletter_topic=c.deadletter_topic,
+            commit_interval_s=0.5,
+            sla_interval_s=3600,
+        )
+        return self._launch(f"tracker-{instance}", ["-m", "saga_tracker"], env)
+
+    def start_gateway(self) -> Service:
+        c = self.config
+        port = c.gateway_port or free_port()
+        self.urls["gateway"] = f"http://127.0.0.1:{port}"
+        env = self._client_env("GATEWAY_") | _prefixed(
+            "GATEWAY_",
+            port=port,
+            api_keys=c.api_key,
+            gate_secret=c.gate_secret,
+            tracker_app_id=c.tracker_app_id,
+            transitions_topic=c.transitions_topic,
+            data_dir=c.run_dir / "data" / "gateway",
+        )
+        return self._launch("gateway", ["-m", "gateway"], env)
+
+    def start_agent(self, module: str, instance: str = "a") -> Service:
+        c = self.config
+        prefix, standins = AGENTS[module]
+        values: dict[str, Any] = {
+            "name": module.replace("_", "-") + c.agent_suffix,
+            "topic": c.topic,
+            "instance_id": instance,
+            "data_dir": c.run_dir / "data" / f"{module}-{instance}",
+            "deadletter_topic": c.deadletter_topic,
+            "retry_base_delay_s": c.retry_base_delay_s,
+            "retry_max_delay_s": c.retry_max_delay_s,
+            "max_attempts": c.max_attempts,
+            **{setting: self.urls[standin] for setting, standin in standins.items()},
+        }
+        if module == "purchasing_agent":
+            values["gate_secret"] = c.gate_secret
+        env = self._client_env(f"{prefix}_") | _prefixed(f"{prefix}_", **values)
+        return self._launch(
+            module if instance == "a" else f"{module}-{instance}", ["-m", module], env
+        )
+
+    def restart(self, name: str) -> Service:
+        service = self.services[name]
+        service.kill()
+        return service.start()
+
+    # -- the stand-ins -------------------------------------------------------------
+
+    def faults(self, standin: str, **faults: Any) -> dict[str, Any]:
+        return _post(f"{self.urls[standin]}/faults", faults)
+
+    def effects(self, standin: str) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.urls[standin]}/effects", timeout=10) as reply:
+            return dict(json.load(reply))
+
+    # -- stopping and checking -----------------------------------------------------
+
+    def stop_all(self) -> None:
+        for service in reversed(list(self.services.values())):
+            service.stop()
+
+    def dead(self) -> list[Service]:
+        """Services that exited on their own (a crash, a bad setting)."""
+        return [
+            s
+            for s in self.services.values()
+            if s.process is not None
+            and not s.alive
+            and s.process.returncode not in (0, -signal.SIGKILL, -signal.SIGTERM)
+        ]
+
+    def wait_for_log(self, service: Service, text: str, *, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if service.log.exists() and text in service.log.read_text(errors="replace"):
+                return
+            if not service.alive:
+                raise ServiceUnavailableError(
+                    f"{service.name} exited while starting; its log ends:\n{service.tail()}"
+                )
+            time.sleep(0.2)
+        raise ServiceUnavailableError(f"{service.name} did not log {text!r} within {timeout:g}s")
+
+    def wait_gateway_ready(self, timeout: float = 120) -> None:
+        self._wait_http("gateway", f"{self.urls['gateway']}/healthz", timeout=timeout)
+
+    # -- internals -----------------------------------------------------------------
+
+    def _launch(self, name: str, argv: list[str], env: dict[str, str]) -> Service:
+        service = Service(
+            name=name,
+            argv=[sys.executable, *argv],
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    [str(SERVICES_DIR), os.environ.get("PYTHONPATH", "")]
+                ),
+                "PYTHONUNBUFFERED": "1",
+                **env,
+            },
+            log=self.config.run_dir / "logs" / f"{name}.log",
+        )
+        self.services[name] = service
+        return service.start()
+
+    def _client_env(self, prefix: str) -> dict[str, str]:
+        s = self.config.settings
+        return _prefixed(
+            prefix,
+            bootstrap_servers=s.bootstrap_servers,
+            schema_registry_url=s.schema_registry_url,
+            project_dir=Path(s.project_dir).resolve(),
+        )
+
+    def _wait_http(self, name: str, url: str, *, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            service = self.services.get(name)
+            if service is not None and not service.alive:
+                raise ServiceUnavailableError(
+                    f"{name} exited while starting; its log ends:\n{service.tail()}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=2):
+                    return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)
+        raise ServiceUnavailableError(f"{name} did not answer {url} within {timeout:g}s")
+
+
+def _prefixed(prefix: str, **values: Any) -> dict[str, str]:
+    return {f"{prefix}{key.upper()}": str(value) for key, value in values.items()}
+
+
+def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return dict(json.load(reply))
