@@ -39,10 +39,21 @@ from saga_tracker.sla_monitor import SlaMonitor
 from saga_tracker.store import FaustTables, Table
 from sagalog.contracts.codec import EventCodec
 from sagalog.flows.registry import FlowRegistry
-from sagalog.tracker import CompensationRetry
+from sagalog.tracker import CompensationRetry, due_range
 from sagalog.tracker.ticks import clock_topic, parse_tick
 
 log = logging.getLogger("sagalog.tracker")
+
+
+ROCKSDB_OPTIONS = {
+    # faust's defaults (64 MB x 3 memtables and a 2 GB block cache per partition and
+    # table) let RSS grow with the data written; these bound it (~12 MB per database).
+    "write_buffer_size": 4 * 1024 * 1024,
+    "max_write_buffer_number": 2,
+    "target_file_size_base": 16 * 1024 * 1024,
+    "block_cache_size": 4 * 1024 * 1024,
+    "block_cache_compressed_size": 0,
+}
 
 
 def faust_broker(bootstrap_servers: str) -> str:
@@ -119,7 +130,11 @@ class Tracker:
         source = app.topic(*self.workflow_topics, self.clock_topic, **raw)
         self.tables = {
             table: app.Table(
-                table.value, partitions=self.partitions, key_type=bytes, value_type=bytes
+                table.value,
+                partitions=self.partitions,
+                key_type=bytes,
+                value_type=bytes,
+                options=dict(ROCKSDB_OPTIONS),
             )
             for table in Table
         }
@@ -245,12 +260,26 @@ class Tracker:
             self.sink.tick(self.clock_topic, partition, self.clock.now_ms())
 
     async def _tick_own_partitions(self) -> None:
-        own = [
+        """Tick the owned partitions that have a timer due, and all of them when SLA
+        rules are due for evaluation: an idle tracker sends nothing.
+
+        The first key of a partition's timer table is its earliest timer (keys start
+        with the due time), so "is anything due?" is one RocksDB seek, not a Kafka
+        round trip.
+        """
+        now_ms = self.clock.now_ms()
+        sla_due = now_ms - self.last_sla_ms >= self.settings.sla_interval_s * 1000
+        lower, upper = due_range(now_ms)
+        due = [
             tp.partition
             for tp in self.app.assignor.assigned_actives()
             if tp.topic == self.clock_topic
+            and (
+                sla_due
+                or self.store.scan(Table.TIMERS, tp.partition, lower.encode(), upper.encode(), 1)
+            )
         ]
-        self._tick(own)
+        self._tick(due)
 
     async def _report(self) -> None:
         outcomes = {str(k): v for k, v in self.processor.outcomes.items()}

@@ -301,3 +301,16 @@ def _last_assignment(process: Any) -> list[int] | None:
 
     found = re.findall(r"partitions assigned: (\[[0-9, ]*\])", process.logs())
     return json.loads(found[-1]) if found else None
+
+
+def test_on_the_wall_clock_a_step_timeout_fires_by_itself(tracker_lab: TrackerLab) -> None:
+    lab = tracker_lab
+    flow = (Path(__file__).parent / "flows" / "orders.v1.yaml").read_text()
+    lab.add_flow("orders.v1.yaml", text=flow.replace("timeout: 10m", "timeout: 2s", 1))
+    lab.tracker(clock="wall", tick_interval_s=0.5)
+    lab.start("wf-wall")  # reserve_budget never completes: its 2 s timeout must fire
+    lab.wait(lambda: _compensations(lab, "wf-wall") == ["reserve_budget"], what="timeout")
+    cause = lab.transitions("wf-wall")[-1]["cause_event_id"]
+    assert cause.startswith("timer:") and "step_timeout|reserve_budget" in cause
+    lab.undo("wf-wall", "reserve_budget")
+    lab.wait_state("wf-wall", "compensated")
