@@ -97,6 +97,14 @@ def test_the_gate_escalates_after_its_interval_and_rejects_at_its_deadline(
     lab.tracker()
     _run_to_gate(lab, "wf-gate")
     lab.advance(23 * HOUR_MS)
+    # The flow's SLA rule "p50 time in pending_approval over 1h above 4h" fires, once.
+    lab.wait(lambda: bool(lab.seen.alerts), what="the approvals_waiting SLA alert")
+    sla = lab.seen.alerts[0]
+    assert (sla["alert"], sla["flow"], sla["value_ms"]) == (
+        "approvals_waiting",
+        "orders",
+        23 * HOUR_MS,
+    )
     lab.advance(0)
     assert len(lab.events("wf-gate", "sagalog.v1.GateOpened")) == 1  # not yet escalated
     lab.advance(1 * HOUR_MS + 1000)
@@ -111,6 +119,7 @@ def test_the_gate_escalates_after_its_interval_and_rejects_at_its_deadline(
         lab.wait(lambda s=step: _compensations(lab, "wf-gate")[-1:] == [s], what=f"undo {step}")
         lab.undo("wf-gate", step)
     lab.wait_state("wf-gate", "compensated")
+    assert [a["alert"] for a in lab.seen.alerts] == ["approvals_waiting"]
 
 
 def test_a_passed_workflow_deadline_times_out_with_compensation(tracker_lab: TrackerLab) -> None:
