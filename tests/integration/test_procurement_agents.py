@@ -467,6 +467,25 @@ def test_purchasing_ignores_forged_approvals_orders_once_and_cancels(
     assert operations == ["cancel_po", "create_po"]
 
 
+def test_a_handler_sees_its_workflow_as_of_its_own_event_not_the_batch_end(
+    service_lab: ServiceLab,
+) -> None:
+    """An approval valid when it was given orders, even if the gate re-opened after it.
+
+    Everything is published before the agent starts, so it all arrives in one poll:
+    the decision must not depend on later events of the same batch.
+    """
+    lab = service_lab
+    out = lab.publisher()
+    token = open_gate(out, lab.topic, "wf-batch")
+    approved = decide(out, lab.topic, "wf-batch", token)
+    open_gate(out, lab.topic, "wf-batch", attempt=2)  # after the approval, same batch
+    lab.start("purchasing_agent", gate_secret=SECRET)
+    records = lab.records(expect=lambda rs: len(of_type(rs, ORDERED)) >= 1)
+    [order] = of_type(records, ORDERED)
+    assert order["headers"]["ce_causationid"] == approved.headers.id
+
+
 # -- notification -----------------------------------------------------------------------------
 
 

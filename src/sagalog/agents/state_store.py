@@ -64,6 +64,21 @@ class WorkflowContext:
     def seen(self, event_id: str) -> bool:
         return any(entry[0] == event_id for entry in self.history)
 
+    def snapshot(self) -> WorkflowContext:
+        """A copy frozen at this point of the log.
+
+        The store keeps one live context per workflow and folds a whole polled batch
+        into it before handlers run; a handler must see the workflow as it was when
+        its own event arrived, not events that come after it, or its decision would
+        depend on where batch boundaries fell.
+        """
+        return WorkflowContext(
+            self.workflow_id,
+            latest=dict(self.latest),
+            history=list(self.history),
+            decoder=self.decoder,
+        )
+
     def to_stored(self) -> tuple[dict[str, bytes], list[tuple[str, str, str]]]:
         # Plain containers pickle several times faster than a dataclass.
         return (self.latest, self.history)

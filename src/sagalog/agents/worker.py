@@ -425,6 +425,7 @@ class AgentWorker:
             context = self.store.context(headers.workflow_id)
         if not wanted:
             return _Outcome("ignored")  # decided from the headers: never decoded
+        context = context.snapshot()  # as of this event, not of the batch's end
         try:
             decoded = self.codec.decode(message.value())
         except SchemaError as exc:
