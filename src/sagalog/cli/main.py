@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from sagalog import __version__
+from sagalog.cli.analytics import analytics
 from sagalog.cli.clock import clock
 from sagalog.cli.context import Project
 from sagalog.cli.events import publish, tail_command
@@ -83,6 +84,7 @@ cli.add_command(run)
 cli.add_command(workflows)
 cli.add_command(gates)
 cli.add_command(clock)
+cli.add_command(analytics)
 
 
 def main() -> None:

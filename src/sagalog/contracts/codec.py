@@ -5,6 +5,10 @@ are cached per (topic, event type) and per id, so the hot path is one dict looku
 and one fastavro call. Decoding resolves the writer's schema (from the registry, by
 the id in the record) against the reader's (this process's ``schemas/``), which is
 what makes old events readable by new code.
+
+The cached schemas carry fastavro's "already parsed" marker: without it
+``schemaless_reader``/``schemaless_writer`` parse the schema again on every call,
+which costs more than the decoding itself.
 """
 
 from __future__ import annotations
@@ -35,10 +39,25 @@ class DecodedPayload:
 
 
 @dataclass(frozen=True, slots=True)
-class _Reader:
+class SchemaReader:
+    """How to read the records written with one registry schema id.
+
+    Attributes:
+        event_type: the Avro full name of the writer's schema.
+        schema_id: the registry id the records carry.
+        writer: the writer's schema, parsed (fastavro form).
+        reader: this process's schema of ``event_type``, parsed; None when it is the
+            writer's (no resolution needed) or when this process has none.
+        writer_definition: the writer's schema JSON, as the registry holds it.
+        reader_definition: the JSON of ``reader``, or None.
+    """
+
     event_type: str
+    schema_id: int
     writer: Any
-    reader: Any | None  # None when the writer's schema is the reader's: no resolution needed
+    reader: Any | None
+    writer_definition: Any
+    reader_definition: Any | None
 
 
 class EventCodec:
@@ -48,7 +67,8 @@ class EventCodec:
         self.catalog = catalog
         self.registry = registry
         self._prefixes: dict[tuple[str, str], bytes] = {}
-        self._readers: dict[int, _Reader] = {}
+        self._writers: dict[str, Any] = {}
+        self._readers: dict[int, SchemaReader] = {}
 
     def schema_id(self, topic: str, event_type: str) -> int:
         """The registry id of ``event_type``'s current schema on ``topic``."""
@@ -67,8 +87,24 @@ class EventCodec:
         """Encode a datum already valid for ``event_type`` (see ``to_avro_datum``)."""
         buffer = io.BytesIO()
         buffer.write(self._prefix(topic, event_type))
-        fastavro.schemaless_writer(buffer, self.catalog[event_type].parsed, datum)
+        writer = self._writers.get(event_type)
+        if writer is None:
+            writer = self._writers[event_type] = fastavro.parse_schema(
+                dict(self.catalog[event_type].definition)
+            )
+        fastavro.schemaless_writer(buffer, writer, datum)
         return buffer.getvalue()
+
+    def reader(self, schema_id: int) -> SchemaReader:
+        """The cached reader of records written with ``schema_id``.
+
+        Raises:
+            SchemaError: the registry knows no such id.
+        """
+        reader = self._readers.get(schema_id)
+        if reader is None:
+            reader = self._readers[schema_id] = self._reader_for(schema_id)
+        return reader
 
     def decode(self, data: bytes | None) -> DecodedPayload:
         """Decode one record body.
@@ -88,7 +124,7 @@ class EventCodec:
             )
         reader = self._readers.get(schema_id)
         if reader is None:
-            reader = self._readers[schema_id] = self._reader_for(schema_id)
+            reader = self.reader(schema_id)
         try:
             payload = fastavro.schemaless_reader(
                 io.BytesIO(data[_PREFIX.size :]), reader.writer, reader.reader
@@ -101,16 +137,16 @@ class EventCodec:
         assert isinstance(payload, dict)
         return DecodedPayload(event_type=reader.event_type, schema_id=schema_id, payload=payload)
 
-    def _reader_for(self, schema_id: int) -> _Reader:
+    def _reader_for(self, schema_id: int) -> SchemaReader:
         definition = self.registry.writer_schema(schema_id)
         name = definition.get("name", "")
         namespace = definition.get("namespace")
         event_type = name if "." in name or not namespace else f"{namespace}.{name}"
-        writer = fastavro.parse_schema(definition, _write_hint=False)
-        if event_type not in self.catalog:
-            # An event type this process has no schema for: read it as written.
-            return _Reader(event_type=event_type, writer=writer, reader=None)
-        current = self.catalog[event_type]
-        if same_schema(current.definition, definition):
-            return _Reader(event_type=event_type, writer=writer, reader=None)
-        return _Reader(event_type=event_type, writer=writer, reader=current.parsed)
+        writer = fastavro.parse_schema(definition)
+        # Not catalog.get(): a missing type raises SchemaError there, not KeyError.
+        current = self.catalog[event_type] if event_type in self.catalog else None  # noqa: SIM401
+        if current is None or same_schema(current.definition, definition):
+            # The writer's schema is this process's, or one it has no schema for: read as written.
+            return SchemaReader(event_type, schema_id, writer, None, definition, None)
+        reader = fastavro.parse_schema(dict(current.definition))
+        return SchemaReader(event_type, schema_id, writer, reader, definition, current.definition)

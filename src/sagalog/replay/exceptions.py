@@ -1,0 +1,15 @@
+"""What can go wrong reading the log back, and what to do about it."""
+
+from __future__ import annotations
+
+from sagalog.errors import SagalogError
+
+
+class ReplayError(SagalogError):
+    """A topic cannot be replayed as asked: it does not exist, or reading it stalled.
+
+    The message names the topic and the partitions concerned. Check the name with
+    ``sagalog topology plan`` and the cluster with ``sagalog dev status``.
+    """
+
+    exit_code = 2
