@@ -19,7 +19,9 @@ from sagalog.settings import ClientSettings
 from .agent_relay import agent_records, start_agent_relay
 from .handoff import HandoffResult, StartRelay, measure_handoff
 from .harness import RecordFactory, describe_machine, print_table, write_results
+from .plot import latency_plot
 from .raw_handoff import start_raw_relay
+from .sagas import measure_idle, measure_sagas
 from .tracker import measure_tracker
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,6 +116,61 @@ def main(argv: list[str] | None = None) -> None:
         metavar="PREFIX",
         help="py-spy the live tracker for 20 s: PREFIX.svg, PREFIX.raw.txt, PREFIX.dump.txt",
     )
+    parser.add_argument("--skip-sagas", action="store_true", help="skip the saga part")
+    parser.add_argument(
+        "--saga-duration", type=float, default=60.0, help="seconds of the sustained saga run"
+    )
+    parser.add_argument(
+        "--saga-probe-duration", type=float, default=20.0, help="seconds of each search probe"
+    )
+    parser.add_argument(
+        "--saga-latency-duration",
+        type=float,
+        default=30.0,
+        help="seconds of each latency run (25%%, 50%%, 80%% of the maximum)",
+    )
+    parser.add_argument(
+        "--saga-start-rate", type=float, default=50.0, help="sagas/s of the first probe"
+    )
+    parser.add_argument(
+        "--saga-rate",
+        type=float,
+        default=None,
+        help="skip the search: confirm this many sagas/s and measure latency under it",
+    )
+    parser.add_argument("--skip-baseline", action="store_true", help="skip the chain baseline")
+    parser.add_argument(
+        "--baseline-start-rate", type=float, default=200.0, help="sagas/s of its first probe"
+    )
+    parser.add_argument(
+        "--saga-profile-dir",
+        type=Path,
+        default=None,
+        help="where py-spy writes the tracker's and agent 3's profiles of the sustained run "
+        "(default: bench-profiles/ next to --output)",
+    )
+    parser.add_argument(
+        "--saga-tick-hz",
+        type=float,
+        default=0.0,
+        help="experiment: tick the tracker's clock topic this often during the saga runs "
+        "(ends faust's 1.5 s fetch waits on the idle clock partitions; 0 = off)",
+    )
+    parser.add_argument(
+        "--saga-tracker-fetch-wait-ms",
+        type=int,
+        default=0,
+        help="experiment: run the tracker with this aiokafka fetch_max_wait_ms instead of "
+        "faust's hard-coded 1500 (0 = as shipped)",
+    )
+    parser.add_argument("--skip-idle", action="store_true", help="skip the idle-at-a-gate part")
+    parser.add_argument(
+        "--idle-sizes",
+        type=_sizes,
+        default=(10_000, 100_000),
+        help='workflows waiting at the gate, e.g. "10000,100000"',
+    )
+    parser.add_argument("--idle-seconds", type=float, default=20.0)
     args = parser.parse_args(argv)
 
     settings = ClientSettings()
@@ -174,7 +231,37 @@ def main(argv: list[str] | None = None) -> None:
             )
             rows += [(f"  self {pct:5.1f}%", name) for name, pct in profile["top_self"][:10]]
 
+    if not args.skip_sagas:
+        sagas = measure_sagas(
+            settings,
+            partitions=args.partitions,
+            duration_s=args.saga_duration,
+            probe_s=args.saga_probe_duration,
+            latency_s=args.saga_latency_duration,
+            start_rate=args.saga_start_rate,
+            rate=args.saga_rate,
+            baseline=not args.skip_baseline,
+            baseline_start_rate=args.baseline_start_rate,
+            profile_dir=args.saga_profile_dir or args.output.parent / "bench-profiles",
+            tick_hz=args.saga_tick_hz,
+            tracker_fetch_wait_ms=args.saga_tracker_fetch_wait_ms,
+        )
+        results |= sagas.results
+        rows += sagas.rows
+
+    if not args.skip_idle:
+        idle = measure_idle(
+            settings, sizes=args.idle_sizes, partitions=args.partitions, idle_s=args.idle_seconds
+        )
+        results |= idle.results
+        rows += idle.rows
+
     results["machine"] = machine.as_dict()
+    if results.get("latency_by_load"):
+        plot = args.output.with_name("bench-latency.svg")
+        results["latency_plot"] = str(plot)
+        plot.write_text(latency_plot(results["latency_by_load"], results))
+        rows.append(("latency plot", str(plot)))
     results["measured_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     write_results(args.output, results)
     print()
