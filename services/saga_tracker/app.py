@@ -97,6 +97,8 @@ class Tracker:
         self.counts: Counter[str] = Counter()
         self.pending_ticks: set[int] = set()
         self.last_sla_ms = 0
+        self.ready = False
+        self.last_progress = time.monotonic()
         self.app = self._build_app()
 
     # -- faust wiring ------------------------------------------------------------
@@ -142,6 +144,8 @@ class Tracker:
         started = time.monotonic()
 
         async def recovered() -> None:
+            self.ready = True
+            self.last_progress = time.monotonic()
             log.info(
                 "tables ready after %.2f s (restore from the changelogs included)",
                 time.monotonic() - started,
@@ -178,6 +182,7 @@ class Tracker:
         if not self.clock.virtual:
             app.timer(settings.tick_interval_s)(self._tick_own_partitions)
         app.timer(30.0)(self._report)
+        app.timer(5.0)(self._watch)
         return app
 
     # -- a batch -------------------------------------------------------------------
@@ -214,6 +219,7 @@ class Tracker:
             await self._fire_timers(batch)
         await self.processor.commit(batch)
         self.counts["batches"] += 1
+        self.last_progress = time.monotonic()
         self.counts["inputs"] += batch.inputs
 
     async def _fire_timers(self, batch: Any) -> None:
@@ -280,6 +286,35 @@ class Tracker:
             )
         ]
         self._tick(due)
+
+    async def _watch(self) -> None:
+        """Exit (70) when records wait but none has been delivered for ``stall_timeout_s``.
+
+        faust can come out of a rebalance with its tables ready and its partitions
+        assigned, yet deliver nothing (seen after a worker replaced another; faust
+        issues 175 and 640 describe the like). A fresh process recovers; a tracker
+        that silently stops is the worst failure, so this worker hands over instead.
+        """
+        if not self.ready or self.app.rebalancing:
+            self.last_progress = time.monotonic()
+            return
+        if time.monotonic() - self.last_progress < self.settings.stall_timeout_s:
+            return
+        consumer = self.app.consumer
+        for tp in self.app.assignor.assigned_actives():
+            if tp.topic not in self.workflow_topics and tp.topic != self.clock_topic:
+                continue
+            try:
+                high = consumer.highwater(tp)
+                position = await consumer.position(tp)
+            except Exception:  # no fetch yet: nothing known to wait for
+                continue
+            if high is not None and position is not None and high > position:
+                crash(
+                    f"{tp.topic}/{tp.partition} has {high - position} record(s) waiting and "
+                    f"nothing was delivered for {self.settings.stall_timeout_s:g}s"
+                )
+        self.last_progress = time.monotonic()
 
     async def _report(self) -> None:
         outcomes = {str(k): v for k, v in self.processor.outcomes.items()}

@@ -90,5 +90,11 @@ class TrackerSettings(ClientSettings):
     standby_replicas: int = Field(
         default=0, ge=0, description="Standby table copies on other workers (faster takeover)."
     )
+    stall_timeout_s: float = Field(
+        default=20.0,
+        gt=0,
+        description="Exit (70, to be restarted) when records wait and none was delivered "
+        "for this long: a stuck consumer must not look alive.",
+    )
     log_level: str = "INFO"
     json_logs: bool = True
