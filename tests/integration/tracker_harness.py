@@ -219,6 +219,7 @@ class TrackerLab:
         self._stop = threading.Event()
         self._reader: threading.Thread | None = None
         self.publisher: EventPublisher | None = None
+        self._offsets: Consumer | None = None
         self.codec = EventCodec(catalog=project.catalog, registry=SchemaRegistry(project.settings))
 
     # -- setup ---------------------------------------------------------------
@@ -354,14 +355,39 @@ class TrackerLab:
         )
 
     def advance(self, ms: int) -> int:
-        """Move the virtual clock forward ``ms``: a tick to every clock partition."""
+        """Move the virtual clock forward ``ms``: a tick to every clock partition.
+
+        With a tracker running, wait until it committed past the ticks (processed
+        them): an event published next is then decided at the new time, never raced
+        by its own tick on the other topic.
+        """
         self.now_ms += ms
+        sent: dict[int, int] = {}
+
+        def delivered(error: Any, message: Any) -> None:
+            if error is None:
+                sent[message.partition()] = message.offset()
+
         for partition in range(3):
             self._producer.produce(
-                self.clock_topic, value=str(self.now_ms).encode(), partition=partition
+                self.clock_topic,
+                value=str(self.now_ms).encode(),
+                partition=partition,
+                on_delivery=delivered,
             )
         self._producer.flush(10)
+        if any(p.alive and not p.stopped for p in self.processes):
+            self.wait(lambda: self._committed_past(sent), timeout=60, what="ticks processed")
         return self.now_ms
+
+    def _committed_past(self, sent: dict[int, int]) -> bool:
+        if self._offsets is None:
+            self._offsets = Consumer(
+                {**self.project.settings.kafka_config(), "group.id": self.app_id}
+            )
+        wanted = [TopicPartition(self.clock_topic, p) for p in sent]
+        committed = self._offsets.committed(wanted, timeout=10)
+        return all(tp.offset > sent[tp.partition] for tp in committed)
 
     # -- observations --------------------------------------------------------
 
