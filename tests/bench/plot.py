@@ -70,12 +70,22 @@ def latency_plot(by_load: Mapping[str, Mapping[str, Any]], results: Mapping[str,
             )
             parts.append(_text(LEFT - 6, y + 4, _ms_label(ms), anchor="end", size=11))
         decade *= 10
-    for x, _ in points:
+    unsustained = False
+    for x, entry in points:
         parts.append(
             f'<line x1="{sx(x):.1f}" y1="{TOP}" x2="{sx(x):.1f}" y2="{TOP + plot_h}" '
             'stroke="#eee"/>'
         )
-        parts.append(_text(sx(x), TOP + plot_h + 18, f"{x:,.0f}", anchor="middle", size=11))
+        mark = "" if entry.get("sustained", True) else " *"
+        unsustained = unsustained or bool(mark)
+        label = f"{x:,.0f}{mark}"
+        if isinstance(entry.get("fraction"), int | float):
+            label = f"{entry['fraction']:.0%}: {label}"
+        parts.append(_text(sx(x), TOP + plot_h + 18, label, anchor="middle", size=11))
+    if unsustained:
+        parts.append(
+            _text(LEFT, HEIGHT - 2, "* not sustained: latency grew during that run", size=10)
+        )
     parts.append(_text(LEFT + plot_w / 2, HEIGHT - 15, "offered load (sagas/s)", anchor="middle"))
     parts.append(
         f'<text x="18" y="{TOP + plot_h / 2}" font-size="12" font-family="sans-serif" '

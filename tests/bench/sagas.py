@@ -25,11 +25,17 @@ A probe at rate R for D seconds is **sustained** when every saga completed, the
 middle 80% of the completions came at >= 95% of the arrival rate, the median
 end-to-end latency of the last fifth of the arrivals is not above that of the
 second and third tenths by more than max(50%, 100 ms), and the generator itself
-kept to its timeline. The maximum is found by doubling from a
-start rate until a probe fails, then bisecting; the result is confirmed by one run
-of ``duration_s`` (60 s by default) at that rate, stepped down by 15% if it fails.
-``sagas_per_s`` is the completion rate of that run. The same search runs against
-plain transactional confluent-kafka chains (``baseline_chain.py``) for the ratio.
+kept to its timeline. The maximum is found by doubling from a start rate until a
+probe fails, then bisecting; it is confirmed by one run of ``duration_s`` (60 s by
+default) at that rate, stepped down by 15% if it fails. ``sagas_per_s`` is the
+completion rate of that run, during which py-spy samples the tracker and agent 3
+(``per_event_costs``). Then ``latency_by_load``: a run at 25%, 50% and 80% of it.
+The same search runs against plain transactional confluent-kafka chains
+(``baseline_chain.py``) for ``sagas_ratio``.
+
+Two experiments change the system under test and are off by default:
+``tick_hz`` ticks the tracker's clock topic, ``tracker_fetch_wait_ms`` runs the
+tracker with another aiokafka ``fetch_max_wait_ms`` (``run_patched_tracker``).
 
 Idle cost: the tracker's five-step test flow with its gate, ``N`` workflows preloaded
 up to the gate (as ``tracker.py`` does), the tracker (wall clock), the five agents of
