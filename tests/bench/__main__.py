@@ -257,13 +257,13 @@ def main(argv: list[str] | None = None) -> None:
         rows += idle.rows
 
     results["machine"] = machine.as_dict()
-    if results.get("latency_by_load"):
-        plot = args.output.with_name("bench-latency.svg")
-        results["latency_plot"] = str(plot)
-        plot.write_text(latency_plot(results["latency_by_load"], results))
-        rows.append(("latency plot", str(plot)))
     results["measured_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    write_results(args.output, results)
+    merged = write_results(args.output, results)
+    if merged.get("latency_by_load"):  # the plot shows the file's figures, this run's or not
+        plot = args.output.with_name("bench-latency.svg")
+        plot.write_text(latency_plot(merged["latency_by_load"], merged))
+        write_results(args.output, {"latency_plot": str(plot)})
+        rows.append(("latency plot", str(plot)))
     print()
     print_table(
         f"bench on {machine.cores} cores ({machine.cpu_model}), Kafka {machine.kafka_version} "

@@ -48,6 +48,7 @@ its RSS from ``/proc``.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import math
 import os
@@ -931,6 +932,7 @@ PLUMBING = frozenset(
         "Agent._execute_actor",
         "Tracker._build_app.<locals>.track",
         "Tracker.run_batch",
+        "run_patched_tracker",
         # the agent runtime around one batch
         "Agent.run",
         "AgentWorker.run",
@@ -1237,7 +1239,7 @@ def measure_sagas(
     progress: Progress = print,
 ) -> SagaBenchResult:
     """Sagalog's sustained maximum and latency by load, the baseline, and the ratio."""
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"sagas_measured_at": _now()}
     rows: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="sagalog-saga-bench-") as scratch_dir:
         scratch = Path(scratch_dir)
@@ -1478,6 +1480,7 @@ def measure_idle(
                     )
                 )
     results = {
+        "idle_measured_at": _now(),
         "idle_cpu_pct": cpu,
         "idle_rss_mb": rss,
         "idle_peak_rss_mb": peak,
@@ -1485,6 +1488,10 @@ def measure_idle(
         "idle_error": errors or None,
     }
     return SagaBenchResult(results, rows)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _first_line(exc: BaseException) -> str:
