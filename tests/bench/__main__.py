@@ -21,6 +21,7 @@ from .handoff import HandoffResult, StartRelay, measure_handoff
 from .harness import RecordFactory, describe_machine, print_table, write_results
 from .plot import latency_plot
 from .raw_handoff import start_raw_relay
+from .replay import measure_replay
 from .sagas import measure_idle, measure_sagas
 from .tracker import measure_tracker
 
@@ -164,6 +165,10 @@ def main(argv: list[str] | None = None) -> None:
         "faust's hard-coded 1500 (0 = as shipped)",
     )
     parser.add_argument("--skip-idle", action="store_true", help="skip the idle-at-a-gate part")
+    parser.add_argument("--skip-replay", action="store_true", help="skip the replay part")
+    parser.add_argument(
+        "--replay-events", type=int, default=500_000, help="events in the replay topic"
+    )
     parser.add_argument(
         "--idle-sizes",
         type=_sizes,
@@ -255,6 +260,15 @@ def main(argv: list[str] | None = None) -> None:
         )
         results |= idle.results
         rows += idle.rows
+
+    if not args.skip_replay:
+        replay = measure_replay(settings, events=args.replay_events, partitions=args.partitions)
+        results |= replay
+        rows += [
+            ("replay (decoded, 1 process)", f"{replay['replay_events_per_s']:,.0f} events/s"),
+            ("raw consume (same topic)", f"{replay['raw_consume_events_per_s']:,.0f} events/s"),
+            ("replay / raw", f"{replay['replay_to_raw_ratio']:.2f}"),
+        ]
 
     results["machine"] = machine.as_dict()
     results["measured_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
