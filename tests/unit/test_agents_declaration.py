@@ -69,3 +69,45 @@ def test_routing_from_headers_alone() -> None:
     assert not agent.wants("procurement.v1.BudgetReserved")
     assert agent.handler_for("sagalog.v1.CompensationRequested", {"step": "intake"}) is not None
     assert agent.handler_for("sagalog.v1.CompensationRequested", {"step": "other"}) is None
+
+
+def test_an_undo_that_returns_nothing_is_announced_as_completed() -> None:
+    from sagalog.events import CompensationCompleted, CompensationRequested
+
+    agent = Agent("a", topics=["t"])
+
+    @agent.compensates("reserve")
+    async def undo(event: Event, ctx: HandlerContext) -> None:
+        return None
+
+    spec = agent.compensations["reserve"]
+    request = CompensationRequested(step="reserve", compensation="release", reason="test")
+    assert spec.outputs(request, []) == [
+        CompensationCompleted(step="reserve", compensation="release")
+    ]
+
+
+def test_an_undo_that_returns_its_own_completion_is_not_completed_twice() -> None:
+    from sagalog.events import CompensationRequested
+
+    agent = Agent("a", topics=["t"])
+
+    @agent.compensates("ship")
+    async def undo(event: Event, ctx: HandlerContext) -> None:
+        return None
+
+    spec = agent.compensations["ship"]
+    returned: list[Event] = [OrderShipped(order_id="o-1")]
+    request = CompensationRequested(step="ship", compensation="recall", reason="test")
+    assert spec.outputs(request, returned) == returned
+
+
+def test_a_step_handler_publishes_what_it_returns() -> None:
+    agent = Agent("a", topics=["t"])
+
+    @agent.handles(OrderShipped, step="ship")
+    async def ship(event: OrderShipped, ctx: HandlerContext) -> None:
+        return None
+
+    spec = agent.handlers["shop.v1.OrderShipped"]
+    assert spec.outputs(OrderShipped(order_id="o"), []) == []

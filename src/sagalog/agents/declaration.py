@@ -50,6 +50,22 @@ class HandlerSpec:
     timeout_s: float | None = None
     compensates: str | None = None
 
+    def outputs(self, event: Event, returned: list[Event]) -> list[Event]:
+        """What the handler's run publishes: its events, and the completion of an undo.
+
+        A compensation handler that returns nothing is announced as done with a
+        ``CompensationCompleted``. One that returns events announces its own
+        completion (``BudgetReleased``), as its flow file names it under
+        ``compensation.completes_on``; adding ``CompensationCompleted`` to those
+        would be a second completion, which the tracker ignores with a warning.
+        """
+        if self.compensates is None or returned:
+            return returned
+        from sagalog.events import CompensationCompleted
+
+        undo = str(getattr(event, "compensation", self.step))
+        return [CompensationCompleted(step=self.compensates, compensation=undo)]
+
     async def call(self, event: Event, ctx: HandlerContext) -> HandlerResult:
         if inspect.iscoroutinefunction(self.func):
             return await self.func(event, ctx)  # type: ignore[no-any-return]
@@ -121,8 +137,9 @@ class Agent:
     ) -> Callable[[F], F]:
         """Register the compensation of ``step``: it receives a ``CompensationRequested``.
 
-        The runtime publishes ``CompensationCompleted`` after it, so the tracker can
-        move to the previous step.
+        When it returns no event the runtime publishes ``CompensationCompleted``
+        after it, so the tracker can move to the previous step; when it returns the
+        event its flow names as the undo's completion, that event is the signal.
         """
         from sagalog.events import CompensationRequested
 

@@ -72,7 +72,7 @@ from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import EventValidationError, SagalogError, SchemaError
-from sagalog.events import CompensationCompleted, StepFailed
+from sagalog.events import StepFailed
 
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 OutRecord = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes | str | None]]]
@@ -565,14 +565,7 @@ class AgentWorker:
                     raise StepTimeout(
                         f"step '{spec.step}' ran past its {timeout:g}s timeout and was cancelled"
                     ) from exc
-                outputs = _as_list(result)
-                if spec.compensates is not None:
-                    outputs.append(
-                        CompensationCompleted(
-                            step=spec.compensates,
-                            compensation=str(getattr(item.event, "compensation", spec.step)),
-                        )
-                    )
+                outputs = spec.outputs(item.event, _as_list(result))
                 traceparent = current_traceparent() or headers.traceparent
                 records = [
                     self._output(item.headers, item.origin_topic, e, traceparent)
