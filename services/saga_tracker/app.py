@@ -37,6 +37,7 @@ from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
 from saga_tracker.sla_monitor import SlaMonitor
 from saga_tracker.store import FaustTables, Table
+from saga_tracker.transport import TrackerApp
 from sagalog.contracts.codec import EventCodec
 from sagalog.flows.registry import FlowRegistry
 from sagalog.tracker import CompensationRetry, due_range
@@ -105,8 +106,9 @@ class Tracker:
 
     def _build_app(self) -> faust.App:
         settings = self.settings
-        app = faust.App(
+        app = TrackerApp(
             settings.app_id,
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
             broker=faust_broker(settings.bootstrap_servers),
             store="rocksdb://",
             datadir=str(settings.data_dir),

@@ -81,6 +81,13 @@ class TrackerSettings(ClientSettings):
         default=0.01, gt=0, description="Longest wait for a batch to fill."
     )
     commit_interval_s: float = Field(default=1.0, gt=0)
+    fetch_max_wait_ms: int = Field(
+        default=100,
+        gt=0,
+        le=1500,
+        description="Longest the broker may hold a fetch of partitions with nothing new; "
+        "faust's hard-coded 1500 stalled hand-offs under load (see transport.py).",
+    )
     session_timeout_s: float = Field(
         default=10.0,
         gt=0,

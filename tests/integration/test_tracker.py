@@ -323,3 +323,49 @@ def test_on_the_wall_clock_a_step_timeout_fires_by_itself(tracker_lab: TrackerLa
     assert cause.startswith("timer:") and "step_timeout|reserve_budget" in cause
     lab.undo("wf-wall", "reserve_budget")
     lab.wait_state("wf-wall", "compensated")
+
+
+def test_an_aborted_transaction_is_never_acted_on(tracker_lab: TrackerLab) -> None:
+    """A zombie agent's step completion, aborted by its transaction, moves nothing."""
+    from sagalog.contracts.headers import EventHeaders, new_event_id
+    from sagalog.contracts.validation import to_avro_datum
+
+    from .tracker_harness import PAYLOADS
+
+    lab = tracker_lab
+    lab.tracker()
+    lab.start("wf-aborted")
+    lab.wait(lambda: _at(lab, "wf-aborted", "running", "reserve_budget"), what="step 1 running")
+
+    assert lab.publisher is not None
+    step, event_type = FORWARD[0]
+    datum = to_avro_datum(
+        lab.publisher.catalog[event_type].definition,
+        PAYLOADS.get(event_type, {}),
+        event_type=event_type,
+    )
+    headers = EventHeaders(
+        id=new_event_id(), type=event_type, source="tests/zombie", workflow_id="wf-aborted"
+    )
+    zombie = Producer(
+        lab.project.settings.kafka_config(**{"transactional.id": f"zombie-{lab.topic}"})
+    )
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(
+        lab.topic,
+        key=b"wf-aborted",
+        value=lab.publisher.codec.encode(lab.topic, event_type, datum),
+        headers=headers.to_kafka(),
+    )
+    zombie.flush(30)
+    zombie.abort_transaction(30)
+
+    # Something committed after the aborted record: once it is tracked, the aborted
+    # completion was read past.
+    lab.start("wf-after")
+    lab.wait(lambda: _at(lab, "wf-after", "running", "reserve_budget"), what="later workflow")
+    assert _at(lab, "wf-aborted", "running", "reserve_budget")
+
+    lab.complete("wf-aborted", step)
+    lab.wait(lambda: _at(lab, "wf-aborted", "running", FORWARD[1][0]), what="step 2 running")

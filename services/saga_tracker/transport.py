@@ -1,0 +1,58 @@
+"""faust's aiokafka consumer, with the two settings the tracker cannot do without.
+
+faust-streaming 0.15 builds its worker consumer with both hard-coded:
+
+- **``isolation_level``**: ``read_committed`` only under faust's own exactly-once
+  processing guarantee, which the tracker does not use (it is idempotent instead,
+  see ``processor``). Agents publish in transactions; read uncommitted, the tracker
+  would act on an aborted transaction's events — a fenced zombie's step completion,
+  an output an agent crashed before committing — and drive the workflow on work that
+  never happened. The tracker reads committed data only.
+- **``fetch_max_wait_ms=1500``**: aiokafka leaves partitions with buffered records
+  out of its next fetch, so under load a fetch often names only the idle ones (the
+  clock partitions) and the broker holds it for the full wait while nothing else
+  is fetched from that broker: the tracker stalled for up to 1.5 s per hand-off.
+  ``TrackerSettings.fetch_max_wait_ms`` (100 ms by default) bounds the stall; an
+  idle tracker pays ten empty fetches a second for it.
+
+Both are set on the consumer object faust created, before it starts (aiokafka
+builds its fetcher from them in ``start``), rather than by copying faust's
+constructor: everything else stays faust's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import faust
+from faust.transport.drivers import aiokafka as driver
+
+ISOLATION_LEVEL = "read_committed"
+
+
+class _ConsumerThread(driver.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        consumer._isolation_level = ISOLATION_LEVEL
+        consumer._fetch_max_wait_ms = getattr(self.app, "fetch_max_wait_ms", 1500)
+        return consumer
+
+
+class _Consumer(driver.Consumer):
+    def _new_consumer_thread(self) -> _ConsumerThread:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class _Transport(driver.Transport):
+    Consumer = _Consumer
+
+
+class TrackerApp(faust.App):
+    """A faust app whose consumer reads committed data and waits at most ``fetch_max_wait_ms``."""
+
+    def __init__(self, *args: Any, fetch_max_wait_ms: int, **kwargs: Any) -> None:
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        super().__init__(*args, **kwargs)
+
+    def _new_transport(self) -> Any:
+        return _Transport(self.conf.broker_consumer, self)
