@@ -28,8 +28,10 @@ from collections import Counter
 from typing import Any, NoReturn
 
 import faust
+from confluent_kafka import KafkaException
 from faust.types import TP
 
+from saga_tracker.backlog import BacklogProbe
 from saga_tracker.clock import TrackerClock
 from saga_tracker.decoding import OwnEcho, Unreadable, read_event
 from saga_tracker.processor import Processor
@@ -100,6 +102,7 @@ class Tracker:
         self.last_sla_ms = 0
         self.ready = False
         self.last_progress = time.monotonic()
+        self.backlog = BacklogProbe(settings)
         self.app = self._build_app()
 
     # -- faust wiring ------------------------------------------------------------
@@ -302,20 +305,23 @@ class Tracker:
             return
         if time.monotonic() - self.last_progress < self.settings.stall_timeout_s:
             return
-        consumer = self.app.consumer
-        for tp in self.app.assignor.assigned_actives():
-            if tp.topic not in self.workflow_topics and tp.topic != self.clock_topic:
-                continue
-            try:
-                high = consumer.highwater(tp)
-                position = await consumer.position(tp)
-            except Exception:  # no fetch yet: nothing known to wait for
-                continue
-            if high is not None and position is not None and high > position:
-                crash(
-                    f"{tp.topic}/{tp.partition} has {high - position} record(s) waiting and "
-                    f"nothing was delivered for {self.settings.stall_timeout_s:g}s"
-                )
+        mine = [
+            (tp.topic, tp.partition)
+            for tp in self.app.assignor.assigned_actives()
+            if tp.topic in self.workflow_topics or tp.topic == self.clock_topic
+        ]
+        try:
+            waiting = await asyncio.to_thread(self.backlog.waiting, mine)
+        except KafkaException as exc:  # the broker is away: nothing can be delivered anyway
+            log.warning("stall check skipped: %s", exc)
+            waiting = {}
+        if waiting:
+            (topic, partition), count = max(waiting.items(), key=lambda item: item[1])
+            crash(
+                f"{topic}/{partition} has {count} committed record(s) past the group's offset "
+                f"({len(waiting)} partition(s) waiting) and nothing was delivered for "
+                f"{self.settings.stall_timeout_s:g}s"
+            )
         self.last_progress = time.monotonic()
 
     async def _report(self) -> None:

@@ -1,0 +1,113 @@
+"""What the broker says is waiting for this tracker, independent of faust's consumer.
+
+The watchdog (``Tracker._watch``) needs to know whether records wait that a stalled
+worker is not delivering. Asking faust's own consumer for its high watermark and
+position cannot tell: a consumer that came out of a rebalance and never fetched
+knows neither, which is exactly the stall to catch (seen in the v1/v2 deploy test:
+a replacement worker assigned, tables ready, nothing delivered, no watermark). So
+the probe asks the broker, with its own clients: the last stable offset (what a
+``read_committed`` reader can reach) against the group's committed offset, and
+where they differ, whether a record can actually be read from there. The second
+look matters because agents write in transactions: the commit marker after their
+last record takes an offset that no reader ever receives, so a tracker that
+processed everything still has its committed offset one short of the end.
+Called only after ``stall_timeout_s`` without progress, so its cost does not matter.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from saga_tracker.settings import TrackerSettings
+
+TIMEOUT_S = 10.0
+
+
+class BacklogProbe:
+    """Records readable but not committed by the tracker's group, per partition."""
+
+    def __init__(self, settings: TrackerSettings) -> None:
+        self.settings = settings
+        self.group = settings.app_id
+        self.admin = AdminClient(
+            settings.kafka_config(**{"client.id": f"{settings.app_id}-backlog-probe"})
+        )
+
+    def waiting(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """``{(topic, partition): records}`` for the partitions with committed records
+        past the group's committed offset (blocking; run it in a thread).
+
+        Raises:
+            KafkaException: the broker did not answer within ``TIMEOUT_S``.
+        """
+        tps = [TopicPartition(topic, partition) for topic, partition in partitions]
+        if not tps:
+            return {}
+        stable = self._offsets(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        earliest = self._offsets(tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+        [future] = self.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(self.group, tps)], request_timeout=TIMEOUT_S
+        ).values()
+        committed = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in future.result(timeout=TIMEOUT_S).topic_partitions
+        }
+        behind = {}
+        for key, end in stable.items():
+            start = committed.get(key, -1)
+            if start < 0:  # nothing committed yet: the group starts from the earliest
+                start = earliest.get(key, 0)
+            if end > start:
+                behind[key] = (start, end)
+        readable = self._readable({key: start for key, (start, _) in behind.items()})
+        return {key: end - start for key, (start, end) in behind.items() if key in readable}
+
+    def _readable(self, starts: dict[tuple[str, int], int]) -> set[tuple[str, int]]:
+        """The partitions where a committed record can be read at or after its start."""
+        if not starts:
+            return set()
+        reader = Consumer(
+            self.settings.kafka_config(
+                **{
+                    "group.id": f"{self.group}-backlog-probe",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "client.id": f"{self.group}-backlog-probe",
+                }
+            )
+        )
+        found: set[tuple[str, int]] = set()
+        try:
+            reader.assign([TopicPartition(t, p, offset) for (t, p), offset in starts.items()])
+            deadline = time.monotonic() + TIMEOUT_S / 2
+            while len(found) < len(starts) and time.monotonic() < deadline:
+                for message in reader.consume(num_messages=500, timeout=0.5):
+                    if message.error() is None:
+                        found.add((str(message.topic()), int(message.partition() or 0)))
+        finally:
+            reader.close()
+        return found
+
+    def _offsets(self, tps: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+        futures = self.admin.list_offsets(
+            {tp: spec for tp in tps},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=TIMEOUT_S,
+        )
+        offsets = {}
+        for tp, future in futures.items():
+            try:
+                offsets[(tp.topic, tp.partition)] = future.result(timeout=TIMEOUT_S).offset
+            except KafkaException:
+                continue  # the partition is gone or moving: nothing known to wait for
+        return offsets
