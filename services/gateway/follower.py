@@ -30,10 +30,12 @@ from gateway.settings import GatewaySettings
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_ID, H_WORKFLOW_ID, header_dict
 from sagalog.errors import SagalogError
+from sagalog.memory import release_free_memory
 
 log = logging.getLogger("sagalog.gateway")
 
 BATCH = 500
+TRIM_AFTER = 10_000  # records applied since the last heap trim
 POLL_S = 0.2
 RESTART_AFTER_S = 5.0
 
@@ -83,6 +85,7 @@ class Follower:
         self._targets: dict[tuple[str, int], int] = {}
         self._caught_up: set[tuple[str, int]] = set()
         self._applied = 0
+        self._applied_at_trim = 0
         self._skipped = 0
 
     def start(self) -> None:
@@ -113,6 +116,9 @@ class Follower:
                 "enable.partition.eof": True,
                 "auto.offset.reset": "earliest",
                 "isolation.level": "read_committed",
+                # librdkafka prefetches up to 64 MB by default: catching up on a long
+                # backlog would grow the heap once and keep it grown.
+                "queued.max.messages.kbytes": 8192,
             }
         )
         config.pop("partitioner", None)  # a producer setting; a consumer warns about it
@@ -235,6 +241,9 @@ class Follower:
             behind = max(0, high - max(low, positions.get((tp.topic, tp.partition), 0)))
             lag += behind
             by_partition[f"{tp.topic}[{tp.partition}]"] = behind
+        if lag == 0 and self._applied - self._applied_at_trim >= TRIM_AFTER:
+            self._applied_at_trim = self._applied
+            release_free_memory()  # caught up after a burst: hand the peak back
         self._publish_status(lag=lag, partitions=by_partition)
 
     def _publish_status(self, **changes: Any) -> None:

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from sagalog.flows.states import WorkflowState
+from sagalog.rocksdb_options import bounded_options
 from sagalog.tracker.record import WorkflowRecord
 
 _RECORD = b"rec/"
@@ -92,10 +93,8 @@ class ReadModel:
 
     def __init__(self, path: Path) -> None:
         path.mkdir(parents=True, exist_ok=True)
-        options = Options(raw_mode=True)
-        options.create_if_missing(True)
         self.path = path
-        self.db = Rdict(str(path), options)
+        self.db = Rdict(str(path), bounded_options(raw_mode=True))
         # Rebuildable from the logs, and the bookmark rides in the same batch: a lost
         # tail after a machine crash is read again, so writes need no fsync.
         self._write_options = WriteOptions()

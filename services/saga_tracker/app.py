@@ -45,6 +45,7 @@ from saga_tracker.store import FaustTables, Table
 from saga_tracker.transport import TrackerApp
 from sagalog.contracts.codec import EventCodec
 from sagalog.flows.registry import FlowRegistry
+from sagalog.memory import release_free_memory
 from sagalog.tracker import CompensationRetry, due_range
 from sagalog.tracker.ticks import clock_topic, parse_tick
 
@@ -154,6 +155,7 @@ class Tracker:
         started = time.monotonic()
 
         async def recovered() -> None:
+            release_free_memory()  # the restore's peak is not what a waiting tracker needs
             self.ready = True
             self.last_progress = time.monotonic()
             log.info(

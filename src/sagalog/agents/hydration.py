@@ -19,6 +19,7 @@ from sagalog.agents.records import headers_of, offset_of, partition_of, topic_of
 from sagalog.agents.state_store import StateStore
 from sagalog.contracts.headers import EventHeaders
 from sagalog.errors import EventValidationError, ServiceUnavailableError
+from sagalog.memory import release_free_memory
 from sagalog.settings import ClientSettings
 
 
@@ -47,6 +48,9 @@ def hydrate(
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "enable.partition.eof": True,
+                # librdkafka prefetches up to 64 MB by default; hydration reads the
+                # whole backlog, and a heap grown once stays grown (RSS per workflow).
+                "queued.max.messages.kbytes": 8192,
             }
         )
     )
@@ -56,8 +60,8 @@ def hydrate(
         reader.assign([TopicPartition(t, p, store.checkpoint(t, p)) for t, p in remaining])
         idle = 0.0
         while remaining:
-            message = reader.poll(0.5)
-            if message is None:
+            messages = reader.consume(num_messages=500, timeout=0.5)
+            if not messages:
                 idle += 0.5
                 if idle > idle_timeout_s:
                     raise ServiceUnavailableError(
@@ -65,23 +69,25 @@ def hydrate(
                     )
                 continue
             idle = 0.0
-            key = (topic_of(message), partition_of(message))
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    # read_committed: the end may sit below the target only while an
-                    # aborted transaction's markers are skipped; the partition is done.
-                    remaining.pop(key, None)
-                continue
-            if key not in remaining:
-                continue
-            _fold(store, message)
-            folded += 1
-            store.set_checkpoint(key[0], key[1], offset_of(message) + 1)
-            if offset_of(message) + 1 >= remaining[key]:
-                del remaining[key]
+            for message in messages:
+                key = (topic_of(message), partition_of(message))
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        # read_committed: the end may sit below the target only while an
+                        # aborted transaction's markers are skipped; the partition is done.
+                        remaining.pop(key, None)
+                    continue
+                if key not in remaining:
+                    continue
+                _fold(store, message)
+                folded += 1
+                store.set_checkpoint(key[0], key[1], offset_of(message) + 1)
+                if offset_of(message) + 1 >= remaining[key]:
+                    del remaining[key]
     finally:
         reader.close()
+    release_free_memory()
     return folded
 
 

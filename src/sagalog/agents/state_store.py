@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocksdict import Options, Rdict, WriteOptions
+from rocksdict import Rdict, WriteOptions
+
+from sagalog.rocksdb_options import bounded_options
 
 _PROJECTION = "p:"
 _SEEN = "s:"
@@ -89,10 +91,8 @@ class StateStore:
 
     def __init__(self, path: Path, *, cache_size: int = 10_000) -> None:
         path.mkdir(parents=True, exist_ok=True)
-        options = Options(raw_mode=False)
-        options.create_if_missing(True)
         self.path = path
-        self.db = Rdict(str(path), options)
+        self.db = Rdict(str(path), bounded_options(raw_mode=False))
         # The projection can be rebuilt from the log, so its writes are not synced: the
         # WAL reaches the OS page cache, which survives a killed process (the common
         # crash); a machine crash may lose the newest writes together with the
