@@ -325,6 +325,7 @@ def write_results(path: Path, mapping: Mapping[str, Any]) -> dict[str, Any]:
         merged = json.loads(path.read_text() or "{}")
     merged.update(_json_safe(dict(mapping)))
     staging = path.with_name(path.name + ".partial")
+    path.parent.mkdir(parents=True, exist_ok=True)
     staging.write_text(json.dumps(merged, indent=2, sort_keys=True, allow_nan=False) + "\n")
     staging.replace(path)
     return merged
