@@ -31,6 +31,7 @@ from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.publisher import PublishedEvent
 from sagalog.tracker.record import WorkflowRecord
+from sagalog.tracker.seal import chain_head
 
 SOURCE = "sagalog/gateway"
 
@@ -177,6 +178,8 @@ class Gateway:
     def _publish(
         self, topic: str, event: Event, record: WorkflowRecord, *, event_id: str | None
     ) -> PublishedEvent:
+        """Publish on the workflow's behalf; ``sagalog_chain`` is the chain head of the
+        record the request was checked against, so the log shows what the gateway saw."""
         try:
             return self.publisher.publish_event(
                 topic,
@@ -185,6 +188,7 @@ class Gateway:
                 flow_version=record.flow_version,
                 event_id=event_id,
                 priority=record.priority.name,
+                chain=chain_head(record),
             )
         except SagalogError as exc:
             raise PublishFailed(

@@ -62,6 +62,9 @@ class TransitionEntry(BaseModel):
     cause_event_id: str
     time_in_previous_state_ms: int
     at_ms: int
+    partition: int | None = None
+    """Where it lies in the transitions topic (from its key; not stored in the value)."""
+    offset: int | None = None
 
 
 def _prefix_end(prefix: bytes) -> bytes:
@@ -173,9 +176,18 @@ class ReadModel:
         return found
 
     def history(self, workflow_id: str, *, limit: int = MAX_HISTORY) -> list[TransitionEntry]:
+        """The workflow's transitions in log order, each with its position (for the audit,
+        which fetches them by offset)."""
         found = []
-        for _, value in self._scan(_history_prefix(workflow_id)):
-            found.append(TransitionEntry.model_validate_json(value))
+        prefix = _history_prefix(workflow_id)
+        for key, value in self._scan(prefix):
+            position = key[len(prefix) :]
+            entry = TransitionEntry.model_validate_json(value)
+            if len(position) == 25 and position.isdigit():
+                entry = entry.model_copy(
+                    update={"partition": int(position[:5]), "offset": int(position[5:])}
+                )
+            found.append(entry)
             if len(found) >= limit:
                 break
         return found

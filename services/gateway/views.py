@@ -91,6 +91,29 @@ class TransitionView(BaseModel):
     at: dt.datetime
     time_in_previous_state_ms: int
     cause_event_id: str
+    partition: int | None = Field(
+        default=None, description="Where it lies in the transitions topic."
+    )
+    offset: int | None = None
+
+
+class SealedEventView(BaseModel):
+    """An event the tracker read for the workflow: its position and content hash."""
+
+    topic: str
+    partition: int
+    offset: int
+    event_id: str
+    hash: str
+
+
+class SealView(BaseModel):
+    """What the tracker sealed of the workflow's log (``sagalog audit`` reads it)."""
+
+    chain: str | None = Field(description="The head of the workflow's hash chain.")
+    chain_base: str | None = Field(description="The chain value before the first listed event.")
+    dropped: int = Field(description="Older sealed events no longer listed.")
+    events: list[SealedEventView]
 
 
 class WorkflowSummary(BaseModel):
@@ -119,6 +142,7 @@ class WorkflowDetail(WorkflowSummary):
     pending_timers: list[TimerView]
     compensation: CompensationView | None
     history: list[TransitionView]
+    seal: SealView | None = None
 
 
 class WorkflowList(BaseModel):
@@ -203,7 +227,15 @@ def detail_view(record: WorkflowRecord, history: list[TransitionEntry]) -> Workf
                 at=utc(h.at_ms),
                 time_in_previous_state_ms=h.time_in_previous_state_ms,
                 cause_event_id=h.cause_event_id,
+                partition=h.partition,
+                offset=h.offset,
             )
             for h in history
         ],
+        seal=SealView(
+            chain=record.chain,
+            chain_base=record.chain_base,
+            dropped=record.sealed_dropped,
+            events=[SealedEventView(**e.model_dump()) for e in record.sealed],
+        ),
     )

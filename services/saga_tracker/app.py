@@ -44,9 +44,11 @@ from saga_tracker.sla_monitor import SlaMonitor
 from saga_tracker.store import FaustTables, Table
 from saga_tracker.transport import TrackerApp
 from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.hash_chain import content_hash
 from sagalog.flows.registry import FlowRegistry
 from sagalog.memory import release_free_memory
 from sagalog.tracker import CompensationRetry, due_range
+from sagalog.tracker.record import SealedEvent
 from sagalog.tracker.ticks import clock_topic, parse_tick
 
 log = logging.getLogger("sagalog.tracker")
@@ -216,6 +218,9 @@ class Tracker:
             read = read_event(self.codec, message.key, message.value, message.headers)
             if isinstance(read, OwnEcho):
                 self.counts["own_echo"] += 1
+                self.processor.seal(
+                    batch, message.partition, read.workflow_id, _sealed(message, read.event_id)
+                )
             elif isinstance(read, Unreadable):
                 self.counts["dead_lettered"] += 1
                 self.sink.dead_letter(
@@ -231,7 +236,12 @@ class Tracker:
                 )
             else:
                 self.processor.handle(
-                    batch, message.partition, read, now_ms=self.clock.now_ms(), topic=message.topic
+                    batch,
+                    message.partition,
+                    read,
+                    now_ms=self.clock.now_ms(),
+                    topic=message.topic,
+                    sealed=_sealed(message, read.event_id),
                 )
         if self.pending_ticks:
             await self._fire_timers(batch)
@@ -366,6 +376,21 @@ def crash(why: str) -> NoReturn:
     log.critical("%s; exiting so that it is processed again", why, exc_info=True)
     logging.shutdown()
     os._exit(70)
+
+
+def _sealed(message: Any, event_id: str) -> SealedEvent:
+    """Where a consumed record lies and the hash of its content, to seal into its record.
+
+    Built without validation (once per event on the hot path): the fields come
+    typed from the consumer and the hash function.
+    """
+    return SealedEvent.model_construct(
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        event_id=event_id,
+        hash=content_hash(message.key, message.value, message.headers),
+    )
 
 
 def _header_pairs(headers: Any) -> Any:

@@ -5,7 +5,7 @@ payload is never decoded. The few platform events whose payload the rules read
 (``StepFailed``, ``CompensationCompleted``, ``GateDecided``) are decoded with the
 registry's schema. The tracker's own ``GateOpened`` and ``CompensationRequested``,
 which it reads back from the workflow topic, are recognized from their headers and
-skipped without decoding.
+not decided again (only sealed into the workflow's record, for the audit trail).
 """
 
 from __future__ import annotations
@@ -36,23 +36,24 @@ class Unreadable:
     error_class: str
 
 
+@dataclass(frozen=True, slots=True)
 class OwnEcho:
-    """The tracker's own output read back: nothing to decide."""
+    """The tracker's own output read back: nothing to decide, only to seal."""
 
-
-OWN_ECHO = OwnEcho()
+    workflow_id: str
+    event_id: str
 
 
 def read_event(
     codec: EventCodec, key: bytes | None, value: bytes | None, headers: RawHeaders
 ) -> TrackedEvent | Unreadable | OwnEcho:
-    """The ``TrackedEvent`` in a record, ``OWN_ECHO``, or ``Unreadable`` with the reason."""
+    """The ``TrackedEvent`` in a record, an ``OwnEcho``, or ``Unreadable`` with the reason."""
     try:
         meta = EventHeaders.from_kafka(headers)
     except SagalogError as exc:
         return Unreadable(str(exc), type(exc).__name__)
     if meta.source == TRACKER_SOURCE and meta.type in OWN_ECHOES:
-        return OWN_ECHO
+        return OwnEcho(meta.workflow_id, meta.id)
     if key is not None and key.decode(errors="replace") != meta.workflow_id:
         return Unreadable(
             f"record key {key!r} differs from header ce_workflowid {meta.workflow_id!r}; "

@@ -19,6 +19,11 @@ written again, in case their changelog records were lost with the process.
 After each change of a workflow, events it parked (they came before their
 predecessor) are fed again, and a slot that freed up is given to the next queued
 workflow (admission control); both within the same batch.
+
+Each event read for a tracked workflow is sealed into its record (its position and
+content hash, chained: ``sagalog.tracker.seal``) whatever the rules decide, before
+the decision's events are published: they carry the chain head that includes their
+cause, which is the tamper evidence ``sagalog audit --verify`` checks.
 """
 
 from __future__ import annotations
@@ -61,6 +66,8 @@ from sagalog.tracker import (
     queue_key,
 )
 from sagalog.tracker.admission import is_active
+from sagalog.tracker.record import SealedEvent
+from sagalog.tracker.seal import chain_head, seal
 
 log = logging.getLogger("sagalog.tracker")
 
@@ -143,17 +150,33 @@ class Processor:
     # -- inputs ----------------------------------------------------------------
 
     def handle(
-        self, batch: Batch, partition: int, first: TrackerInput, *, now_ms: int, topic: str = ""
+        self,
+        batch: Batch,
+        partition: int,
+        first: TrackerInput,
+        *,
+        now_ms: int,
+        topic: str = "",
+        sealed: SealedEvent | None = None,
     ) -> Decision:
-        """Apply ``first`` (read from ``topic``) and everything it unblocks; its decision."""
+        """Apply ``first`` (read from ``topic``) and everything it unblocks; its decision.
+
+        ``sealed``: where ``first`` lies in the log and its content hash, to seal into
+        its workflow's record (None: not sealed, e.g. a test or a replay without
+        positions). Events fed again from the parked table were sealed when read.
+        """
         queue: deque[tuple[TrackerInput, bytes | None]] = deque([(first, None)])
         waiting: set[bytes] = set()
         decision: Decision | None = None
+        position = sealed
         while queue:
             current, parked_key = queue.popleft()
             if parked_key is not None:
                 waiting.discard(parked_key)
-            result, before = self._handle_one(batch, partition, current, now_ms=now_ms, topic=topic)
+            result, before = self._handle_one(
+                batch, partition, current, now_ms=now_ms, topic=topic, sealed=position
+            )
+            position = None
             decision = decision or result
             if parked_key is not None and result.outcome is not Outcome.PARKED:
                 batch.overlay.delete(Table.PARKED, partition, parked_key)
@@ -186,10 +209,32 @@ class Processor:
         self.fired += len(due)
         return len(due)
 
+    def seal(self, batch: Batch, partition: int, workflow_id: str, sealed: SealedEvent) -> bool:
+        """Seal an event the rules need not see (the tracker's own output read back)
+        into its workflow's record; whether the record changed.
+
+        Its position and hash belong to the workflow's audit trail like any other's.
+        """
+        record = self._record(batch, partition, workflow_id)
+        if record is None:
+            return False
+        after = seal(record, sealed)
+        if after is None:
+            return False
+        self._store(batch, partition, after)
+        return True
+
     # -- one input -------------------------------------------------------------
 
     def _handle_one(
-        self, batch: Batch, partition: int, event: TrackerInput, *, now_ms: int, topic: str
+        self,
+        batch: Batch,
+        partition: int,
+        event: TrackerInput,
+        *,
+        now_ms: int,
+        topic: str,
+        sealed: SealedEvent | None = None,
     ) -> tuple[Decision, WorkflowRecord | None]:
         batch.inputs += 1
         workflow_id = event.workflow_id
@@ -200,6 +245,8 @@ class Processor:
         except FlowDefinitionError as exc:
             decision = Decision(None, (), Outcome.REJECTED, str(exc))
             self._note(event, decision)
+            if sealed is not None and record is not None:
+                self.seal(batch, partition, workflow_id, sealed)
             return decision, record
         if flow is None:
             what = f"{event_type} starts no loaded flow" if event_type else "nothing to act on"
@@ -218,11 +265,25 @@ class Processor:
             retry=self.retry,
         )
         self._note(event, decision)
-        self._perform(batch, partition, event, decision, flow, now_ms)
-        if decision.record is not None:
-            self._store(batch, partition, decision.record)
-        elif decision.outcome is Outcome.DUPLICATE and record is not None:
-            self._store(batch, partition, record)  # re-assert: its changelog may be lost
+        after = decision.record if decision.record is not None else record
+        resealed = None if sealed is None or after is None else seal(after, sealed)
+        if resealed is not None:
+            after = resealed
+        self._perform(
+            batch,
+            partition,
+            event,
+            decision,
+            flow,
+            now_ms,
+            chain=None if after is None else chain_head(after),
+        )
+        if decision.record is not None or resealed is not None:
+            assert after is not None
+            self._store(batch, partition, after)
+        if decision.outcome is Outcome.DUPLICATE and record is not None:
+            if resealed is None:
+                self._store(batch, partition, record)  # re-assert: its changelog may be lost
             for timer in record.timers:
                 batch.overlay.put(Table.TIMERS, partition, timer.key.encode(), b"")
         return decision, record
@@ -235,11 +296,13 @@ class Processor:
         decision: Decision,
         flow: Flow,
         now_ms: int,
+        *,
+        chain: str | None = None,
     ) -> None:
         overlay = batch.overlay
         for action in decision.actions:
             if isinstance(action, Publish):
-                self.sink.publish(action)
+                self.sink.publish(action.with_chain(chain) if chain is not None else action)
                 batch.published += 1
                 if self._on_transition is not None and isinstance(action.event, StateTransition):
                     self._on_transition(action.workflow_id, action.event)

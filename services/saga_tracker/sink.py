@@ -1,7 +1,9 @@
 """The tracker's output: Avro events on the workflow and transitions topics, alerts, ticks.
 
 One idempotent confluent-kafka producer (librdkafka's own thread batches and
-compresses, far faster than producing from the event loop). ``flush`` waits in a
+compresses, far faster than producing from the event loop). Every event is signed
+(``sagalog_hash``) and a workflow's carry its chain head (``sagalog_chain``, stamped
+by the processor), like every sagalog publisher's. ``flush`` waits in a
 worker thread, so the faust event loop keeps serving heartbeats meanwhile, and
 raises if any record of the batch was refused: the batch is then never stored nor
 committed, and the next worker decides it again.
@@ -19,6 +21,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from saga_tracker.settings import TrackerSettings
 from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import EventHeaders, new_event_id
 from sagalog.errors import SagalogError, ServiceUnavailableError
 from sagalog.events import TrackerAlert
@@ -200,15 +203,19 @@ class KafkaSink:
             },
         )
 
-    def _produce(self, topic: str, key: str, value: bytes, headers: Any) -> None:
+    def _produce(
+        self, topic: str, key: str, value: bytes, headers: list[tuple[str, str | bytes | None]]
+    ) -> None:
+        raw_key = key.encode()
+        headers = signed(raw_key, value, headers)
         try:
             self.producer.produce(
-                topic, key=key.encode(), value=value, headers=headers, on_delivery=self._delivered
+                topic, key=raw_key, value=value, headers=headers, on_delivery=self._delivered
             )
         except BufferError:
             self.producer.poll(0.5)  # librdkafka's queue is full: let it drain, then retry
             self.producer.produce(
-                topic, key=key.encode(), value=value, headers=headers, on_delivery=self._delivered
+                topic, key=raw_key, value=value, headers=headers, on_delivery=self._delivered
             )
         self.sent += 1
 

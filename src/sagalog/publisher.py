@@ -2,7 +2,8 @@
 
 The producer is idempotent with ``acks=all``, so a retried send never duplicates an
 event in the log, and the record key is the workflow id, so a workflow's events stay
-in one partition in the order they were published.
+in one partition in the order they were published. Every event carries its content
+hash (``sagalog.contracts.hash_chain``), so the audit trail can show a later change.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from confluent_kafka import KafkaError, Message, Producer
 
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.hash_chain import signed, stated_hash
 from sagalog.contracts.headers import EventHeaders, new_event_id
 from sagalog.contracts.models import Event
 from sagalog.contracts.registry import SchemaRegistry
@@ -25,12 +27,14 @@ from sagalog.settings import ClientSettings
 
 @dataclass(frozen=True)
 class PublishedEvent:
-    """Where an event landed."""
+    """Where an event landed; ``content_hash`` is its ``sagalog_hash`` (what an event
+    reacting to it passes as ``prev_hash``)."""
 
     topic: str
     partition: int
     offset: int
     headers: EventHeaders
+    content_hash: str | None = None
 
 
 class EventPublisher:
@@ -73,9 +77,15 @@ class EventPublisher:
         event_id: str | None = None,
         traceparent: str | None = None,
         priority: str | None = None,
+        prev_hash: str | None = None,
+        chain: str | None = None,
     ) -> PublishedEvent:
         """Validate ``payload`` (JSON-shaped) against ``event_type``, publish it, and wait
         until the broker acknowledged it.
+
+        ``prev_hash`` is the content hash of the event this one reacts to (the cause's
+        ``PublishedEvent.content_hash`` or ``sagalog_hash`` header); ``chain`` the
+        workflow's chain head, for a publisher that reacts to the workflow as a whole.
 
         Raises:
             EventValidationError: the payload does not match the schema (names the field).
@@ -95,6 +105,8 @@ class EventPublisher:
                 event_id=event_id,
                 traceparent=traceparent,
                 priority=priority,
+                prev_hash=prev_hash,
+                chain=chain,
             ),
         )
 
@@ -117,6 +129,8 @@ class EventPublisher:
         event_id: str | None = None,
         traceparent: str | None = None,
         priority: str | None = None,
+        prev_hash: str | None = None,
+        chain: str | None = None,
     ) -> EventHeaders:
         return EventHeaders(
             id=event_id or new_event_id(),
@@ -128,10 +142,14 @@ class EventPublisher:
             flow_version=flow_version,
             traceparent=traceparent,
             priority=priority,
+            prev_hash=prev_hash,
+            chain=chain,
         )
 
     def _send(self, topic: str, datum: dict[str, Any], headers: EventHeaders) -> PublishedEvent:
         value = self.codec.encode(topic, headers.type, datum)
+        key = headers.workflow_id.encode()
+        kafka_headers = signed(key, value, headers.to_kafka())
         outcome: dict[str, Any] = {}
 
         def delivered(error: KafkaError | None, message: Message) -> None:
@@ -139,9 +157,9 @@ class EventPublisher:
 
         self.producer.produce(
             topic,
-            key=headers.workflow_id.encode(),
+            key=key,
             value=value,
-            headers=headers.to_kafka(),
+            headers=kafka_headers,
             on_delivery=delivered,
         )
         remaining = self.producer.flush(timeout=self.settings.connect_timeout_s * 3)
@@ -162,6 +180,7 @@ class EventPublisher:
             partition=int(message.partition() or 0),
             offset=int(message.offset() or 0),
             headers=headers,
+            content_hash=stated_hash(kafka_headers),
         )
 
     def close(self) -> None:

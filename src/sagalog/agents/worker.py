@@ -23,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -68,6 +70,7 @@ from sagalog.agents.telemetry import (
 )
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.hash_chain import content_hash, signed
 from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
 from sagalog.contracts.registry import SchemaRegistry
@@ -80,6 +83,23 @@ OutRecord = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes | str |
 
 class ZombieFenced(SagalogError):
     """Another instance with this ``transactional.id`` took over; this one must stop."""
+
+    exit_code = 70
+
+
+def _fatal(error: KafkaError) -> bool:
+    """A consumer's fatal error arrives as ``_FATAL`` (whose ``fatal()`` is False) or flagged."""
+    return bool(error.fatal()) or error.code() == KafkaError._FATAL
+
+
+class ConsumerFailed(SagalogError):
+    """The consumer hit a fatal error (librdkafka cannot go on with it): exit and be restarted.
+
+    Seen when the broker restarts under a static member: the consumer comes back
+    "fenced by other consumer with same group.instance.id" (itself, rejoining), and a
+    fatal consumer refuses every later call, so an agent that only logged it would
+    sit alive and idle while its workflows waited.
+    """
 
     exit_code = 70
 
@@ -98,6 +118,7 @@ class _Item:
     from_retry: bool
     priority: int
     context: WorkflowContext | None = None
+    cause_hash: str | None = None  # the input's content hash: its outputs' prev_hash
 
 
 @dataclass
@@ -159,6 +180,7 @@ class AgentWorker:
         self._to_hydrate: dict[tuple[str, int], int] = {}
         self._stopping = False
         self._stop_requested_at: float | None = None
+        self._consumer_fatal: KafkaError | None = None  # set by librdkafka's error callback
         self._loop = asyncio.new_event_loop()
 
     # -- lifecycle --------------------------------------------------------------------
@@ -207,6 +229,7 @@ class AgentWorker:
                     "heartbeat.interval.ms": 1000,
                     "fetch.wait.max.ms": 20,
                     "enable.partition.eof": False,
+                    "error_cb": self._on_consumer_error,
                 }
             )
         )
@@ -224,6 +247,24 @@ class AgentWorker:
             started_stopping = self.clock()
         finally:
             self._shutdown(started_stopping)
+
+    def _on_consumer_error(self, error: KafkaError) -> None:
+        """librdkafka's client-level errors; a fatal one ends this process (``ConsumerFailed``)."""
+        if _fatal(error):
+            self._consumer_fatal = error
+
+    def _raise_if_consumer_failed(self, error: KafkaError | None = None) -> None:
+        error = error if error is not None and _fatal(error) else self._consumer_fatal
+        if error is None:
+            return
+        self.telemetry.log(
+            "consume", f"fatal consumer error: {error.str()}", level=logging.ERROR, outcome="error"
+        )
+        raise ConsumerFailed(
+            f"agent '{self.agent.name}' instance '{self.settings.instance_id}': fatal consumer "
+            f"error ({error.str()}); exiting {ConsumerFailed.exit_code} to be restarted: "
+            "nothing uncommitted is lost, the batch is redelivered"
+        )
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stopping:  # a second signal: stop now, uncommitted work is redelivered
@@ -325,12 +366,14 @@ class AgentWorker:
             if error is None:
                 records.append(message)
             elif error.code() != KafkaError._PARTITION_EOF:
+                self._raise_if_consumer_failed(error)
                 self.telemetry.log(
                     "consume",
                     f"consumer error: {error.str()}",
                     level=logging.WARNING,
                     outcome="error",
                 )
+        self._raise_if_consumer_failed()
         if records:
             self._process(records)
 
@@ -472,6 +515,7 @@ class AgentWorker:
             from_retry=from_retry,
             priority=int(Priority.parse(headers.priority)),
             context=context,
+            cause_hash=content_hash(message.key(), message.value(), raw_headers),
         )
 
     def _shutdown_budget_spent(self) -> bool:
@@ -568,7 +612,7 @@ class AgentWorker:
                 outputs = spec.outputs(item.event, _as_list(result))
                 traceparent = current_traceparent() or headers.traceparent
                 records = [
-                    self._output(item.headers, item.origin_topic, e, traceparent)
+                    self._output(item.headers, item.origin_topic, e, traceparent, item.cause_hash)
                     for e in [*ctx.recorded, *outputs]
                 ]
                 outcome = _Outcome("ok", records=records)
@@ -584,7 +628,9 @@ class AgentWorker:
                     error=str(exc),
                     kind="defer",
                     extra=[
-                        self._output(item.headers, item.origin_topic, e, traceparent)
+                        self._output(
+                            item.headers, item.origin_topic, e, traceparent, item.cause_hash
+                        )
                         for e in ctx.recorded
                     ],
                 )
@@ -599,7 +645,8 @@ class AgentWorker:
         retryable = is_retryable(error)
         traceparent = current_traceparent() or item.headers.traceparent
         recorded = [
-            self._output(item.headers, item.origin_topic, e, traceparent) for e in ctx.recorded
+            self._output(item.headers, item.origin_topic, e, traceparent, item.cause_hash)
+            for e in ctx.recorded
         ]
         if retryable and not self.policy.exhausted(item.attempt):
             delay = self.policy.delay(item.attempt)
@@ -641,13 +688,22 @@ class AgentWorker:
     # -- records produced in the transaction -----------------------------------------------
 
     def _output(
-        self, cause: EventHeaders, origin_topic: str, event: Event, traceparent: str | None
+        self,
+        cause: EventHeaders,
+        origin_topic: str,
+        event: Event,
+        traceparent: str | None,
+        cause_hash: str | None,
     ) -> OutRecord:
-        """An output event caused by ``cause``, encoded for its topic."""
-        headers = cause.caused(event.event_type, source=self.source, traceparent=traceparent)
+        """An output event caused by ``cause``, encoded for its topic and signed: its
+        ``sagalog_prev_hash`` is ``cause_hash``, the hash of the record consumed."""
+        headers = cause.caused(
+            event.event_type, source=self.source, traceparent=traceparent, prev_hash=cause_hash
+        )
         topic = self.agent.output_topic or origin_topic
         value = self.codec.encode(topic, event.event_type, event.to_avro())
-        return (topic, cause.workflow_id.encode(), value, headers.to_kafka())
+        key = cause.workflow_id.encode()
+        return (topic, key, value, signed(key, value, headers.to_kafka()))
 
     def _retry_record(
         self,
@@ -705,7 +761,10 @@ class AgentWorker:
                 retryable=retryable,
             )
             try:
-                records.append(self._output(headers, topic, failed, headers.traceparent))
+                cause_hash = content_hash(message.key(), message.value(), headers_of(message))
+                records.append(
+                    self._output(headers, topic, failed, headers.traceparent, cause_hash)
+                )
             except SagalogError as exc:
                 self.telemetry.log(
                     "dead_letter",
@@ -732,8 +791,16 @@ class AgentWorker:
                 for topic, key, value, headers in outcome.records:
                     producer.produce(topic, key=key, value=value, headers=headers)
             positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
-            producer.send_offsets_to_transaction(
-                positions, consumer.consumer_group_metadata(), self.settings.connect_timeout_s * 3
+            # A fenced consumer's group metadata makes this call hang past its timeout.
+            self._raise_if_consumer_failed()
+            metadata, timeout_s = (
+                consumer.consumer_group_metadata(),
+                self.settings.connect_timeout_s * 3,
+            )
+            self._bounded(
+                lambda: producer.send_offsets_to_transaction(positions, metadata, timeout_s),
+                timeout_s=timeout_s + 30,
+                what="send_offsets_to_transaction",
             )
             producer.commit_transaction(self.settings.transaction_timeout_s)
         except KafkaException as exc:
@@ -741,6 +808,41 @@ class AgentWorker:
             return False
         self.stats.transactions += 1
         return True
+
+    def _bounded(self, call: Callable[[], None], *, timeout_s: float, what: str) -> None:
+        """Run a librdkafka call that may block past its own timeout; exit 70 if it does.
+
+        librdkafka's ``send_offsets_to_transaction`` ignores its timeout when the group
+        coordinator goes away mid-call (confluentinc/librdkafka#5456, #5511): after a
+        broker restart, an agent sat in it for good, alive and doing nothing. A C call
+        cannot be interrupted, so the process exits (70: restart me) and a fresh one
+        resumes from the committed offsets; the open transaction is aborted by the
+        broker when the new instance initialises the same transactional id.
+        """
+        outcome: list[BaseException | None] = []
+
+        def run() -> None:
+            try:
+                call()
+                outcome.append(None)
+            except BaseException as exc:  # handed to the calling thread
+                outcome.append(exc)
+
+        worker = threading.Thread(target=run, name=f"sagalog-{what}", daemon=True)
+        worker.start()
+        worker.join(timeout_s)
+        if not outcome:
+            self.telemetry.log(
+                "transaction",
+                f"{what} still blocked after {timeout_s:g}s (librdkafka ignores its timeout when "
+                f"the coordinator went away); exiting {ZombieFenced.exit_code} to be restarted",
+                level=logging.ERROR,
+                outcome="hung",
+            )
+            logging.shutdown()
+            os._exit(ZombieFenced.exit_code)
+        if outcome[0] is not None:
+            raise outcome[0]
 
     def _on_transaction_error(self, exc: KafkaException) -> None:
         assert self._producer is not None

@@ -9,7 +9,7 @@ import click
 
 from sagalog.cli.context import Project, pass_project
 from sagalog.contracts.codec import EventCodec
-from sagalog.contracts.headers import header_dict
+from sagalog.contracts.headers import H_HASH, header_dict
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import EventValidationError
 from sagalog.publisher import EventPublisher
@@ -72,7 +72,10 @@ def publish(
                 "topic": published.topic,
                 "partition": published.partition,
                 "offset": published.offset,
-                "headers": header_dict(published.headers.to_kafka()),
+                "headers": {
+                    **header_dict(published.headers.to_kafka()),
+                    **({H_HASH: published.content_hash} if published.content_hash else {}),
+                },
             }
         )
     )

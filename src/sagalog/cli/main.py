@@ -13,10 +13,12 @@ import click
 
 from sagalog import __version__
 from sagalog.cli.analytics import analytics
+from sagalog.cli.audit import audit
 from sagalog.cli.clock import clock
 from sagalog.cli.context import Project
 from sagalog.cli.events import publish, tail_command
 from sagalog.cli.flows import flows
+from sagalog.cli.replay import replay
 from sagalog.cli.run import run
 from sagalog.cli.schemas import schemas
 from sagalog.cli.topology import topology
@@ -85,6 +87,8 @@ cli.add_command(workflows)
 cli.add_command(gates)
 cli.add_command(clock)
 cli.add_command(analytics)
+cli.add_command(audit)
+cli.add_command(replay)
 
 
 def main() -> None:

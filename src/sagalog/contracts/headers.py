@@ -37,6 +37,9 @@ H_FLOW_VERSION = "ce_flowversion"
 H_PRIORITY = "ce_priority"
 H_TRACEPARENT = "traceparent"
 H_TRACESTATE = "tracestate"
+H_HASH = "sagalog_hash"
+H_PREV_HASH = "sagalog_prev_hash"
+H_CHAIN = "sagalog_chain"
 
 _REQUIRED = (H_ID, H_SOURCE, H_TYPE, H_TIME, H_WORKFLOW_ID)
 
@@ -82,6 +85,9 @@ class EventHeaders:
             higher lanes first when saturated.
         traceparent: W3C trace context of the producer's span.
         tracestate: W3C vendor trace state.
+        prev_hash: the content hash of the event this one reacts to (tamper evidence,
+            see ``sagalog.contracts.hash_chain``).
+        chain: the workflow's hash-chain head as the publisher knew it.
     """
 
     id: str
@@ -95,10 +101,20 @@ class EventHeaders:
     priority: str | None = None
     traceparent: str | None = None
     tracestate: str | None = None
+    prev_hash: str | None = None
+    chain: str | None = None
 
-    def caused(self, event_type: str, *, source: str, traceparent: str | None) -> EventHeaders:
+    def caused(
+        self,
+        event_type: str,
+        *,
+        source: str,
+        traceparent: str | None,
+        prev_hash: str | None = None,
+    ) -> EventHeaders:
         """The headers of a new event this one causes: same workflow, correlation, flow
-        version and priority lane; this event as its cause."""
+        version and priority lane; this event as its cause (``prev_hash``: its content
+        hash, which links the new event to it)."""
         return EventHeaders(
             id=new_event_id(),
             type=event_type,
@@ -109,6 +125,7 @@ class EventHeaders:
             flow_version=self.flow_version,
             priority=self.priority,
             traceparent=traceparent,
+            prev_hash=prev_hash,
         )
 
     def to_kafka(self) -> list[tuple[str, str | bytes | None]]:
@@ -127,6 +144,8 @@ class EventHeaders:
             (H_PRIORITY, self.priority),
             (H_TRACEPARENT, self.traceparent),
             (H_TRACESTATE, self.tracestate),
+            (H_PREV_HASH, self.prev_hash),
+            (H_CHAIN, self.chain),
         ]
         # confluent-kafka encodes str header values itself (UTF-8).
         return [(name, value) for name, value in pairs if value is not None]
@@ -172,6 +191,8 @@ class EventHeaders:
             priority=values.get(H_PRIORITY),
             traceparent=values.get(H_TRACEPARENT),
             tracestate=values.get(H_TRACESTATE),
+            prev_hash=values.get(H_PREV_HASH),
+            chain=values.get(H_CHAIN),
         )
 
 

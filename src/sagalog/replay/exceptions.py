@@ -13,3 +13,12 @@ class ReplayError(SagalogError):
     """
 
     exit_code = 2
+
+
+class StoreError(ReplayError):
+    """The ``--store`` directory of a rebuild cannot be used as asked.
+
+    It holds something other than a rebuild store, a rebuild of other inputs, or a
+    store another run has open. Give a new directory (a rebuild only ever writes into
+    its own), or delete the old one to start over.
+    """

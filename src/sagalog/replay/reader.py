@@ -25,16 +25,16 @@ when the replay starts: records appended meanwhile are not read.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from sagalog.contracts.codec import EventCodec
 from sagalog.errors import ServiceUnavailableError
+from sagalog.replay.chunks import ChunkReader, LogRange
 from sagalog.replay.decoding import BatchDecoder, ReplayBatch, ReplayStats, cyclic_gc_paused
 from sagalog.replay.exceptions import ReplayError
 from sagalog.settings import ClientSettings
@@ -246,67 +246,18 @@ class TopicReplay:
 
     def batches(self, progress: Callable[[int], None] | None = None) -> Iterator[ReplayBatch]:
         """The decoded records, batch by batch; ``progress(n)`` after each ``n`` read."""
-        ends = {r.partition: r.stop for r in self.plan.ranges if r.size}
-        if not ends:
-            return
-        self.consumer.assign(
-            [TopicPartition(self.topic, r.partition, r.start) for r in self.plan.ranges if r.size]
+        reader = ChunkReader(
+            self.consumer,
+            [LogRange(self.topic, r.partition, r.start, r.stop) for r in self.plan.ranges],
+            chunk_size=self.batch_size,
+            idle_timeout_s=self.idle_timeout_s,
         )
-        done: set[int] = set()
-        last_seen = time.monotonic()
-        while len(done) < len(ends):
-            # No cyclic GC while consuming and decoding (see cyclic_gc_paused); the
-            # caller's code, between batches, runs with it.
+        for kept in reader.chunks():
+            # No cyclic GC while decoding (see cyclic_gc_paused); the caller's code,
+            # between batches, runs with it.
             with cyclic_gc_paused():
-                messages = self.consumer.consume(self.batch_size, 0.5)
-                kept = self._in_range(messages, ends, done) if messages else []
-                decoded = list(self.decoder.decode(kept)) if kept else []
-            if not messages:
-                if time.monotonic() - last_seen > self.idle_timeout_s:
-                    raise ReplayError(
-                        f"nothing arrived from {self.topic} partitions "
-                        f"{sorted(set(ends) - done)} for {self.idle_timeout_s:g}s before the "
-                        "end of the range"
-                    )
-                continue
-            last_seen = time.monotonic()
+                decoded = list(self.decoder.decode(kept))
             self.stats.read += len(kept)
             yield from decoded
             if progress is not None:
                 progress(len(kept))
-
-    def _in_range(
-        self, messages: list[Message], ends: dict[int, int], done: set[int]
-    ) -> list[Message]:
-        """The records of ``messages`` before their partition's end; finished ones join ``done``.
-
-        The consumer's positions (last record handed over + 1) tell, once per batch,
-        whether a partition reached its end and whether this batch passed it; only
-        then are offsets read record by record, to drop the ones past the end.
-        """
-        kept = [m for m in messages if m.error() is None]
-        if len(kept) < len(messages):
-            for message in messages:
-                error = message.error()
-                if error is None:
-                    continue
-                if error.code() != KafkaError._PARTITION_EOF:
-                    if error.retriable() and not error.fatal():
-                        continue  # librdkafka retries on its own
-                    raise ReplayError(f"reading {self.topic} failed: {error.str()}")
-                # The end of what is readable now (read_committed: before open transactions).
-                partition = message.partition() or 0
-                ends[partition] = min(ends[partition], message.offset() or 0)
-        finished, beyond = [], {}
-        for position in self.consumer.position([TopicPartition(self.topic, p) for p in ends]):
-            end = ends[position.partition]
-            if position.offset >= end and position.partition not in done:
-                finished.append(position.partition)
-            if position.offset > end:
-                beyond[position.partition] = end
-        if finished:
-            done.update(finished)
-            self.consumer.pause([TopicPartition(self.topic, p) for p in finished])
-        if beyond:
-            kept = [m for m in kept if (m.offset() or 0) < beyond.get(m.partition() or 0, 1 << 62)]
-        return kept

@@ -10,6 +10,7 @@ deduplicate a redelivered publish) and timers are keyed.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import enum
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ class Publish:
         flow_version: for the ``ce_flowversion`` header.
         priority: for the ``ce_priority`` header.
         time_ms: for ``ce_time``: the tracker's clock when it decided.
+        chain: for the ``sagalog_chain`` header: the workflow's chain head once its
+            cause was sealed. The processor stamps it (``with_chain``) when it performs
+            the action; the rules leave it None (sealing is not theirs, see
+            ``sagalog.tracker.seal``).
     """
 
     event: Event
@@ -50,6 +55,11 @@ class Publish:
     flow_version: int
     priority: Priority
     time_ms: int
+    chain: str | None = None
+
+    def with_chain(self, chain: str | None) -> Publish:
+        """This action stamped with the workflow's chain head."""
+        return dataclasses.replace(self, chain=chain)
 
     def headers(self, *, source: str = TRACKER_SOURCE) -> EventHeaders:
         """The CloudEvents headers to send it with."""
@@ -62,6 +72,7 @@ class Publish:
             causation_id=self.causation_id,
             flow_version=self.flow_version,
             priority=self.priority.name,
+            chain=self.chain,
         )
 
 

@@ -44,6 +44,15 @@ the structural rules (it would complete a step already complete, or decide a gat
 already closed), only classified as stale rather than duplicate.
 """
 
+SEALED_EVENTS = 256
+"""How many sealed event positions a record lists (the newest); older ones are dropped.
+
+A reference workflow seals about twenty (its own events and the tracker's echoes).
+The bound keeps the record, which is written on every event, from growing without
+limit for a pathological workflow; the chain still covers the dropped ones
+(``chain_base``), and ``sealed_dropped`` tells the audit how many it cannot list.
+"""
+
 _UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 """``{n: f}``: ``f`` turns a stored record of schema version ``n`` into version ``n + 1``."""
 
@@ -118,6 +127,20 @@ class GateProgress(_Stored):
     deadline_ms: int
 
 
+class SealedEvent(_Stored):
+    """An event the tracker read for a workflow: where it lies in the log, and its hash.
+
+    The audit fetches the workflow's events by these positions instead of scanning
+    the topic, and ``audit --verify`` compares what it finds there with ``hash``.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    event_id: str
+    hash: str
+
+
 class WorkflowRecord(_Stored):
     """One workflow as the tracker knows it.
 
@@ -143,6 +166,13 @@ class WorkflowRecord(_Stored):
         terminal_reason: why it ended, once terminal.
         step_of_state: the ``step`` of the transition that entered ``state`` (the
             ``from_step`` of the next one), so a span is attributed to its step.
+        chain: the head of the workflow's hash chain over ``sealed`` (see
+            ``sagalog.contracts.hash_chain``); None until the first event is sealed
+            (and for records written before sealing existed).
+        sealed: the events read for the workflow, in log order, the newest
+            ``SEALED_EVENTS`` of them (``sagalog.tracker.seal``).
+        sealed_dropped: how many older sealed events were dropped from ``sealed``.
+        chain_base: the chain value before ``sealed[0]``; None: ``chain_start``.
     """
 
     schema_version: int = STORED_SCHEMA_VERSION
@@ -162,6 +192,10 @@ class WorkflowRecord(_Stored):
     last_event_at_ms: int | None = None
     terminal_reason: str | None = None
     step_of_state: str | None = None
+    chain: str | None = None
+    sealed: tuple[SealedEvent, ...] = ()
+    sealed_dropped: int = 0
+    chain_base: str | None = None
 
     @property
     def is_terminal(self) -> bool:

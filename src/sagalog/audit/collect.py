@@ -1,0 +1,299 @@
+"""Gather one workflow's audit material from Kafka: its record, its events, its transitions.
+
+The record comes first (``lookup``: the gateway, or the one changelog partition of
+its key), then every event at the position the tracker sealed (``reading.fetch_at``),
+then the tracker's transitions: by position when the gateway knows them, otherwise
+from the one transitions partition of the key, starting at the time of the
+workflow's first event and stopping at its terminal transition. Nothing here reads
+a whole topic, except a *substitute* topic: a scratch copy named with
+``--from-topic original=copy`` (to verify a restored or copied log, whose offsets
+differ from the sealed ones), which is read whole and matched by event id.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer
+
+from sagalog.audit.exceptions import AuditError, UnknownWorkflowError
+from sagalog.audit.lookup import WorkflowSeal, partition_for, record_from_changelog
+from sagalog.audit.reading import (
+    LoggedEvent,
+    ReadStats,
+    fetch_at,
+    offset_at_time,
+    partitions_of,
+    read_range,
+    watermarks,
+)
+from sagalog.audit.trail import AuditTrail, Decoded, build_trail
+from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.headers import H_ID
+from sagalog.errors import SagalogError
+from sagalog.tracker.record import SealedEvent
+
+TRANSITION_LEAD_MS = 5_000
+"""How far before the workflow's first event its transitions are looked for.
+
+A transition is produced after the tracker read its cause, so its timestamp is later
+than the cause's but for the skew between the producers' clocks."""
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where the audit reads.
+
+    Attributes:
+        transitions_topic: the tracker's transitions topic; None: skip transitions.
+        substitutes: original topic -> the topic to read instead (a copy).
+    """
+
+    transitions_topic: str | None
+    substitutes: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What was read: the trail is built from it, the verification checks it."""
+
+    trail: AuditTrail
+    events: tuple[LoggedEvent, ...]
+    transitions: tuple[LoggedEvent, ...]
+
+
+def parse_substitutes(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``("a=b", ...)`` as ``{"a": "b"}``.
+
+    Raises:
+        AuditError: a pair is not ``original=copy``.
+    """
+    found: dict[str, str] = {}
+    for pair in pairs:
+        original, sep, copy = pair.partition("=")
+        if not sep or not original.strip() or not copy.strip():
+            raise AuditError(f"--from-topic {pair!r}: expected ORIGINAL=COPY, e.g. a.events=a.copy")
+        found[original.strip()] = copy.strip()
+    return found
+
+
+def find_workflow(
+    consumer: Consumer,
+    workflow_id: str,
+    *,
+    changelog: str,
+    timeout_s: float,
+    stats: ReadStats,
+) -> WorkflowSeal:
+    """The workflow's record from the changelog partition of its key.
+
+    Raises:
+        UnknownWorkflowError: the tracker holds no record of it.
+        AuditError: the changelog does not exist (another tracker app id).
+    """
+    try:
+        record, partition = record_from_changelog(
+            consumer, changelog, workflow_id, timeout_s=timeout_s, stats=stats
+        )
+    except AuditError as exc:
+        raise AuditError(
+            f"{exc}; the tracker's records changelog is named <tracker app id>-records-"
+            "changelog: pass the tracker's --tracker-app-id"
+        ) from None
+    if record is None:
+        raise UnknownWorkflowError(
+            f"no workflow '{workflow_id}' is known to the tracker: its records changelog "
+            f"{changelog} holds no record of it in partition {partition} (the partition of "
+            f"that key; {stats.records_read} records read). Check the id (`sagalog workflows "
+            "list`) and --tracker-app-id"
+        )
+    return WorkflowSeal.from_record(record, source=f"changelog {changelog}/{partition}")
+
+
+def collect(
+    consumer: Consumer,
+    codec: EventCodec,
+    workflow: WorkflowSeal,
+    *,
+    sources: Sources,
+    timeout_s: float,
+    stats: ReadStats,
+    notes: list[str] | None = None,
+) -> Collected:
+    """Read the workflow's events and transitions and assemble its trail."""
+    notes = list(notes or [])
+    decode = _decoder(codec)
+    events = _events(consumer, workflow, sources.substitutes, timeout_s=timeout_s, stats=stats)
+    missing = _missing(workflow.sealed, events)
+    transitions: list[LoggedEvent] = []
+    if sources.transitions_topic is not None:
+        transitions = _transitions(
+            consumer,
+            workflow,
+            events,
+            topic=sources.transitions_topic,
+            substitutes=sources.substitutes,
+            decode=decode,
+            timeout_s=timeout_s,
+            stats=stats,
+            notes=notes,
+        )
+    if workflow.dropped:
+        total = workflow.dropped + len(workflow.sealed)
+        notes.append(
+            f"the record lists the newest {len(workflow.sealed)} of {total} sealed events; "
+            "the older ones are not shown"
+        )
+    if not workflow.sealed:
+        notes.append(
+            "the record lists no sealed event: it was last written by a tracker release "
+            "that did not seal events"
+        )
+    trail = build_trail(workflow, events, transitions, decode=decode, missing=missing, notes=notes)
+    return Collected(trail=trail, events=tuple(events), transitions=tuple(transitions))
+
+
+def _events(
+    consumer: Consumer,
+    workflow: WorkflowSeal,
+    substitutes: Mapping[str, str],
+    *,
+    timeout_s: float,
+    stats: ReadStats,
+) -> list[LoggedEvent]:
+    """The sealed events, grouped by topic in the order the tracker first read each
+    topic; within a topic, in sealed order (or a substitute's log order)."""
+    topics: list[str] = []
+    for sealed in workflow.sealed:
+        if sealed.topic not in topics:
+            topics.append(sealed.topic)
+    direct = [s for s in workflow.sealed if s.topic not in substitutes]
+    found = fetch_at(
+        consumer,
+        ((s.topic, s.partition, s.offset) for s in direct),
+        timeout_s=timeout_s,
+        stats=stats,
+    )
+    events: list[LoggedEvent] = []
+    key = workflow.workflow_id.encode()
+    for topic in topics:
+        if topic in substitutes:
+            events += _whole_topic(consumer, substitutes[topic], key, timeout_s, stats)
+        else:
+            events += [
+                found[(s.topic, s.partition, s.offset)]
+                for s in direct
+                if s.topic == topic and (s.topic, s.partition, s.offset) in found
+            ]
+    return events
+
+
+def _missing(sealed: tuple[SealedEvent, ...], events: list[LoggedEvent]) -> list[SealedEvent]:
+    """Sealed events whose id the log no longer holds (as often as they were sealed)."""
+    present = Counter(e.header_values.get(H_ID) for e in events)
+    missing = []
+    for s in sealed:
+        if present[s.event_id] > 0:
+            present[s.event_id] -= 1
+        else:
+            missing.append(s)
+    return missing
+
+
+def _transitions(
+    consumer: Consumer,
+    workflow: WorkflowSeal,
+    events: list[LoggedEvent],
+    *,
+    topic: str,
+    substitutes: Mapping[str, str],
+    decode: Callable[[bytes | None], Decoded],
+    timeout_s: float,
+    stats: ReadStats,
+    notes: list[str],
+) -> list[LoggedEvent]:
+    key = workflow.workflow_id.encode()
+    if topic in substitutes:
+        return _whole_topic(consumer, substitutes[topic], key, timeout_s, stats)
+    try:
+        partitions = partitions_of(consumer, topic, timeout_s=timeout_s)
+    except AuditError as exc:
+        notes.append(f"transitions not shown: {exc}")
+        return []
+    if workflow.transitions is not None:
+        found = fetch_at(
+            consumer,
+            ((topic, p, o) for p, o in workflow.transitions),
+            timeout_s=timeout_s,
+            stats=stats,
+        )
+        return [found[(topic, p, o)] for p, o in workflow.transitions if (topic, p, o) in found]
+    partition = partition_for(key, partitions)
+    low, high = watermarks(consumer, topic, partition, timeout_s=timeout_s)
+    first_ms = min((e.timestamp_ms for e in events), default=None)
+    start = low
+    if first_ms is not None:
+        at = offset_at_time(
+            consumer, topic, partition, first_ms - TRANSITION_LEAD_MS, timeout_s=timeout_s
+        )
+        start = high if at is None else max(low, at)
+
+    def ends(event: LoggedEvent) -> bool:
+        if not workflow.terminal:
+            return False
+        payload, _ = decode(event.value)
+        return payload is not None and payload.get("to_state") == workflow.state
+
+    return read_range(
+        consumer,
+        topic,
+        partition,
+        start,
+        high,
+        keep=lambda message: message.key() == key,
+        until=ends,
+        timeout_s=timeout_s,
+        stats=stats,
+    )
+
+
+def _whole_topic(
+    consumer: Consumer, topic: str, key: bytes, timeout_s: float, stats: ReadStats
+) -> list[LoggedEvent]:
+    """Every record of ``key`` in a substitute topic, partition by partition."""
+    found: list[LoggedEvent] = []
+    for partition in range(partitions_of(consumer, topic, timeout_s=timeout_s)):
+        low, high = watermarks(consumer, topic, partition, timeout_s=timeout_s)
+        found += read_range(
+            consumer,
+            topic,
+            partition,
+            low,
+            high,
+            keep=lambda message: message.key() == key,
+            timeout_s=timeout_s,
+            stats=stats,
+        )
+    return found
+
+
+def _decoder(codec: EventCodec) -> Callable[[bytes | None], Decoded]:
+    cache: dict[bytes, Decoded] = {}
+
+    def decode(value: bytes | None) -> Decoded:
+        if value is None:
+            return None, "no value (a deletion marker)"
+        if value in cache:
+            return cache[value]
+        try:
+            payload: dict[str, Any] | None = codec.decode(value).payload
+            result: Decoded = (payload, None)
+        except SagalogError as exc:
+            result = (None, str(exc))
+        cache[value] = result
+        return result
+
+    return decode

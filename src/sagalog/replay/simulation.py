@@ -1,0 +1,293 @@
+"""One workflow's recorded history, run again through a flow version on a simulated clock.
+
+A what-if run cannot replay the log as it lies: under the candidate, entries start
+at other times, so the answers to them come at other times too. So the history is
+turned into *cues*: each recorded input is tied to the entry it answers (the step
+it completes or fails, the gate it decides, the compensation it completes) and to
+how long after that entry started it came (its *dwell*). Run again, an input is
+delivered that long after its entry starts under the flow being tried; an entry
+that never starts never gets its answer. The start event keeps its time.
+
+Time is a discrete-event clock: the next thing to happen is the earliest delivery
+or the earliest pending timer (a timer due at the same instant as a delivery fires
+after it). Timers fire at their due time by the tracker's own processor, with the
+decision code the tracker runs, into in-memory tables; nothing is published.
+While the recording still holds answers for the workflow (delivered or waiting for
+their entry to start), time runs on as far as they need; once it holds none,
+timers fire only up to the *horizon*, the end of the recording: what the workflow
+would have done after that is not known, so it stays where it stands.
+
+Entries that the recorded version never started have no answer to replay; an
+``Assumption`` (see ``assumptions``) supplies one. An entry that started and got
+no answer is recorded silence and stays silent.
+"""
+
+from __future__ import annotations
+
+import heapq
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sagalog.events import CompensationRequested, GateDecision, StateTransition
+from sagalog.flows.model import COMPENSATION_COMPLETED, GATE_DECIDED, STEP_FAILED, Flow, Gate
+from sagalog.flows.registry import FlowRegistry
+from sagalog.flows.states import WorkflowState
+from sagalog.replay.assumptions import Answer, Assumption
+from sagalog.replay.processing import Batch, Processor
+from sagalog.replay.sink import RecordingSink
+from sagalog.tracker.compensation import CompensationRetry
+from sagalog.tracker.gates import gate_token
+from sagalog.tracker.inputs import GateVerdict, TimerFired, TrackedEvent
+from sagalog.tracker.record import WorkflowRecord
+from sagalog.tracker.sla import Span, observed, spans_of
+from sagalog.tracker.tables import MemoryTables, Table
+from sagalog.tracker.timers import Timer, decode_timer
+
+Trigger = tuple[str, str]
+"""What an input answers: ``("step", name)``, ``("gate", name)``, ``("undo", step)``."""
+
+MAX_DECISIONS = 10_000
+"""A workflow deciding more than this in one run is looping: a bug, stopped loudly."""
+
+_SYNTHETIC = uuid.uuid5(uuid.NAMESPACE_URL, "https://sagalog.dev/replay/what-if/assumed")
+_PARTITION = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Cue:
+    """A recorded input and when to deliver it: ``offset_ms`` after ``trigger`` starts,
+    or at ``offset_ms`` (an absolute time) when ``trigger`` is None."""
+
+    event: TrackedEvent
+    trigger: Trigger | None
+    offset_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a workflow ended (or where it stood at the horizon), as a what-if compares it.
+
+    Attributes:
+        state: its state; ``not started`` when the flow did not take its start event.
+        step: where it stands, while not ended.
+        compensations: the steps whose compensation (or follow-up) was requested, in order.
+        alerts: the tracker's alerts about it (stuck compensation, late completion, ...).
+        sla: the flow's SLA rules that one of its own spans exceeds (a rule fires on a
+            statistic over many workflows; this is the workflow's part in it).
+    """
+
+    state: str
+    step: str | None = None
+    compensations: tuple[str, ...] = ()
+    alerts: tuple[str, ...] = ()
+    sla: tuple[str, ...] = ()
+
+    def changes(self, other: Ending) -> list[str]:
+        """The aspects in which ``other`` differs from this ending."""
+        found = []
+        if (self.state, self.step) != (other.state, other.step):
+            found.append("state")
+        for name in ("compensations", "alerts", "sla"):
+            if getattr(self, name) != getattr(other, name):
+                found.append(name)
+        return found
+
+    def summary(self) -> str:
+        text = self.state + (f" at {self.step}" if self.step else "")
+        if self.compensations:
+            text += f"; undo {', '.join(self.compensations)}"
+        if self.alerts:
+            text += f"; alerts {', '.join(self.alerts)}"
+        if self.sla:
+            text += f"; sla {', '.join(self.sla)}"
+        return text
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "state": self.state,
+            "step": self.step,
+            "compensations": list(self.compensations),
+            "alerts": list(self.alerts),
+            "sla": list(self.sla),
+        }
+
+
+@dataclass
+class Run:
+    """One simulated run: its ending, and when each entry started (for dwell times)."""
+
+    ending: Ending
+    starts: dict[Trigger, int] = field(default_factory=dict)
+    decisions: int = 0
+
+
+def trigger_of(flow: Flow, event: TrackedEvent) -> Trigger | None:
+    """The entry of ``flow`` that ``event`` answers; None for the start and the rest."""
+    kind = event.event_type
+    if kind == flow.starts_on:
+        return None
+    if kind == GATE_DECIDED:
+        return ("gate", event.gate.gate) if event.gate is not None else None
+    if kind == COMPENSATION_COMPLETED:
+        return ("undo", event.step) if event.step else None
+    undone = next((s for s in flow.steps if kind in s.undo_completes_on), None)
+    if undone is not None:
+        return ("undo", undone.name)
+    step = flow.step_for_completion(kind) or flow.step_for_failure(kind, step=event.step)
+    return ("step", step.name) if step is not None else None
+
+
+def started_trigger(flow: Flow, transition: StateTransition) -> Trigger | None:
+    """The entry a transition starts: a step or gate entered, or a step being undone."""
+    if transition.step is None:
+        return None
+    if transition.to_state == WorkflowState.COMPENSATING.value:
+        return ("undo", transition.step)
+    if transition.to_state in (WorkflowState.RUNNING.value, WorkflowState.PENDING_APPROVAL.value):
+        entry = flow.entry(transition.step)
+        return ("gate" if isinstance(entry, Gate) else "step", transition.step)
+    return None
+
+
+Responder = Callable[[Trigger, int], Sequence[tuple[int, TrackedEvent]]]
+"""Answers for an entry that started at a time: (when, event) pairs to deliver."""
+
+
+class Simulator:
+    """Runs one workflow at a time through ``flow`` (see the module docstring)."""
+
+    def __init__(
+        self, flow: Flow, *, secret: bytes, retry: CompensationRetry, horizon_ms: int
+    ) -> None:
+        self.flow = flow
+        self.secret = secret
+        self.horizon_ms = horizon_ms
+        self.sink = RecordingSink(keep=True)
+        self.processor = Processor(
+            registry=FlowRegistry([flow]), secret=secret, partitions=1, sink=self.sink, retry=retry
+        )
+
+    def run(self, workflow_id: str, cues: Sequence[Cue], respond: Responder | None = None) -> Run:
+        self.sink.clear()
+        batch = self.processor.begin(MemoryTables())
+        deliveries: list[tuple[int, int, TrackedEvent]] = []
+        waiting: dict[Trigger, list[Cue]] = {}
+        for order, cue in enumerate(cues):
+            if cue.trigger is None:
+                deliveries.append((cue.offset_ms, order, cue.event))
+            else:
+                waiting.setdefault(cue.trigger, []).append(cue)
+        heapq.heapify(deliveries)
+        run, seen, order, now = Run(Ending("not started")), 0, len(cues), 0
+        while True:
+            timer = self._next_timer(batch)
+            next_delivery = deliveries[0][0] if deliveries else None
+            due = timer.due_ms if timer is not None else None
+            if due is not None and (
+                due < next_delivery
+                if next_delivery is not None
+                else due <= self.horizon_ms or bool(waiting)
+            ):
+                assert timer is not None
+                now = max(now, due)
+                self.processor.handle(batch, _PARTITION, TimerFired(timer), now_ms=due)
+                batch.overlay.delete(Table.TIMERS, _PARTITION, timer.key.encode())
+            elif deliveries:
+                at, _, event = heapq.heappop(deliveries)
+                now = max(now, at)
+                self.processor.handle(batch, _PARTITION, event, now_ms=now, topic=self.flow.topic)
+            else:
+                break
+            run.decisions += 1
+            if run.decisions > MAX_DECISIONS:
+                raise RuntimeError(f"what-if of {workflow_id} did not settle: a bug")
+            for action in self.sink.actions[seen:]:
+                if not isinstance(action.event, StateTransition):
+                    continue
+                trigger = started_trigger(self.flow, action.event)
+                if trigger is None or trigger in run.starts:
+                    continue
+                run.starts[trigger] = action.time_ms
+                for cue in waiting.pop(trigger, ()):
+                    at = max(now, action.time_ms + cue.offset_ms)
+                    heapq.heappush(deliveries, (at, order, cue.event))
+                    order += 1
+                for at, event in respond(trigger, action.time_ms) if respond else ():
+                    heapq.heappush(deliveries, (max(now, at), order, event))
+                    order += 1
+            seen = len(self.sink.actions)
+        run.ending = self._ending(batch, workflow_id)
+        return run
+
+    def answer(
+        self, workflow_id: str, trigger: Trigger, at_ms: int, assumption: Assumption
+    ) -> list[tuple[int, TrackedEvent]]:
+        """The event an ``assumption`` stands for, for an entry that started at ``at_ms``."""
+        kind, name = trigger
+        if assumption.answer is Answer.NEVER:
+            return []
+        when = at_ms + assumption.after_ms
+        event_id = str(uuid.uuid5(_SYNTHETIC, f"{workflow_id}\x1f{kind}\x1f{name}"))
+        base = {"event_id": event_id, "workflow_id": workflow_id, "time_ms": when}
+        entry = self.flow.entry(name)
+        if kind == "gate":
+            decision = (
+                GateDecision.APPROVED
+                if assumption.answer is Answer.APPROVE
+                else GateDecision.REJECTED
+            )
+            verdict = GateVerdict(
+                gate=name,
+                token=gate_token(self.secret, workflow_id, name, 1),
+                decision=decision,
+                decided_by="sagalog what-if (assumed)",
+            )
+            return [(when, TrackedEvent(event_type=GATE_DECIDED, gate=verdict, **base))]
+        if entry is None or isinstance(entry, Gate):
+            return []
+        if kind == "undo":
+            completes = entry.undo_completes_on[0]
+            return [(when, TrackedEvent(event_type=completes, step=name, **base))]
+        if assumption.answer is Answer.FAIL:
+            failed = STEP_FAILED if STEP_FAILED in entry.fails_on else entry.fails_on[0]
+            payload = {"step": name, "reason": "assumed to fail (what-if --assume)"}
+            return [(when, TrackedEvent(event_type=failed, step=name, payload=payload, **base))]
+        return [(when, TrackedEvent(event_type=entry.completes_on[0], **base))]
+
+    # -- internals ------------------------------------------------------------------
+
+    def _next_timer(self, batch: Batch) -> Timer | None:
+        rows = batch.overlay.scan(Table.TIMERS, _PARTITION, b"", b"\xff", 1)
+        return decode_timer(rows[0][0]) if rows else None
+
+    def _ending(self, batch: Batch, workflow_id: str) -> Ending:
+        raw = batch.overlay.get(Table.RECORDS, _PARTITION, workflow_id.encode())
+        if raw is None:
+            return Ending("not started")
+        record = WorkflowRecord.model_validate_json(raw)
+        requested = [
+            a.event.step
+            for a in self.sink.actions
+            if isinstance(a.event, CompensationRequested) and a.event.attempt == 1
+        ]
+        transitions = [a.event for a in self.sink.actions if isinstance(a.event, StateTransition)]
+        return Ending(
+            state=record.state.value,
+            step=None if record.is_terminal else record.current,
+            compensations=tuple(requested),
+            alerts=tuple(sorted({a.name for a in self.sink.alerts})),
+            sla=self._sla(spans_of(transitions), transitions),
+        )
+
+    def _sla(self, spans: list[Span], transitions: list[StateTransition]) -> tuple[str, ...]:
+        """The rules one of these spans exceeds, each span measured whole (open ones up to
+        the later of the horizon and the last transition)."""
+        last = max((int(t.at.timestamp() * 1000) for t in transitions), default=0)
+        end = max(self.horizon_ms, last)
+        exceeded = []
+        for rule in self.flow.sla:
+            whole = rule.model_copy(update={"window": end + 1})
+            if any(d > rule.above for d in observed(whole, spans, now_ms=end)):
+                exceeded.append(rule.name)
+        return tuple(exceeded)
