@@ -35,9 +35,7 @@ from faust.types import TP
 
 from saga_tracker.backlog import BacklogProbe
 from saga_tracker.clock import TrackerClock
-from saga_tracker.decoding import OwnEcho, Unreadable, read_event
 from saga_tracker.offsets import OffsetBook
-from saga_tracker.processor import Processor
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
 from saga_tracker.sla_monitor import SlaMonitor
@@ -48,6 +46,8 @@ from sagalog.contracts.hash_chain import content_hash
 from sagalog.flows.registry import FlowRegistry
 from sagalog.memory import release_free_memory
 from sagalog.tracker import CompensationRetry, due_range
+from sagalog.tracker.decoding import OwnEcho, Unreadable, read_event
+from sagalog.tracker.processor import Processor
 from sagalog.tracker.record import SealedEvent
 from sagalog.tracker.ticks import clock_topic, parse_tick
 

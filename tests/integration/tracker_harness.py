@@ -635,10 +635,10 @@ def latest_records(lab: TrackerLab) -> dict[str, dict[str, Any]]:
 
 def rebuild_from_log(lab: TrackerLab) -> dict[str, Any]:
     """Every workflow's record rebuilt by feeding the workflow topic through the pure rules."""
-    from saga_tracker.decoding import Unreadable, read_event
     from sagalog.flows.loader import load_flows
     from sagalog.topology.loader import load_topology
     from sagalog.tracker import TrackedEvent
+    from sagalog.tracker.decoding import Unreadable, read_event
     from sagalog.tracker.testing import VirtualTracker
 
     catalog = lab.project.catalog

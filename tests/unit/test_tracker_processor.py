@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from saga_tracker.processor import Batch, Processor
 from saga_tracker.store import MemoryTables, Table, parked_prefix
 from sagalog.agents.priority import Priority
 from sagalog.contracts.catalog import SchemaCatalog
@@ -29,6 +28,7 @@ from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
 from sagalog.topology.loader import load_topology
 from sagalog.tracker import Alert, Decision, Outcome, Publish, TrackedEvent, WorkflowRecord
+from sagalog.tracker.processor import Batch, Processor
 
 SECRET = b"unit-test-gate-secret-32-bytes!!"
 T0 = 1_700_000_000_000

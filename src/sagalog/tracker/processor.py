@@ -1,4 +1,6 @@
-"""Feed the tracker's rules: decide a batch of inputs, publish, then store. No faust here.
+"""Feed the tracker's rules: decide a batch of inputs, publish, then store. No faust here:
+the saga tracker service runs it over faust's tables, ``sagalog replay`` over a
+scratch store with a sink that publishes nothing.
 
 ``sagalog.tracker.decide`` says what an input does; this module does it, with the
 one ordering that keeps the tracker correct when it is killed at any instant:
@@ -8,7 +10,7 @@ one ordering that keeps the tracker correct when it is killed at any instant:
    left), collecting the events to publish;
 2. publish them and **wait until the broker acknowledged every one**;
 3. write timers, parked events and admission counters, and the records last;
-4. (faust) commit the consumed offsets, after its producer flushed the changelogs.
+4. (the service) commit the consumed offsets, once all of that is done.
 
 Killed before 3, the batch is consumed again and decided again to the same
 decision, with the same event ids (consumers drop the duplicates). Killed during or
@@ -37,7 +39,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from saga_tracker.store import Overlay, Table, Tables, parked_prefix, prefix_end
 from sagalog.errors import FlowDefinitionError
 from sagalog.events import StateTransition
 from sagalog.flows.model import Flow
@@ -68,6 +69,7 @@ from sagalog.tracker import (
 from sagalog.tracker.admission import is_active
 from sagalog.tracker.record import SealedEvent
 from sagalog.tracker.seal import chain_head, seal
+from sagalog.tracker.tables import Overlay, Table, Tables, parked_prefix, prefix_end
 
 log = logging.getLogger("sagalog.tracker")
 
