@@ -23,16 +23,23 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
 from demo.driver import Driver, bar, history
 from demo.fleet import Fleet, FleetConfig
 from demo.scenario import FAILING_VENDOR, Plan, Request, build_mix, mix_counts
+from sagalog.audit import (
+    AuditError,
+    ReadStats,
+    Sources,
+    audit_consumer,
+    collect,
+    find_workflow,
+    to_text,
+    verify,
+)
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 from sagalog.cluster import connect_admin
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
-from sagalog.contracts.headers import header_dict
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import DestructiveChangeRefused, SagalogError
 from sagalog.settings import ClientSettings
@@ -105,7 +112,7 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
         print_summary(summary)
         example = next((r for r in requests if r.plan is Plan.FAIL), None)
         if example is not None:
-            print_audit(settings, catalog, config.topic, gateway, example)
+            print_audit(settings, catalog, config, example)
         args.summary.write_text(json.dumps(summary, indent=2) + "\n")
         say(f"summary written to {args.summary}")
         dead = fleet.dead()
@@ -173,79 +180,42 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 def print_audit(
-    settings: ClientSettings,
-    catalog: SchemaCatalog,
-    topic: str,
-    gateway: GatewayClient,
-    request: Request,
+    settings: ClientSettings, catalog: SchemaCatalog, config: FleetConfig, request: Request
 ) -> None:
-    """Every event of one workflow, in log order, with who published it and why."""
+    """One workflow's history as ``sagalog audit --verify`` shows it: read at the
+    positions its tracker sealed (never a topic scan), causes, gate decisions, model
+    lineage and transitions, and the hash chain checked."""
     print(f"\naudit trail of {request.workflow_id} (plan: {request.plan}, vendor {FAILING_VENDOR})")
-    codec = EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
-    for headers, payload in _events_of(settings, codec, topic, request.workflow_id):
-        brief = {k: v for k, v in payload.items() if k in _BRIEF}
-        print(
-            f"  {headers.get('ce_time', '')[:23]:<24}{headers.get('ce_type', ''):<40}"
-            f"{headers.get('ce_source', ''):<32}{json.dumps(brief, default=str)[:80]}"
-        )
-    detail = history(gateway, request.workflow_id)
-    print(f"  state now: {detail['state']}")
-    for move in detail.get("history", []):
-        print(f"    {move['from_state']} -> {move['to_state']} ({move['step'] or '-'})")
-
-
-_BRIEF = {
-    "step",
-    "reason",
-    "decision",
-    "decided_by",
-    "gate",
-    "assignee",
-    "compensation",
-    "category",
-    "level",
-    "score",
-    "reservation_id",
-    "purchase_order_id",
-    "amount",
-}
-
-
-def _events_of(
-    settings: ClientSettings, codec: EventCodec, topic: str, workflow_id: str
-) -> list[tuple[dict[str, str], dict[str, Any]]]:
-    consumer = Consumer(
-        settings.kafka_config(
-            **{
-                "group.id": f"demo-audit-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-            }
-        )
-    )
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    found = []
-    ended: set[int] = set()
+    stats = ReadStats()
+    consumer = audit_consumer(settings)
     try:
-        while len(ended) < len(partitions):
-            message = consumer.poll(5)
-            if message is None:
-                break
-            if message.error() is not None:
-                ended.add(int(message.partition() or 0))
-                continue
-            if message.key() == workflow_id.encode():
-                headers = header_dict(message.headers())
-                try:
-                    payload = codec.decode(message.value()).payload
-                except SagalogError:
-                    payload = {}
-                found.append((headers, payload))
+        seal = find_workflow(
+            consumer,
+            request.workflow_id,
+            changelog=f"{config.tracker_app_id}-records-changelog",
+            timeout_s=settings.connect_timeout_s,
+            stats=stats,
+        )
+        codec = EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
+        collected = collect(
+            consumer,
+            codec,
+            seal,
+            sources=Sources(transitions_topic=config.transitions_topic),
+            timeout_s=settings.connect_timeout_s,
+            stats=stats,
+        )
+    except AuditError as exc:
+        print(f"  not available: {exc}")
+        return
     finally:
         consumer.close()
-    return found
+    verification = verify(collected.trail.workflow, collected.events, collected.transitions)
+    print(to_text(collected.trail, verification=verification, stats=stats, headers=False))
+    print(
+        f"  (the same: sagalog audit {request.workflow_id} --verify "
+        f"--tracker-app-id {config.tracker_app_id})"
+    )
 
 
 def _dur(ms: int) -> str:
