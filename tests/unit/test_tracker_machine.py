@@ -716,3 +716,14 @@ def test_a_misaddressed_platform_event_is_rejected_saying_why(
     decision = tracker.send(event_type, "wf-1", **payload)
     assert decision.outcome is Outcome.REJECTED and reason in (decision.reason or "")
     assert tracker.record("wf-1") == before
+
+
+def test_published_event_ids_are_uuid5_of_workflow_cause_and_position() -> None:
+    """The fast id must be exactly ``uuid5``: a batch decided again after an upgrade
+    publishes the same ids, which is what lets consumers drop the duplicates."""
+    import uuid
+
+    from sagalog.tracker._change import _EVENT_IDS, event_id_for
+
+    for name in ["wf-1\x1fevt-1\x1f1", "ü\x1f" * 50, "", "wf\x1ftimer:000\x1f12"]:
+        assert event_id_for(name) == str(uuid.uuid5(_EVENT_IDS, name))
