@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 
-.PHONY: install up down status demo first-touch test unit integration lint format clean bench
+.PHONY: install up down status demo first-touch test unit integration lint format clean bench chaos
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,12 @@ test: up lint
 .PHONY: bench
 bench: up
 	PYTHONPATH=services $(BIN)/python -m tests.bench
+
+# Fault injection (issue 7): every fault against the reference workflow on a private
+# Kafka + registry (ports 29092/29093/28081, never the shared stack); prints a table and
+# writes chaos-results.json. `pytest` runs a short version (deselect with -m "not chaos").
+chaos: install
+	PYTHONPATH=services:tests $(BIN)/python -m chaos $(CHAOS_ARGS)
 
 clean: down
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

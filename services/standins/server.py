@@ -2,7 +2,8 @@
 
     POST /effects/<operation>   body: JSON, header Idempotency-Key  -> 200 {"id": ..., ...}
     GET  /effects               every effect applied, with how often its key was called
-    POST /faults                {"fail_next": 3, "latency_ms": 200, "outage": true}
+    POST /faults                {"fail_next": 3, "latency_ms": 200, "outage": true,
+                                 "fail_ratio": 0.5, "fail_operations": ["release"]}
     GET  /health
 
 An effect is applied once per idempotency key; a repeat returns the first result and
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import threading
 import time
 import uuid
@@ -30,6 +32,10 @@ class Faults:
     latency_ms: int = 0
     outage: bool = False
     fail_when: dict[str, Any] = field(default_factory=dict)  # body field -> value: always fail
+    fail_ratio: float = 0.0  # fail this share of calls at random (a flaky dependency)
+    fail_operations: list[str] = field(default_factory=list)  # limit the above; empty: all
+    seed: int | None = None  # reseeds the random failures, so a run can be repeated
+    rng: random.Random = field(default_factory=random.Random, repr=False)
 
 
 @dataclass
@@ -109,11 +115,13 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/faults":
             faults = self.server.faults
             for name, value in self._body().items():
-                if not hasattr(faults, name):
+                if name == "rng" or not hasattr(faults, name):
                     self._reply(HTTPStatus.BAD_REQUEST, {"error": f"unknown fault '{name}'"})
                     return
                 setattr(faults, name, value)
-            self._reply(HTTPStatus.OK, faults.__dict__)
+                if name == "seed":
+                    faults.rng.seed(value)
+            self._reply(HTTPStatus.OK, {k: v for k, v in faults.__dict__.items() if k != "rng"})
             return
         if not self.path.startswith("/effects/"):
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route {self.path}"})
@@ -129,8 +137,14 @@ class _Handler(BaseHTTPRequestHandler):
         matches = bool(faults.fail_when) and all(
             body.get(k) == v for k, v in faults.fail_when.items()
         )
+        operation = self.path.removeprefix("/effects/")
+        flaky = (
+            faults.fail_ratio > 0
+            and (not faults.fail_operations or operation in faults.fail_operations)
+            and faults.rng.random() < faults.fail_ratio
+        )
         with self.server.book.lock:
-            fail = faults.outage or faults.fail_always or faults.fail_next > 0 or matches
+            fail = faults.outage or faults.fail_always or faults.fail_next > 0 or matches or flaky
             if faults.fail_next > 0:
                 faults.fail_next -= 1
             if fail:
@@ -138,7 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fail:
             self._reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "injected failure"})
             return
-        result, _ = self.server.book.apply(self.path.removeprefix("/effects/"), key, body)
+        result, _ = self.server.book.apply(operation, key, body)
         self._reply(HTTPStatus.OK, result)
 
 

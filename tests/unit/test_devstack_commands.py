@@ -48,6 +48,14 @@ def test_single_node_kraft_properties_bind_loopback_on_the_configured_ports() ->
         "share.coordinator.state.topic.min.isr",
     ):
         assert properties[key] == "1", key
+
+
+def test_a_proxy_in_front_of_the_broker_is_what_clients_are_told_to_use() -> None:
+    properties = kafka_server_properties(
+        kafka_port=29092, controller_port=29093, data_dir=DATA, advertised_port=29094
+    )
+    assert properties["listeners"] == "PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093"
+    assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:29094"
     assert properties["group.initial.rebalance.delay.ms"] == "0"
 
 

@@ -47,9 +47,13 @@ def jvm_flags(*, component: str, heap: str, state_dir: Path) -> list[str]:
 
 
 def kafka_server_properties(
-    *, kafka_port: int, controller_port: int, data_dir: Path
+    *, kafka_port: int, controller_port: int, data_dir: Path, advertised_port: int = 0
 ) -> dict[str, str]:
     """A single-node KRaft broker+controller bound to the loopback interface.
+
+    ``advertised_port`` (0: ``kafka_port``) is the port clients are told to use after
+    bootstrapping: a proxy in front of the broker (the chaos suite's) sets it, so that
+    every connection goes through the proxy.
 
     Replication factors and min ISR of the internal topics are 1 because there
     is one broker; topics are never auto-created because sagalog's topology
@@ -60,7 +64,7 @@ def kafka_server_properties(
         "node.id": "1",
         "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
         "listeners": f"PLAINTEXT://{LOOPBACK}:{kafka_port},CONTROLLER://{LOOPBACK}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{kafka_port}",
+        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{advertised_port or kafka_port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",

@@ -92,9 +92,18 @@ def is_running(pid: int) -> bool:
         return True
     stat = Path(f"/proc/{pid}/stat")
     with contextlib.suppress(OSError):
-        state = stat.read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()[0]
-        return state != "Z"
+        if _state(stat) != "Z":
+            return True
+        # A JVM's main thread can be a zombie while its other threads still tear down and
+        # hold its files and ports (seen after SIGKILL: an immediate restart found the
+        # port taken). The process is gone only when no thread of it is left running.
+        return any(_state(task / "stat") not in ("Z", "X") for task in stat.parent.glob("task/*"))
     return True
+
+
+def _state(stat: Path) -> str:
+    """The one-letter state in a /proc ``stat`` file (after the command in parentheses)."""
+    return stat.read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()[0]
 
 
 def command_line(pid: int) -> list[str] | None:

@@ -50,6 +50,9 @@ class DevStackSettings(BaseSettings):
     Attributes:
         kafka_port: the PLAINTEXT listener clients bootstrap from.
         controller_port: the KRaft controller listener; only the broker itself uses it.
+        kafka_advertised_port: the port the broker tells clients to connect to; 0 means
+            ``kafka_port``. Set it when a proxy forwards to the broker (the chaos suite's
+            network faults), so that no client bypasses the proxy after bootstrapping.
         registry_port: the Apicurio Registry HTTP port (Confluent API under
             ``/apis/ccompat/v7``).
         registry_management_port: Apicurio's health and metrics port (3.2 and later).
@@ -71,6 +74,7 @@ class DevStackSettings(BaseSettings):
 
     kafka_port: int = Field(default=9092, ge=1, le=65535)
     controller_port: int = Field(default=9093, ge=1, le=65535)
+    kafka_advertised_port: int = Field(default=0, ge=0, le=65535)
     registry_port: int = Field(default=8081, ge=1, le=65535)
     registry_management_port: int = Field(default=0, ge=0, le=65535)
     cache_dir: Path = Field(default_factory=_default_cache_dir)

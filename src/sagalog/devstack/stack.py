@@ -202,6 +202,7 @@ class LocalStack:
             kafka_port=self.settings.kafka_port,
             controller_port=self.settings.controller_port,
             data_dir=self.layout.kafka_data_dir,
+            advertised_port=self.settings.kafka_advertised_port,
         )
         properties.write_text(render_properties(rendered, header=_HEADER), encoding="utf-8")
         if not (self.layout.kafka_data_dir / "meta.properties").is_file():

@@ -1,0 +1,135 @@
+"""The chaos suites (full and short), the results table and ``chaos-results.json``."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import faults
+from .checker import RoundResult
+from .harness import ChaosRun, Fault
+from .stack import ChaosStack
+
+FULL = (
+    Fault("tracker SIGKILL", faults.tracker_kill, window_s=45, workflows=40),
+    Fault("agent SIGKILL", faults.agent_kill, window_s=45, workflows=40),
+    Fault("broker SIGKILL + restart", faults.broker_kill, window_s=60, workflows=40),
+    Fault("broker SIGSTOP 5-30 s", faults.broker_pause, window_s=60, workflows=40),
+    Fault("rebalance storm", faults.rebalance_storm, window_s=45, workflows=40),
+    Fault("zombie agent", faults.zombie_agent, window_s=50, workflows=30),
+    Fault("poison events", faults.poison, window_s=30, workflows=30, verify=faults.poison_verify),
+    Fault("duplicated + reordered delivery", faults.redeliver, window_s=40, workflows=30),
+    Fault("network delay + loss (proxy)", faults.network_delay_loss, window_s=45, workflows=30),
+    Fault("network blackhole (proxy)", faults.network_blackhole, window_s=45, workflows=30),
+    Fault("compensation fails 50%", faults.compensation_flaky, window_s=60, workflows=40),
+    Fault(
+        "timers + restart + clock jump",
+        faults.clock_jump,
+        window_s=20,
+        workflows=30,
+        timers=True,
+        verify=faults.clock_jump_verify,
+    ),
+)
+
+SHORT = (
+    Fault("tracker SIGKILL", faults.tracker_kill, window_s=25, workflows=20),
+    Fault("agent SIGKILL", faults.agent_kill, window_s=20, workflows=20),
+    Fault("broker SIGKILL + restart", faults.broker_kill_once, window_s=20, workflows=20),
+    Fault("poison events", faults.poison, window_s=12, workflows=12, verify=faults.poison_verify),
+)
+
+COLUMNS = (
+    ("fault", "fault", 30),
+    ("workflows", "workflows", 9),
+    ("lost", "lost", 5),
+    ("dup effects", "duplicated_effects", 11),
+    ("stuck", "stuck", 5),
+    ("illegal", "illegal_transitions", 7),
+    ("rebuild≠live", "rebuild_mismatches", 12),
+    ("recovery s", "recovery_s", 10),
+    ("ok", "ok", 4),
+)
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    lines = [" ".join(title.ljust(width) for title, _, width in COLUMNS)]
+    lines.append(" ".join("-" * width for _, _, width in COLUMNS))
+    for row in rows:
+        cells = []
+        for _, key, width in COLUMNS:
+            value = row.get(key)
+            text = (
+                "-"
+                if value is None
+                else ("yes" if value is True else "NO" if value is False else str(value))
+            )
+            cells.append(text[:width].ljust(width))
+        lines.append(" ".join(cells))
+    return "\n".join(lines)
+
+
+def run_suite(
+    suite: Sequence[Fault],
+    *,
+    work_dir: Path,
+    seed: int | None = None,
+    only: Sequence[str] = (),
+    report: Callable[[str], None] = print,
+    keep_stack: bool = False,
+) -> tuple[int, list[RoundResult]]:
+    """Start the chaos stack and fleet, run each fault's round, stop everything.
+
+    Returns the seed and one result per fault.
+    """
+    seed = seed if seed is not None else random.SystemRandom().randrange(1, 1_000_000)
+    report(f"chaos: seed {seed} (rerun with --seed {seed}); work dir {work_dir}")
+    stack = ChaosStack.from_env(work_dir / "stack")
+    if not keep_stack:
+        stack_running = stack.stack.status().kafka.state.value == "running"
+        if not stack_running:
+            shutil.rmtree(work_dir / "stack", ignore_errors=True)
+            stack = ChaosStack.from_env(work_dir / "stack")
+    report(f"chaos: own stack on {stack.settings.bootstrap_servers} ready in {stack.up():.1f}s")
+    run = ChaosRun(stack, work_dir / f"run-{seed}", seed=seed)
+    results: list[RoundResult] = []
+    try:
+        started = time.monotonic()
+        run.setup()
+        report(f"chaos: fleet up in {time.monotonic() - started:.0f}s")
+        for fault in suite:
+            if only and not any(o.lower() in fault.name.lower() for o in only):
+                continue
+            report(
+                f"chaos: {fault.name}: {fault.workflows} workflows, {fault.window_s:g}s of faults…"
+            )
+            result = run.round(fault)
+            results.append(result)
+            verdict = "ok" if result.ok else "FAILED: " + "; ".join(result.failures)
+            report(
+                f"chaos: {fault.name}: {result.ended_as_planned}/{result.workflows} as planned, "
+                f"{result.details.get('seconds')}s, {verdict}"
+            )
+    finally:
+        try:
+            run.close()
+        finally:
+            if not keep_stack:
+                stack.down()
+    return seed, results
+
+
+def write_results(path: Path, seed: int, results: Sequence[RoundResult]) -> None:
+    path.write_text(
+        json.dumps(
+            {"seed": seed, "ok": all(r.ok for r in results), "rows": [r.row() for r in results]},
+            indent=2,
+            default=str,
+        )
+        + "\n"
+    )
