@@ -39,6 +39,7 @@ from saga_tracker.offsets import OffsetBook
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
 from saga_tracker.sla_monitor import SlaMonitor
+from saga_tracker.stall import Suspect, judge
 from saga_tracker.store import FaustTables, Table
 from saga_tracker.transport import TrackerApp
 from sagalog.contracts.codec import EventCodec
@@ -107,8 +108,8 @@ class Tracker:
         self.pending_ticks: set[int] = set()
         self.last_sla_ms = 0
         self.ready = False
-        self.last_progress = time.monotonic()
         self.backlog = BacklogProbe(settings)
+        self.suspects: dict[tuple[str, int], Suspect] = {}
         self.offsets = OffsetBook()
         self.app = self._build_app()
 
@@ -159,7 +160,6 @@ class Tracker:
         async def recovered() -> None:
             release_free_memory()  # the restore's peak is not what a waiting tracker needs
             self.ready = True
-            self.last_progress = time.monotonic()
             log.info(
                 "tables ready after %.2f s (restore from the changelogs included)",
                 time.monotonic() - started,
@@ -248,7 +248,6 @@ class Tracker:
         await self.processor.commit(batch)
         self.offsets.finish(event.message for event in events)
         self.counts["batches"] += 1
-        self.last_progress = time.monotonic()
         self.counts["inputs"] += batch.inputs
 
     async def _fire_timers(self, batch: Any) -> None:
@@ -317,17 +316,17 @@ class Tracker:
         self._tick(due)
 
     async def _watch(self) -> None:
-        """Exit (70) when records wait but none has been delivered for ``stall_timeout_s``.
+        """Exit (70) when a partition has records waiting and nothing of it was
+        committed for ``stall_timeout_s`` (see ``stall``).
 
         faust can come out of a rebalance with its tables ready and its partitions
-        assigned, yet deliver nothing (seen after a worker replaced another; faust
-        issues 175 and 640 describe the like). A fresh process recovers; a tracker
-        that silently stops is the worst failure, so this worker hands over instead.
+        assigned, yet deliver nothing (faust issues 175 and 640 describe the like),
+        and after a broker restart it once left one partition unread for minutes
+        while the others flowed. A fresh process recovers; a tracker that silently
+        stops is the worst failure, so this worker hands over instead.
         """
         if not self.ready or self.app.rebalancing:
-            self.last_progress = time.monotonic()
-            return
-        if time.monotonic() - self.last_progress < self.settings.stall_timeout_s:
+            self.suspects = {}
             return
         mine = [
             (tp.topic, tp.partition)
@@ -335,18 +334,27 @@ class Tracker:
             if tp.topic in self.workflow_topics or tp.topic == self.clock_topic
         ]
         try:
-            waiting = await asyncio.to_thread(self.backlog.waiting, mine)
+            behind = await asyncio.to_thread(self.backlog.behind, mine)
+            self.suspects, candidates = judge(
+                self.suspects,
+                behind,
+                now=time.monotonic(),
+                after_s=self.settings.stall_timeout_s,
+            )
+            spans = {key: behind[key] for key in candidates}
+            stalled = await asyncio.to_thread(self.backlog.readable, spans) if spans else set()
         except KafkaException as exc:  # the broker is away: nothing can be delivered anyway
             log.warning("stall check skipped: %s", exc)
-            waiting = {}
-        if waiting:
-            (topic, partition), count = max(waiting.items(), key=lambda item: item[1])
-            crash(
-                f"{topic}/{partition} has {count} committed record(s) past the group's offset "
-                f"({len(waiting)} partition(s) waiting) and nothing was delivered for "
-                f"{self.settings.stall_timeout_s:g}s"
+            return
+        if stalled:
+            (topic, partition), (start, end) = max(
+                ((key, behind[key]) for key in stalled), key=lambda item: item[1][1] - item[1][0]
             )
-        self.last_progress = time.monotonic()
+            crash(
+                f"{topic}/{partition} has {end - start} committed record(s) past the group's "
+                f"offset {start}, which has not moved for {self.settings.stall_timeout_s:g}s "
+                f"({len(stalled)} partition(s) stalled)"
+            )
 
     async def _commit_offsets(self) -> None:
         consumer = cast(FaustConsumer, self.app.consumer)

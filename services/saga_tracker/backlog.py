@@ -11,7 +11,10 @@ where they differ, whether a record can actually be read from there. The second
 look matters because agents write in transactions: the commit marker after their
 last record takes an offset that no reader ever receives, so a tracker that
 processed everything still has its committed offset one short of the end.
-Called only after ``stall_timeout_s`` without progress, so its cost does not matter.
+The offsets are asked every watch (three small admin requests); the read, which
+costs a consumer, only for a partition whose committed offset stood still for
+``stall_timeout_s`` with records past it (``stall.judge``), and a verdict of
+"only markers there" is remembered for the same offsets.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ from saga_tracker.settings import TrackerSettings
 
 TIMEOUT_S = 10.0
 
+Position = tuple[str, int]
+Span = tuple[int, int]
+"""The group's committed offset and the read_committed end of a partition."""
+
 
 class BacklogProbe:
     """Records readable but not committed by the tracker's group, per partition."""
@@ -42,9 +49,10 @@ class BacklogProbe:
         self.admin = AdminClient(
             settings.kafka_config(**{"client.id": f"{settings.app_id}-backlog-probe"})
         )
+        self._unreadable: dict[Position, Span] = {}
 
-    def waiting(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """``{(topic, partition): records}`` for the partitions with committed records
+    def behind(self, partitions: Iterable[Position]) -> dict[Position, Span]:
+        """``{(topic, partition): (committed, end)}`` where the read_committed end lies
         past the group's committed offset (blocking; run it in a thread).
 
         Raises:
@@ -69,12 +77,25 @@ class BacklogProbe:
                 start = earliest.get(key, 0)
             if end > start:
                 behind[key] = (start, end)
-        readable = self._readable({key: start for key, (start, _) in behind.items()})
+        return behind
+
+    def readable(self, spans: dict[Position, Span]) -> set[Position]:
+        """The partitions where a committed record can be read inside its span."""
+        unknown = {key: span for key, span in spans.items() if self._unreadable.get(key) != span}
+        found = self._read(unknown)
+        for key, span in unknown.items():
+            if key not in found:
+                self._unreadable[key] = span
+        return found
+
+    def waiting(self, partitions: Iterable[Position]) -> dict[Position, int]:
+        """``{(topic, partition): records}`` past the group's offset that can be read."""
+        behind = self.behind(partitions)
+        readable = self.readable(behind)
         return {key: end - start for key, (start, end) in behind.items() if key in readable}
 
-    def _readable(self, starts: dict[tuple[str, int], int]) -> set[tuple[str, int]]:
-        """The partitions where a committed record can be read at or after its start."""
-        if not starts:
+    def _read(self, spans: dict[Position, Span]) -> set[Position]:
+        if not spans:
             return set()
         reader = Consumer(
             self.settings.kafka_config(
@@ -86,11 +107,11 @@ class BacklogProbe:
                 }
             )
         )
-        found: set[tuple[str, int]] = set()
+        found: set[Position] = set()
         try:
-            reader.assign([TopicPartition(t, p, offset) for (t, p), offset in starts.items()])
+            reader.assign([TopicPartition(t, p, start) for (t, p), (start, _) in spans.items()])
             deadline = time.monotonic() + TIMEOUT_S / 2
-            while len(found) < len(starts) and time.monotonic() < deadline:
+            while len(found) < len(spans) and time.monotonic() < deadline:
                 for message in reader.consume(num_messages=500, timeout=0.5):
                     if message.error() is None:
                         found.add((str(message.topic()), int(message.partition() or 0)))
@@ -98,7 +119,7 @@ class BacklogProbe:
             reader.close()
         return found
 
-    def _offsets(self, tps: list[TopicPartition], spec: OffsetSpec) -> dict[tuple[str, int], int]:
+    def _offsets(self, tps: list[TopicPartition], spec: OffsetSpec) -> dict[Position, int]:
         futures = self.admin.list_offsets(
             {tp: spec for tp in tps},
             isolation_level=IsolationLevel.READ_COMMITTED,

@@ -1,0 +1,48 @@
+"""Which partitions a tracker worker has stopped reading: a pure judgement.
+
+A worker can stop delivering one partition while others flow (seen in the chaos
+suite: after a broker restart, one workflow partition sat unread for minutes while
+the rest moved, so a watchdog that waited for the whole worker to go quiet never
+fired). Per partition, then: a partition is *suspect* while committed records lie
+past the group's committed offset; it is *stalled* when it stayed suspect with that
+offset unmoved for ``after_s``. A worker that is merely busy commits every second
+and is never stalled; one that is idle has nothing past its offset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Position = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Suspect:
+    since: float
+    committed: int
+
+
+def judge(
+    suspects: dict[Position, Suspect],
+    behind: dict[Position, tuple[int, int]],
+    *,
+    now: float,
+    after_s: float,
+) -> tuple[dict[Position, Suspect], list[Position]]:
+    """The suspects after this look, and the partitions stalled for ``after_s``.
+
+    Args:
+        suspects: the previous look's.
+        behind: ``(committed, end)`` of each partition with records past its offset.
+    """
+    kept: dict[Position, Suspect] = {}
+    stalled = []
+    for key, (committed, _) in behind.items():
+        old = suspects.get(key)
+        if old is None or old.committed != committed:
+            kept[key] = Suspect(since=now, committed=committed)
+            continue
+        kept[key] = old
+        if now - old.since >= after_s:
+            stalled.append(key)
+    return kept, sorted(stalled)

@@ -1,0 +1,43 @@
+"""The tracker's stall judgement, per partition, as a plain function."""
+
+from __future__ import annotations
+
+from saga_tracker.stall import Suspect, judge
+
+A, B = ("orders", 0), ("orders", 1)
+
+
+def test_records_past_an_offset_that_stands_still_stall_after_the_timeout() -> None:
+    suspects, stalled = judge({}, {A: (10, 15)}, now=0.0, after_s=20)
+    assert stalled == [] and suspects == {A: Suspect(since=0.0, committed=10)}
+    suspects, stalled = judge(suspects, {A: (10, 16)}, now=19.0, after_s=20)
+    assert stalled == []
+    suspects, stalled = judge(suspects, {A: (10, 17)}, now=20.0, after_s=20)
+    assert stalled == [A]
+
+
+def test_a_busy_partition_whose_offset_moves_is_never_stalled() -> None:
+    suspects: dict[tuple[str, int], Suspect] = {}
+    for second in range(0, 120, 5):
+        suspects, stalled = judge(
+            suspects, {A: (second * 100, second * 100 + 500)}, now=float(second), after_s=20
+        )
+        assert stalled == []
+
+
+def test_one_stalled_partition_is_found_while_another_flows() -> None:
+    suspects: dict[tuple[str, int], Suspect] = {}
+    stalled: list[tuple[str, int]] = []
+    for second in range(0, 30, 5):
+        suspects, stalled = judge(
+            suspects, {A: (second, second + 10), B: (7, 9)}, now=float(second), after_s=20
+        )
+    assert stalled == [B]
+
+
+def test_a_partition_that_caught_up_is_no_longer_suspect() -> None:
+    suspects, _ = judge({}, {A: (10, 15)}, now=0.0, after_s=20)
+    suspects, stalled = judge(suspects, {}, now=5.0, after_s=20)
+    assert suspects == {} and stalled == []
+    suspects, stalled = judge(suspects, {A: (10, 15)}, now=30.0, after_s=20)
+    assert stalled == []  # suspect again from now on, not from the first look
