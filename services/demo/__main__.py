@@ -91,6 +91,7 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
     try:
         say(f"starting 12 services (logs in {config.run_dir / 'logs'})")
         fleet.start_all()
+        fleet.supervise()
         fleet.faults("erp", fail_when={"vendor": FAILING_VENDOR})
         fleet.wait_gateway_ready()
         gateway = GatewayClient(
@@ -115,6 +116,9 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
             print_audit(settings, catalog, config, example)
         args.summary.write_text(json.dumps(summary, indent=2) + "\n")
         say(f"summary written to {args.summary}")
+        if fleet.restarted:
+            restarts = ", ".join(f"{name} x{n}" for name, n in sorted(fleet.restarted.items()))
+            say(f"services restarted after asking to be (exit 70): {restarts}")
         dead = fleet.dead()
         if dead:
             say("services that crashed: " + ", ".join(s.name for s in dead))

@@ -15,9 +15,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,9 @@ AGENTS: dict[str, tuple[str, dict[str, str]]] = {
     "notification_agent": ("NOTIFICATION_AGENT", {"mail_url": "mail"}),
 }
 STANDINS = ("ledger", "erp", "mail")
+
+
+RESTART_ME = 70  # EX_SOFTWARE: the platform's services ask to be started again
 
 
 def free_port() -> int:
@@ -118,6 +123,8 @@ class Fleet:
     config: FleetConfig
     services: dict[str, Service] = field(default_factory=dict)
     urls: dict[str, str] = field(default_factory=dict)
+    restarted: Counter[str] = field(default_factory=Counter)
+    _supervisor_stop: threading.Event | None = None
 
     # -- starting ----------------------------------------------------------------
 
@@ -196,6 +203,27 @@ class Fleet:
         service.kill()
         return service.start()
 
+    def supervise(self, *, every_s: float = 1.0) -> None:
+        """Restart, as an orchestrator would, every service that exits 70.
+
+        70 is the services' "restart me": a tracker worker whose watchdog saw a
+        partition stall, an agent fenced or whose client hit a fatal error. They
+        exit rather than limp on, so without a supervisor the demo would stop with
+        them. Other exits are left for ``dead`` to report.
+        """
+        stop = threading.Event()
+        self._supervisor_stop = stop
+
+        def loop() -> None:
+            while not stop.wait(every_s):
+                for service in list(self.services.values()):
+                    process = service.process
+                    if process is not None and process.poll() == RESTART_ME:
+                        service.start()
+                        self.restarted[service.name] += 1
+
+        threading.Thread(target=loop, name="demo-supervisor", daemon=True).start()
+
     # -- the stand-ins -------------------------------------------------------------
 
     def faults(self, standin: str, **faults: Any) -> dict[str, Any]:
@@ -208,6 +236,8 @@ class Fleet:
     # -- stopping and checking -----------------------------------------------------
 
     def stop_all(self) -> None:
+        if self._supervisor_stop is not None:
+            self._supervisor_stop.set()
         for service in reversed(list(self.services.values())):
             service.stop()
 
