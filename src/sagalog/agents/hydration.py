@@ -22,6 +22,8 @@ from sagalog.errors import EventValidationError, ServiceUnavailableError
 from sagalog.memory import release_free_memory
 from sagalog.settings import ClientSettings
 
+POLL_S = 0.05
+
 
 def hydrate(
     settings: ClientSettings,
@@ -60,9 +62,11 @@ def hydrate(
         reader.assign([TopicPartition(t, p, store.checkpoint(t, p)) for t, p in remaining])
         idle = 0.0
         while remaining:
-            messages = reader.consume(num_messages=500, timeout=0.5)
+            # librdkafka waits the whole timeout unless 500 records are there: a short
+            # one keeps a small backlog (a restart) from costing half a second a call.
+            messages = reader.consume(num_messages=500, timeout=POLL_S)
             if not messages:
-                idle += 0.5
+                idle += POLL_S
                 if idle > idle_timeout_s:
                     raise ServiceUnavailableError(
                         f"hydrating {sorted(remaining)} made no progress for {idle_timeout_s:g}s"
