@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
 from demo.fleet import Fleet, FleetConfig
 from demo.scenario import FAILING_VENDOR, Plan, Request, build_mix
 from integration.conftest import Project
@@ -353,7 +351,7 @@ class ChaosRun:
         live = {w: _essence(r) for w, r in latest_records(lab).items() if w in mine}
         rebuilt = {
             w: _essence(r.model_dump(mode="json"))
-            for w, r in _rebuild_from_log(lab, poisoned=bool(self.poison_ids)).items()
+            for w, r in rebuild_from_log(lab, skip_unreadable=bool(self.poison_ids)).items()  # type: ignore[arg-type]
             if w in mine
         }
         return RoundHistory(
@@ -448,47 +446,6 @@ class _Lab:
     @property
     def codec(self) -> EventCodec:
         return self.run.codec
-
-
-def _rebuild_from_log(lab: _Lab, *, poisoned: bool) -> dict[str, Any]:
-    """``rebuild_from_log`` (the tracker tests'), or, once poison was published, the same
-    fold that skips what the tracker dead-letters instead of asserting there is none."""
-    if not poisoned:
-        return rebuild_from_log(lab)
-    from sagalog.tracker import TrackedEvent
-    from sagalog.tracker.decoding import read_event
-    from sagalog.tracker.testing import VirtualTracker
-
-    project = lab.project
-    topology = load_topology(project.root / "topology", known_schemas=project.catalog)
-    flows = load_flows(
-        project.root / "topology" / "flows", catalog=project.catalog, topology=topology
-    )
-    rebuilt = VirtualTracker(flows, secret=SECRET.encode(), echo=False)
-    consumer = Consumer(
-        {
-            **project.settings.kafka_config(),
-            "group.id": f"chaos-rebuild-{uuid.uuid4()}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-        }
-    )
-    partitions = consumer.list_topics(lab.topic, timeout=30).topics[lab.topic].partitions
-    consumer.assign([TopicPartition(lab.topic, p, OFFSET_BEGINNING) for p in partitions])
-    done: set[int] = set()
-    try:
-        while len(done) < len(partitions):
-            for message in consumer.consume(1000, 1.0):
-                if message.error() is not None:
-                    done.add(message.partition())
-                    continue
-                read = read_event(lab.codec, message.key(), message.value(), message.headers())
-                if isinstance(read, TrackedEvent):
-                    rebuilt.feed(read)
-    finally:
-        consumer.close()
-    return dict(rebuilt.records)
 
 
 def _terminal_in(records: dict[str, dict[str, Any]], ids: list[str]) -> bool:
