@@ -111,3 +111,39 @@ def test_a_step_handler_publishes_what_it_returns() -> None:
 
     spec = agent.handlers["shop.v1.OrderShipped"]
     assert spec.outputs(OrderShipped(order_id="o"), []) == []
+
+
+def test_the_projection_keeps_everything_unless_the_agent_says_what_it_reads() -> None:
+    from procurement.events import BudgetReserved
+
+    assert Agent("a", topics=["t"]).folded_types() is None
+    agent = Agent("a", topics=["t"], workflow_context=[BudgetReserved, "procurement.v1.Other"])
+
+    @agent.handles(RequestSubmitted, step="intake")
+    async def intake(event: RequestSubmitted, ctx: HandlerContext) -> None:
+        return None
+
+    assert agent.folded_types() == frozenset(
+        {
+            "procurement.v1.BudgetReserved",
+            "procurement.v1.Other",
+            "procurement.v1.RequestSubmitted",  # handled: deduplicated through the projection
+        }
+    )
+
+    @agent.compensates("intake")
+    async def undo(event: Event, ctx: HandlerContext) -> None:
+        return None
+
+    folded = agent.folded_types()
+    assert folded is not None and "sagalog.v1.CompensationRequested" in folded
+    assert Agent("b", topics=["t"], workflow_context=[]).folded_types() == frozenset()
+
+
+def test_a_declared_context_type_without_schema_refuses_to_start(catalog: SchemaCatalog) -> None:
+    agent = Agent("a", topics=["t"], workflow_context=["procurement.v1.RequestSubmited"])
+    with pytest.raises(
+        ConfigurationError, match=r"workflow_context .*: procurement\.v1\.RequestSubmited;"
+    ):
+        agent.check(catalog)
+    Agent("a", topics=["t"], workflow_context=[RequestSubmitted]).check(catalog)

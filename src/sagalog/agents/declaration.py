@@ -77,7 +77,12 @@ class Agent:
     """An agent service's declaration."""
 
     def __init__(
-        self, name: str, *, topics: Sequence[str], output_topic: str | None = None
+        self,
+        name: str,
+        *,
+        topics: Sequence[str],
+        output_topic: str | None = None,
+        workflow_context: Sequence[type[Event] | str] | None = None,
     ) -> None:
         """Args:
         name: names the consumer group, the instances' transactional ids and the
@@ -85,6 +90,14 @@ class Agent:
         topics: the workflow topics to read (same partition count).
         output_topic: where outputs go; by default the topic the input came from,
             which keeps a workflow's history in one topic and partition.
+        workflow_context: the event types the handlers look up in ``ctx.workflow``
+            (``get`` and ``history``), besides the ones they handle. None (the
+            default) keeps every event of the topics in the projection. A list
+            keeps only these and the handled types, and the agent stops paying for
+            the rest: no fold, no write per event. ``ctx.workflow.get`` of a type
+            outside it raises ``ConfigurationError``; ``history`` lists only these
+            types. Changing the list so that it names a type the projection did not
+            keep rebuilds the projection from the log on the next start.
         """
         if not name or not all(c.isalnum() or c in "-_" for c in name):
             raise ConfigurationError(
@@ -96,6 +109,11 @@ class Agent:
         self.name = name
         self.topics = tuple(topics)
         self.output_topic = output_topic
+        self.workflow_context = (
+            None
+            if workflow_context is None
+            else frozenset(t if isinstance(t, str) else t.event_type for t in workflow_context)
+        )
         self.handlers: dict[str, HandlerSpec] = {}
         self.compensations: dict[str, HandlerSpec] = {}
 
@@ -175,11 +193,22 @@ class Agent:
             event_type == COMPENSATION_TYPE and bool(self.compensations)
         )
 
+    def folded_types(self) -> frozenset[str] | None:
+        """The event types the projection keeps: the declared ``workflow_context`` and
+        every handled type (a handled event is deduplicated through it); None: all."""
+        if self.workflow_context is None:
+            return None
+        handled = set(self.handlers)
+        if self.compensations:
+            handled.add(COMPENSATION_TYPE)
+        return self.workflow_context | handled
+
     def check(self, catalog: SchemaCatalog) -> None:
-        """Refuse to start when a handled event type has no schema.
+        """Refuse to start when a handled or declared event type has no schema.
 
         Raises:
-            ConfigurationError: naming the handler and the missing schema.
+            ConfigurationError: naming the handler (or the declaration) and the
+                missing schema.
         """
         specs = [*self.handlers.values(), *self.compensations.values()]
         missing = [s for s in specs if s.event_type not in catalog]
@@ -188,6 +217,13 @@ class Agent:
             raise ConfigurationError(
                 f"agent '{self.name}' cannot start: no schema under {catalog.root} for the "
                 f"event type(s) its handlers take: {listed}; add the .avsc or fix the class"
+            )
+        unknown = sorted(t for t in self.workflow_context or () if t not in catalog)
+        if unknown:
+            raise ConfigurationError(
+                f"agent '{self.name}' cannot start: its workflow_context names event type(s) "
+                f"with no schema under {catalog.root}: {', '.join(unknown)}; fix the name "
+                "(the Avro full name, e.g. procurement.v1.RequestSubmitted) or add the .avsc"
             )
 
     def run(self, settings: AgentSettings | None = None) -> None:

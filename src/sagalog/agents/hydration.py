@@ -89,7 +89,9 @@ def hydrate(
                 store.set_checkpoint(key[0], key[1], offset_of(message) + 1)
                 if offset_of(message) + 1 >= remaining[key]:
                     del remaining[key]
+            store.flush()  # the chunk's events and checkpoints in one write
     finally:
+        store.flush()
         reader.close()
     release_free_memory()
     return folded
@@ -100,6 +102,8 @@ def _fold(store: StateStore, message: Any) -> None:
         headers = EventHeaders.from_kafka(headers_of(message))
     except EventValidationError:
         return  # the live path dead-lettered it; nothing to fold
+    if not store.keeps(headers.type):
+        return
     store.project(
         workflow_id=headers.workflow_id,
         event_id=headers.id,

@@ -14,13 +14,16 @@ import json
 import logging
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.sdk.trace.sampling import Decision
+from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 LOG_FIELDS = (
@@ -135,8 +138,28 @@ class AgentTelemetry:
             },
         )
 
-    @contextmanager
     def span(
+        self, name: str, *, traceparent: str | None, attributes: dict[str, Any]
+    ) -> AbstractContextManager[Span]:
+        """The current span while a handler runs: a child of ``traceparent``.
+
+        When no span processor is installed (an SDK provider with no exporter, the
+        default), nobody will ever see the span, and the SDK would still build and
+        time a recording one; only its context matters, for the outputs'
+        ``traceparent`` and any call the handler makes. Then an unrecorded span with
+        the context the SDK would have given it stands in, at a fraction of the cost.
+        """
+        provider = trace.get_tracer_provider()
+        if _records_nothing(provider):
+            assert isinstance(provider, TracerProvider)
+            parent = _propagator.extract({"traceparent": traceparent}) if traceparent else None
+            return _UnrecordedSpan(
+                _child_context(provider, parent, name, attributes), parent=parent
+            )
+        return self._recorded_span(name, traceparent=traceparent, attributes=attributes)
+
+    @contextmanager
+    def _recorded_span(
         self, name: str, *, traceparent: str | None, attributes: dict[str, Any]
     ) -> Iterator[Span]:
         parent = _propagator.extract({"traceparent": traceparent}) if traceparent else None
@@ -144,6 +167,72 @@ class AgentTelemetry:
             name, context=parent, kind=SpanKind.CONSUMER, attributes=attributes
         ) as span:
             yield span
+
+
+def _records_nothing(provider: trace.TracerProvider) -> bool:
+    """Whether spans of ``provider`` reach no processor, hence no exporter.
+
+    Reads the SDK's processor list (private, hence the defensive reads): an unknown
+    shape counts as recording, which only costs the SDK's own path.
+    """
+    if not isinstance(provider, TracerProvider) or getattr(provider, "_disabled", True):
+        return False
+    processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", ())
+    return isinstance(processors, tuple) and not processors
+
+
+def _child_context(
+    provider: TracerProvider,
+    parent: otel_context.Context | None,
+    name: str,
+    attributes: dict[str, Any],
+) -> SpanContext:
+    """The span context ``Tracer.start_span`` would give a consumer span under
+    ``parent``: the parent's trace (or a new one), a new span id, and the provider's
+    sampler's decision as the sampled flag that travels on."""
+    parent_context = trace.get_current_span(parent).get_span_context()
+    if parent_context.is_valid:
+        trace_id = parent_context.trace_id
+        random_trace_id = parent_context.trace_flags.random_trace_id
+    else:
+        trace_id = provider.id_generator.generate_trace_id()
+        random_trace_id = provider.id_generator.is_trace_id_random()
+    sampling = provider.sampler.should_sample(
+        parent, trace_id, name, SpanKind.CONSUMER, attributes, ()
+    )
+    sampled = sampling.decision is Decision.RECORD_AND_SAMPLE  # Decision.is_sampled()
+    flags = TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT
+    if random_trace_id:
+        flags |= TraceFlags.RANDOM_TRACE_ID
+    return SpanContext(
+        trace_id,
+        provider.id_generator.generate_span_id(),
+        is_remote=False,
+        trace_flags=TraceFlags(flags),
+        trace_state=sampling.trace_state,
+    )
+
+
+class _UnrecordedSpan:
+    """Makes a span context current for a block, as ``start_as_current_span`` does."""
+
+    __slots__ = ("_parent", "_span", "_token")
+
+    def __init__(self, span_context: SpanContext, *, parent: otel_context.Context | None) -> None:
+        self._span = NonRecordingSpan(span_context)
+        self._parent = parent
+
+    def __enter__(self) -> Span:
+        self._token = otel_context.attach(trace.set_span_in_context(self._span, self._parent))
+        return self._span
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        otel_context.detach(self._token)
 
 
 def current_traceparent() -> str | None:

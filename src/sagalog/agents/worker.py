@@ -208,7 +208,8 @@ class AgentWorker:
         )
         self.partitions = partitions
         self.store = StateStore(
-            self.settings.data_dir / self.agent.name / self.settings.instance_id
+            self.settings.data_dir / self.agent.name / self.settings.instance_id,
+            folded_types=self.agent.folded_types(),
         )
         self._producer = self._new_producer()
         self._consumer = Consumer(
@@ -393,11 +394,12 @@ class AgentWorker:
         now = self.wall_ms()
         held: set[tuple[str, int]] = set()
         kept = []
+        retry_topic = self.retry_topic
         for message in records:
             key = (topic_of(message), partition_of(message))
             if key in held:
                 continue
-            if topic_of(message) == self.retry_topic:
+            if key[0] == retry_topic:
                 mark = read_mark(headers_of(message))
                 if mark is not None and mark.not_before_ms > now:
                     tp = TopicPartition(key[0], key[1], offset_of(message))
@@ -410,6 +412,16 @@ class AgentWorker:
         return kept
 
     def _process(self, messages: list[Message]) -> None:
+        assert self.store is not None
+        try:
+            self._process_batch(messages)
+        finally:
+            # The batch's projection changes (and, committed, its checkpoint) in one
+            # write. Folding is right whatever became of the transaction: the inputs
+            # are committed records, and a replay folds nothing twice.
+            self.store.flush()
+
+    def _process_batch(self, messages: list[Message]) -> None:
         assert self.store is not None
         records = self._hold_until_due(messages)
         outcomes: list[tuple[Message, _Outcome]] = []
@@ -435,38 +447,36 @@ class AgentWorker:
     def _classify(self, message: Message) -> _Item | _Outcome:
         """Fold an input into the projection and decide whether a handler runs."""
         assert self.store is not None
-        raw_headers = list(headers_of(message))
-        origin = f"{topic_of(message)}/{partition_of(message)}/{offset_of(message)}"
+        raw_headers = headers_of(message)
+        topic, partition, offset = topic_of(message), partition_of(message), offset_of(message)
+        origin = f"{topic}/{partition}/{offset}"
         try:
             headers = EventHeaders.from_kafka(raw_headers)
         except EventValidationError as exc:
             return self._dead_record(message, reason=str(exc), error=exc, attempts=0, origin=origin)
-        from_retry = topic_of(message) == self.retry_topic
+        from_retry = topic == self.retry_topic
         mark = read_mark(raw_headers) if from_retry else None
         if mark is not None:
             origin = mark.origin or origin
         origin_topic, _, rest = origin.partition("/")
         origin_offset = int(rest.rsplit("/", 1)[-1] or 0)
-        seen = None
-        if not from_retry:
-            position = (topic_of(message), partition_of(message), offset_of(message))
-            seen = self.store.first_seen(headers.id)
-            if seen is not None and seen != position:
-                return _Outcome("duplicate")
-        wanted = self.agent.wants(headers.type)
-        if not from_retry:
-            context = self.store.project(
+        if from_retry:
+            context = self.store.context(headers.workflow_id)
+        elif not self.store.keeps(headers.type):
+            return _Outcome("ignored")  # neither handled nor read: the projection skips it
+        else:
+            position = (topic, partition, offset)
+            context, first_seen = self.store.fold(
                 workflow_id=headers.workflow_id,
                 event_id=headers.id,
                 event_type=headers.type,
                 source=headers.source,
                 payload=message.value(),
-                position=(topic_of(message), partition_of(message), offset_of(message)),
-                first_seen=seen,
+                position=position,
             )
-        else:
-            context = self.store.context(headers.workflow_id)
-        if not wanted:
+            if first_seen != position:
+                return _Outcome("duplicate")  # first seen at an earlier offset
+        if not self.agent.wants(headers.type):
             return _Outcome("ignored")  # decided from the headers: never decoded
         context = context.snapshot()  # as of this event, not of the batch's end
         try:
@@ -894,10 +904,14 @@ class AgentWorker:
     ) -> None:
         assert self.store is not None
         last: dict[tuple[str, int], int] = {}
+        retry_topic = self.retry_topic
         for message in records:
-            if topic_of(message) != self.retry_topic:
-                key = (topic_of(message), partition_of(message))
-                last[key] = max(last.get(key, -1), offset_of(message))
+            topic = topic_of(message)
+            if topic != retry_topic:
+                key = (topic, partition_of(message))
+                offset = offset_of(message)
+                if offset > last.get(key, -1):
+                    last[key] = offset
         for (topic, partition), offset in last.items():
             self.store.set_checkpoint(topic, partition, offset + 1)
         for item, outcome in handled:
