@@ -76,6 +76,20 @@ class CircuitBreaker:
         """When an open breaker lets the next probe through."""
         return self.opened_at + self.policy.open_for_s
 
+    def would_allow(self) -> bool:
+        """Whether ``allow`` would let a call through now; changes nothing, counts no probe.
+
+        For a caller that must wait for something else (a rate slot) before calling:
+        it asks here first, and ``allow`` only right before the call, so that a probe
+        is never counted for a call that is then abandoned in its wait (a probe that
+        never reports back would keep the breaker half-open and refusing for good).
+        """
+        if self.state is BreakerState.OPEN:
+            return self.clock() >= self.retry_at()
+        if self.state is BreakerState.HALF_OPEN:
+            return self.probes_in_flight < self.policy.half_open_probes
+        return True
+
     def allow(self) -> bool:
         """Whether a call may go to the dependency now (a probe counts as in flight)."""
         if self.state is BreakerState.OPEN:

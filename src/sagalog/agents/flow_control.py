@@ -4,7 +4,11 @@ A handler's call to a dependency is admitted here. When the breaker is open, or 
 rate budget would make the call wait longer than a transaction should stay open,
 admission raises ``DependencyUnavailable`` and the runtime defers the event through
 the retry topic until the dependency can take it: work waits, paused, not failed and
-not spinning. Short rate waits are slept inside the handler.
+not spinning. Short rate waits are slept inside the handler; a call's rate slot is
+reserved before it waits, so a batch of handlers queues for the rate, and those whose
+turn is more than ``max_rate_wait_s`` away are deferred instead of all waiting in the
+open transaction (the batch's handlers start highest priority first, so the calls
+that go now are the most urgent ones).
 """
 
 from __future__ import annotations
@@ -46,21 +50,33 @@ class FlowControl:
     async def admit(self, dependency: str) -> None:
         """Wait for (or refuse) one call to ``dependency``.
 
+        The breaker is asked first without counting a probe, then the rate slot is
+        reserved and waited for, then the breaker is asked again, counting the probe,
+        right before the call: a probe is never abandoned in a rate wait. A slot whose
+        call the breaker then refuses (it opened meanwhile) is lost: the safe side.
+
         Raises:
             DependencyUnavailable: with the monotonic time at which to try again.
         """
-        wait = self.limits.wait_time(dependency)
-        if wait > self.max_rate_wait_s:
-            raise DependencyUnavailable(dependency, retry_at=self.clock() + wait)
         breaker = self.breaker(dependency)
+        if not breaker.would_allow():
+            raise self._refused(breaker)
+        wait = self.limits.reserve(dependency, max_wait_s=self.max_rate_wait_s)
+        if wait is None:
+            raise DependencyUnavailable(
+                dependency, retry_at=self.clock() + self.limits.wait_time(dependency)
+            )
+        if wait > 0:
+            await asyncio.sleep(wait)
         before = breaker.state
         if not breaker.allow():
-            raise DependencyUnavailable(
-                dependency, retry_at=max(breaker.retry_at(), self.clock() + 0.05)
-            )
+            raise self._refused(breaker)
         self._notify(dependency, before, breaker.state)
-        while not self.limits.try_acquire(dependency):
-            await asyncio.sleep(max(self.limits.wait_time(dependency), 0.001))
+
+    def _refused(self, breaker: CircuitBreaker) -> DependencyUnavailable:
+        return DependencyUnavailable(
+            breaker.name, retry_at=max(breaker.retry_at(), self.clock() + 0.05)
+        )
 
     def succeeded(self, dependency: str) -> None:
         breaker = self.breaker(dependency)

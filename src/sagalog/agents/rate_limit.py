@@ -86,7 +86,8 @@ class TokenBucket:
         return self._burst
 
     def available(self) -> float:
-        """The tokens in the bucket now (for metrics; may be fractional)."""
+        """The tokens in the bucket now (for metrics; may be fractional, and negative
+        while reserved tokens are owed)."""
         self._refill()
         return self._tokens
 
@@ -103,6 +104,30 @@ class TokenBucket:
             return False
         self._tokens -= n
         return True
+
+    def reserve(self, n: float = 1, *, max_wait_s: float = math.inf) -> float | None:
+        """Take ``n`` tokens now, on credit if need be; return how long to wait before use.
+
+        Unlike ``try_acquire`` in a loop, a reservation queues: tokens promised to
+        earlier callers are owed (the count goes below zero) and count in every later
+        caller's wait, so concurrent callers wait 1/rate, 2/rate, ... in turn instead
+        of each being told "one refill away" and racing for it, however many they are.
+
+        Returns:
+            The seconds to wait before making the call (0 if the tokens are there);
+            None, taking nothing, when that wait would exceed ``max_wait_s`` or never
+            end (rate 0).
+
+        Raises:
+            ConfigurationError: ``n`` is not positive or exceeds the burst.
+        """
+        self._check_request(n)
+        self._refill()
+        wait = self._wait_for(n)
+        if wait > max_wait_s or math.isinf(wait):
+            return None
+        self._tokens -= n
+        return wait
 
     def wait_time(self, n: float = 1) -> float:
         """Seconds until ``n`` tokens are available: 0 if now, ``math.inf`` at rate 0.
@@ -282,6 +307,11 @@ class DependencyLimits:
         """Seconds until one call to ``dependency`` may go; 0 now or if unlimited."""
         bucket = self._buckets.get(dependency)
         return 0.0 if bucket is None else bucket.wait_time()
+
+    def reserve(self, dependency: str, *, max_wait_s: float = math.inf) -> float | None:
+        """Reserve one call's token (see ``TokenBucket.reserve``); 0.0 if unlimited."""
+        bucket = self._buckets.get(dependency)
+        return 0.0 if bucket is None else bucket.reserve(max_wait_s=max_wait_s)
 
     def try_acquire(self, dependency: str) -> bool:
         """Take one call's token for ``dependency`` if there is one; always True if unlimited."""

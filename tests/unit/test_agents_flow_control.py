@@ -1,0 +1,142 @@
+"""Admission under a herd: rate slots are reserved in turn, probes are never abandoned.
+
+The thundering-herd chaos round found both: a batch of handlers all waited for the
+rate in the open transaction (each told "one refill away", racing for it), and a
+half-open probe counted before its rate wait could be cancelled there and never
+report back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+import pytest
+
+from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState, CircuitBreaker
+from sagalog.agents.failures import DependencyUnavailable
+from sagalog.agents.flow_control import FlowControl
+from sagalog.agents.rate_limit import DependencyLimits, TokenBucket
+
+from .fakes import FakeClock
+
+
+def test_reservations_queue_one_behind_another() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(10.0, 10.0, clock, start_empty=True)
+    waits = [bucket.reserve(max_wait_s=1.0) for _ in range(12)]
+    assert waits[:10] == pytest.approx([0.1 * n for n in range(1, 11)])
+    assert waits[10:] == [None, None]  # beyond the longest wait: nothing taken
+    assert bucket.available() == pytest.approx(-10.0)
+    assert bucket.wait_time() == pytest.approx(1.1)
+
+
+def test_a_full_bucket_reserves_its_burst_at_once_then_queues() -> None:
+    bucket = TokenBucket(4.0, 2.0, FakeClock())
+    assert [bucket.reserve() for _ in range(4)] == pytest.approx([0.0, 0.0, 0.25, 0.5])
+
+
+def test_owed_tokens_are_paid_by_the_refill_before_anyone_else_gets_one() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(10.0, 10.0, clock, start_empty=True)
+    for _ in range(5):
+        bucket.reserve()
+    clock.advance(0.4)
+    assert not bucket.try_acquire()  # 0.4 s paid four of the five owed
+    clock.advance(0.2)
+    assert bucket.try_acquire()
+
+
+def test_at_rate_zero_nothing_is_reserved_however_long_one_would_wait() -> None:
+    bucket = TokenBucket(0.0, 1.0, FakeClock(), start_empty=True)
+    assert bucket.reserve(max_wait_s=3600) is None
+    assert bucket.reserve() is None  # an endless wait is no reservation
+    assert bucket.available() == 0.0 and math.isinf(bucket.wait_time())
+
+
+def test_an_unlimited_dependency_reserves_without_waiting() -> None:
+    limits = DependencyLimits({"ledger": 5.0}, clock=FakeClock())
+    assert limits.reserve("mail") == 0.0
+    assert limits.reserve("ledger", max_wait_s=1.0) == pytest.approx(0.2)
+
+
+def test_would_allow_counts_no_probe_and_moves_no_state() -> None:
+    clock = FakeClock()
+    breaker = CircuitBreaker("ledger", BreakerPolicy(failure_threshold=1, open_for_s=5), clock)
+    assert breaker.would_allow()
+    breaker.allow()
+    breaker.record_failure()
+    assert not breaker.would_allow()
+    clock.advance(5)
+    assert breaker.would_allow() and breaker.would_allow()
+    assert breaker.state is BreakerState.OPEN  # asking twice changed nothing
+    assert breaker.allow()  # the probe
+    assert not breaker.would_allow()  # its one probe is in flight
+
+
+def _flow(rate: float, *, max_wait_s: float, open_for_s: float = 10.0) -> FlowControl:
+    return FlowControl(
+        breaker_policy=BreakerPolicy(failure_threshold=1, open_for_s=open_for_s),
+        rate_limits={"ledger": rate},
+        max_rate_wait_s=max_wait_s,
+        clock=time.monotonic,
+    )
+
+
+async def _admit_all(flow: FlowControl, count: int) -> list[float | None]:
+    """Admit ``count`` calls at once; when each was admitted (None: refused)."""
+    started = time.monotonic()
+
+    async def one() -> float | None:
+        try:
+            await flow.admit("ledger")
+        except DependencyUnavailable as exc:
+            assert exc.retry_at > time.monotonic() + 0.05
+            return None
+        return time.monotonic() - started
+
+    return await asyncio.gather(*(one() for _ in range(count)))
+
+
+def test_a_batch_beyond_the_longest_rate_wait_is_deferred_not_held() -> None:
+    # 100 handlers of one batch at 50 calls/s (an empty bucket, as after a start),
+    # waiting at most 0.2 s: ten go, in turn; ninety are deferred at once. Before, all
+    # hundred waited (two seconds, in the batch's open transaction).
+    flow = _flow(50.0, max_wait_s=0.2)
+    admitted = asyncio.run(_admit_all(flow, 100))
+    went = sorted(a for a in admitted if a is not None)
+    assert len(went) == 10
+    assert went[-1] < 0.2 + 0.1
+    assert went == sorted(went) and went[-1] - went[0] >= 0.15  # spread over the wait
+
+
+def test_an_open_breaker_refuses_without_spending_rate() -> None:
+    flow = _flow(10.0, max_wait_s=1.0)
+    breaker = flow.breaker("ledger")
+    breaker.allow()
+    breaker.record_failure()
+    for _ in range(50):
+        with pytest.raises(DependencyUnavailable):
+            asyncio.run(flow.admit("ledger"))
+    assert flow.limits.wait_time("ledger") <= 0.1  # nothing was reserved
+
+
+def test_a_probe_cancelled_in_its_rate_wait_does_not_wedge_the_breaker() -> None:
+    flow = _flow(2.0, max_wait_s=1.0, open_for_s=0.01)
+    breaker = flow.breaker("ledger")
+    breaker.allow()
+    breaker.record_failure()
+    time.sleep(0.02)  # due to half-open; the empty bucket makes the probe wait 0.5 s
+
+    async def cancelled_probe() -> None:
+        task = asyncio.ensure_future(flow.admit("ledger"))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled_probe())
+    # Before, the cancelled probe was counted in flight for good: half-open, refusing.
+    assert breaker.state is BreakerState.OPEN and breaker.probes_in_flight == 0
+    assert breaker.would_allow()
