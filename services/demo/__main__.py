@@ -92,7 +92,7 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
         say(f"starting 12 services (logs in {config.run_dir / 'logs'})")
         fleet.start_all()
         fleet.supervise()
-        fleet.faults("erp", fail_when={"vendor": FAILING_VENDOR})
+        fleet.faults("erp", reject_when={"vendor": FAILING_VENDOR})
         fleet.wait_gateway_ready()
         gateway = GatewayClient(
             GatewayClientSettings(url=fleet.urls["gateway"], api_key=api_key, timeout_s=30)

@@ -2,12 +2,16 @@
 
     POST /effects/<operation>   body: JSON, header Idempotency-Key  -> 200 {"id": ..., ...}
     GET  /effects               every effect applied, with how often its key was called
+    GET  /calls                 every call in arrival order: [arrived_at, operation, key, status]
     POST /faults                {"fail_next": 3, "latency_ms": 200, "outage": true,
-                                 "fail_ratio": 0.5, "fail_operations": ["release"]}
+                                 "fail_ratio": 0.5, "fail_operations": ["release"],
+                                 "fail_when": {...}, "reject_when": {"vendor": "X"}}
     GET  /health
 
 An effect is applied once per idempotency key; a repeat returns the first result and
-counts as a repeat call, so a test can tell "called twice" from "done twice".
+counts as a repeat call, so a test can tell "called twice" from "done twice". Every call,
+failed ones included, is logged with its arrival time (wall clock, seconds), so a test
+can measure the load a dependency saw (a rate limit, a breaker's probes).
 Failures are injected before an effect is applied: a failed call never half-applies.
 """
 
@@ -32,6 +36,10 @@ class Faults:
     latency_ms: int = 0
     outage: bool = False
     fail_when: dict[str, Any] = field(default_factory=dict)  # body field -> value: always fail
+    # body field -> value: always refuse (422), as a system refuses a request it will
+    # never accept (a blocked vendor): the caller must not retry, and the dependency is
+    # up, so no circuit breaker should open on it.
+    reject_when: dict[str, Any] = field(default_factory=dict)
     fail_ratio: float = 0.0  # fail this share of calls at random (a flaky dependency)
     fail_operations: list[str] = field(default_factory=list)  # limit the above; empty: all
     seed: int | None = None  # reseeds the random failures, so a run can be repeated
@@ -45,7 +53,13 @@ class EffectBook:
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
     failures_injected: int = 0
+    call_log: list[tuple[float, str, str, int]] = field(default_factory=list)
+    """(arrived_at, operation, idempotency key, HTTP status) of every call, in arrival order."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def log_call(self, arrived_at: float, operation: str, key: str, status: int) -> None:
+        with self.lock:
+            self.call_log.append((arrived_at, operation, key, status))
 
     def apply(self, operation: str, key: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         with self.lock:
@@ -97,6 +111,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/health":
             self._reply(HTTPStatus.OK, {"status": "ok", "name": self.server.name})
+        elif self.path == "/calls":
+            book = self.server.book
+            with book.lock:
+                log = list(book.call_log)
+            self._reply(HTTPStatus.OK, {"calls": log})
         elif self.path == "/effects":
             book = self.server.book
             with book.lock:
@@ -126,6 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.startswith("/effects/"):
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route {self.path}"})
             return
+        arrived_at = time.time()
         key = self.headers.get("Idempotency-Key")
         if not key:
             self._reply(HTTPStatus.BAD_REQUEST, {"error": "the Idempotency-Key header is required"})
@@ -138,6 +158,11 @@ class _Handler(BaseHTTPRequestHandler):
             body.get(k) == v for k, v in faults.fail_when.items()
         )
         operation = self.path.removeprefix("/effects/")
+        if faults.reject_when and all(body.get(k) == v for k, v in faults.reject_when.items()):
+            self.server.book.log_call(arrived_at, operation, key, HTTPStatus.UNPROCESSABLE_ENTITY)
+            fields = ", ".join(f"{k}={v!r}" for k, v in faults.reject_when.items())
+            self._reply(HTTPStatus.UNPROCESSABLE_ENTITY, {"error": f"refused: {fields}"})
+            return
         flaky = (
             faults.fail_ratio > 0
             and (not faults.fail_operations or operation in faults.fail_operations)
@@ -150,9 +175,11 @@ class _Handler(BaseHTTPRequestHandler):
             if fail:
                 self.server.book.failures_injected += 1
         if fail:
+            self.server.book.log_call(arrived_at, operation, key, HTTPStatus.SERVICE_UNAVAILABLE)
             self._reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "injected failure"})
             return
         result, _ = self.server.book.apply(operation, key, body)
+        self.server.book.log_call(arrived_at, operation, key, HTTPStatus.OK)
         self._reply(HTTPStatus.OK, result)
 
 

@@ -423,7 +423,7 @@ def test_the_reference_workflow_run_by_its_services_verifies_clean_despite_a_cra
     requests = build_mix(f"aud{s[:6]}", 10, seed=5)
     try:
         fleet.start_all()
-        fleet.faults("erp", fail_when={"vendor": FAILING_VENDOR})
+        fleet.faults("erp", reject_when={"vendor": FAILING_VENDOR})
         fleet.wait_gateway_ready()
         gateway = GatewayClient(
             GatewayClientSettings(url=fleet.urls["gateway"], api_key=api_key, timeout_s=30)

@@ -74,7 +74,7 @@ def test_every_workflow_ends_as_planned_and_every_effect_happens_once_despite_cr
     requests = build_mix(f"e2e{s[:6]}", 40, seed=3)
     try:
         fleet.start_all()
-        fleet.faults("erp", fail_when={"vendor": FAILING_VENDOR})
+        fleet.faults("erp", reject_when={"vendor": FAILING_VENDOR})
         fleet.wait_gateway_ready()
         gateway = GatewayClient(
             GatewayClientSettings(url=fleet.urls["gateway"], api_key=api_key, timeout_s=30)

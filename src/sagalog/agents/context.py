@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sagalog.agents.failures import NonRetryableError
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.lineage import DecisionLineage, decision_lineage
 from sagalog.agents.state_store import StateStore, WorkflowContext
@@ -126,6 +127,12 @@ class HandlerContext:
                 result = await asyncio.to_thread(call, *args, idempotency_key=key, **kwargs)
                 if inspect.isawaitable(result):
                     result = await result
+        except NonRetryableError:
+            # The dependency answered, with a refusal of this request (a 4xx): it is
+            # up. Counting refusals would let a run of bad requests open the breaker
+            # and hold back every other workflow's calls.
+            self.flow.succeeded(dependency)
+            raise
         except BaseException:
             # A cancelled call (the step timed out) counts against the dependency too,
             # and every admitted half-open probe must report back.

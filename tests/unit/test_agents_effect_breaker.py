@@ -1,0 +1,70 @@
+"""What a dependency call tells its circuit breaker: refusals are answers, not outages.
+
+The demo's ERP refused one vendor's orders with a 503 that every retry met again, so
+five refusals in a row opened the breaker and every other approved order waited
+behind half-open probes (a decide phase of 16 s became 133 s). A refusal
+(``NonRetryableError``, a 4xx) now counts as the dependency answering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
+from sagalog.agents.context import HandlerContext
+from sagalog.agents.failures import NonRetryableError, RetryableError
+from sagalog.agents.flow_control import FlowControl
+from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.contracts.headers import EventHeaders
+
+from .fakes import FakeClock
+
+
+def _context(store: StateStore, flow: FlowControl, event_id: str) -> HandlerContext:
+    return HandlerContext(
+        agent="purchasing",
+        step="create_purchase_order",
+        headers=EventHeaders(id=event_id, type="t", source="s", workflow_id=f"wf-{event_id}"),
+        attempt=1,
+        workflow=WorkflowContext(f"wf-{event_id}"),
+        store=store,
+        flow=flow,
+    )
+
+
+def _flow() -> FlowControl:
+    return FlowControl(
+        breaker_policy=BreakerPolicy(failure_threshold=2, open_for_s=10.0),
+        rate_limits={},
+        max_rate_wait_s=1.0,
+        clock=FakeClock(),
+    )
+
+
+def _call(error: Exception) -> Callable[..., None]:
+    def call(*, idempotency_key: str) -> None:
+        raise error
+
+    return call
+
+
+def test_refusals_in_a_row_leave_the_breaker_closed(tmp_path: Path) -> None:
+    store, flow = StateStore(tmp_path), _flow()
+    for n in range(5):
+        ctx = _context(store, flow, f"e{n}")
+        with pytest.raises(NonRetryableError):
+            asyncio.run(ctx.effect("erp.create_po", _call(NonRetryableError("422 refused"))))
+    assert flow.breaker("erp").state is BreakerState.CLOSED
+
+
+def test_unavailability_in_a_row_opens_it(tmp_path: Path) -> None:
+    store, flow = StateStore(tmp_path), _flow()
+    for n in range(2):
+        ctx = _context(store, flow, f"e{n}")
+        with pytest.raises(RetryableError):
+            asyncio.run(ctx.effect("erp.create_po", _call(RetryableError("503"))))
+    assert flow.breaker("erp").state is BreakerState.OPEN
