@@ -22,6 +22,7 @@ Shape (see DESIGN.md, "Tracker"):
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
@@ -33,8 +34,10 @@ from confluent_kafka import KafkaException
 from faust.transport.consumer import Consumer as FaustConsumer
 from faust.types import TP
 
+from saga_tracker import fetch_state
 from saga_tracker.backlog import BacklogProbe
 from saga_tracker.clock import TrackerClock
+from saga_tracker.lag import LagWatch
 from saga_tracker.offsets import OffsetBook
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
@@ -111,6 +114,7 @@ class Tracker:
         self.backlog = BacklogProbe(settings)
         self.suspects: dict[tuple[str, int], Suspect] = {}
         self.offsets = OffsetBook()
+        self.lag = LagWatch()
         self.app = self._build_app()
 
     # -- faust wiring ------------------------------------------------------------
@@ -247,8 +251,27 @@ class Tracker:
             await self._fire_timers(batch)
         await self.processor.commit(batch)
         self.offsets.finish(event.message for event in events)
+        self._observe_lag(events)
         self.counts["batches"] += 1
         self.counts["inputs"] += batch.inputs
+
+    def _observe_lag(self, events: Any) -> None:
+        now = time.time()
+        for event in events:
+            message = event.message
+            if message.topic != self.clock_topic:
+                self.lag.observe(
+                    (message.topic, message.partition), message.offset, now - message.timestamp
+                )
+        for (topic, partition), waited, offset in self.lag.due(time.monotonic()):
+            log.warning(
+                "%s/%d: a record (offset %d) waited %.1f s in the log before it was decided",
+                topic,
+                partition,
+                offset,
+                waited,
+                extra={"sagalog": {"agent": "saga-tracker", "action": "input_lag"}},
+            )
 
     async def _fire_timers(self, batch: Any) -> None:
         now_ms = self.clock.now_ms()
@@ -349,6 +372,19 @@ class Tracker:
         if stalled:
             (topic, partition), (start, end) = max(
                 ((key, behind[key]) for key in stalled), key=lambda item: item[1][1] - item[1][0]
+            )
+            log.error(
+                "stalled partitions, as faust and aiokafka see them: %s",
+                json.dumps(fetch_state.describe(self.app, stalled), default=str),
+            )
+            log.error(
+                "offsets: finished %s, committed %s, faust committed %s",
+                {str(tp): o for tp, o in self.offsets.finished.items()},
+                {str(tp): o for tp, o in self.offsets.committed.items()},
+                {
+                    str(tp): o
+                    for tp, o in cast(FaustConsumer, self.app.consumer)._committed_offset.items()
+                },
             )
             crash(
                 f"{topic}/{partition} has {end - start} committed record(s) past the group's "

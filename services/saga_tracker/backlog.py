@@ -111,10 +111,18 @@ class BacklogProbe:
         try:
             reader.assign([TopicPartition(t, p, start) for (t, p), (start, _) in spans.items()])
             deadline = time.monotonic() + TIMEOUT_S / 2
-            while len(found) < len(spans) and time.monotonic() < deadline:
-                for message in reader.consume(num_messages=500, timeout=0.5):
+            open_spans = dict(spans)
+            while open_spans and time.monotonic() < deadline:
+                for message in reader.consume(num_messages=500, timeout=0.2):
                     if message.error() is None:
-                        found.add((str(message.topic()), int(message.partition() or 0)))
+                        key = (str(message.topic()), int(message.partition() or 0))
+                        found.add(key)
+                        open_spans.pop(key, None)
+                # A reader past a span's end without a record saw only markers there:
+                # settled, no need to wait out the deadline for it.
+                for tp in reader.position([TopicPartition(t, p) for t, p in open_spans]):
+                    if tp.offset >= open_spans[(tp.topic, tp.partition)][1]:
+                        del open_spans[(tp.topic, tp.partition)]
         finally:
             reader.close()
         return found

@@ -8,12 +8,13 @@ itself every ``stall_timeout_s``.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic, OffsetSpec
 
 from saga_tracker.backlog import BacklogProbe
 from saga_tracker.settings import TrackerSettings
@@ -43,6 +44,31 @@ def _write(settings: ClientSettings, topic: str, count: int, *, commit: bool) ->
         producer.commit_transaction(30)
     else:
         producer.abort_transaction(30)
+    _wait_for_markers(settings, topic)
+
+
+def _wait_for_markers(settings: ClientSettings, topic: str) -> None:
+    """Wait until the transaction's marker is in the partition.
+
+    ``commit_transaction`` returns once the coordinator decided; it writes the
+    markers after. Until then the last stable offset stays before the transaction's
+    records, and the probe rightly sees nothing new.
+    """
+    admin, _ = connect_admin(settings)
+    tp = TopicPartition(topic, 0)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ends = [
+            admin.list_offsets(
+                {tp: OffsetSpec.latest()},  # type: ignore[no-untyped-call]
+                isolation_level=level,
+            )[tp].result(10)
+            for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED)
+        ]
+        if ends[0].offset == ends[1].offset:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{topic}: the transaction markers did not land within 30 s")
 
 
 def _commit(settings: ClientSettings, group: str, topic: str, offset: int) -> None:
