@@ -164,6 +164,8 @@ class RoundHistory:
     progress_at: list[float] = field(default_factory=list)
     extra_failures: list[str] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
+    """A fault's own measurements (a rate, a latency), shown in its row."""
 
 
 @dataclass
@@ -184,6 +186,7 @@ class RoundResult:
     unexpected_effects: int = 0
     details: dict[str, Any] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -207,6 +210,7 @@ class RoundResult:
             "unexpected_effects": self.unexpected_effects,
             "ok": self.ok,
             "failures": self.failures,
+            "figures": self.figures,
             "details": self.details,
         }
 
@@ -375,6 +379,7 @@ def check(
         wrong_end=len(wrong),
         missing_effects=len(missing),
         unexpected_effects=len(unexpected),
+        figures=dict(history.figures),
     )
     result.details = {
         "lost_events": lost_ev[:20],

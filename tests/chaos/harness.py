@@ -15,10 +15,12 @@ hands it to the checker.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import shutil
 import signal
+import tempfile
 import threading
 import time
 import traceback
@@ -32,11 +34,14 @@ from typing import Any
 from demo.fleet import Fleet, FleetConfig
 from demo.scenario import FAILING_VENDOR, Plan, Request, build_mix
 from integration.conftest import Project
-from integration.tracker_harness import PROCUREMENT, SECRET, latest_records, rebuild_from_log
+from integration.tracker_harness import PROCUREMENT, SECRET, latest_records
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.flows.loader import load_flows
+from sagalog.replay.rebuild import Rebuild, rebuild_meta
+from sagalog.replay.settings import ReplaySettings
+from sagalog.replay.store import RebuildStore
 from sagalog.topology.apply import TopologyClient
 from sagalog.topology.loader import load_topology
 from sagalog.tracker.ticks import clock_topic, last_tick_ms, tick_all
@@ -48,6 +53,7 @@ from .stack import ChaosStack
 REPO = Path(__file__).resolve().parents[2]
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
+WORKFLOW_PARTITIONS = 3  # of the workflow topic below
 
 TOPOLOGY = """
 ignore: ["*"]
@@ -89,7 +95,11 @@ class Fault:
     timers: bool = False
     """Plans with escalations and expiries: the fault itself moves the clock."""
     verify: Callable[[ChaosRun, list[Request]], list[str]] | None = None
-    """Fault-specific checks; each string is a failure."""
+    """Fault-specific checks; each string is a failure. Figures go in ``run.figures``."""
+    mix: Callable[[list[Request]], list[Request]] | None = None
+    """Reshapes the round's requests (their priorities, say) before they are sent."""
+    settle_s: float | None = None
+    """How long the round's workflows may take to end after the fault; the run's default."""
 
 
 @dataclass
@@ -145,6 +155,8 @@ class ChaosRun:
         self.driver_errors: list[str] = []
         self.poison_ids: list[str] = []
         self.current: list[Request] = []
+        self.figures: dict[str, Any] = {}
+        """The current round's own measurements, for its row (see ``Fault.verify``)."""
         self._stop = threading.Event()
 
     # -- setup -------------------------------------------------------------------
@@ -168,6 +180,7 @@ class ChaosRun:
         client = TopologyClient(self.settings, catalog)
         list(client.apply(client.plan(topology), force=False, report=lambda _: None))
         registry = load_flows(root / "topology" / "flows", catalog=catalog, topology=topology)
+        self.registry = registry
         self.rules = FlowRules.of(registry.latest("procurement"))
         self.topics = Topics(f"procurement.events.{s}", f"transitions.{s}", f"deadletter.{s}")
         self.topic = self.topics.workflow
@@ -190,7 +203,7 @@ class ChaosRun:
         self.recorder = Recorder(self.settings, self.codec, self.topics).start()
         self.sender = Sender(self.settings, self.codec, catalog, self.topic)
         self.fleet.start_standins()
-        self.fleet.faults("erp", fail_when={"vendor": FAILING_VENDOR})
+        self.fleet.faults("erp", reject_when={"vendor": FAILING_VENDOR})
         tracker = self.fleet.start_tracker()
         self.fleet.wait_for_log(tracker, "tables ready", timeout=180)
         tick_all(self.settings, clock_topic(self.app_id), int(time.time() * 1000))
@@ -270,12 +283,13 @@ class ChaosRun:
         self.rounds += 1
         run_id = f"c{self.suffix[:4]}r{self.rounds:02d}"
         mix = build_mix(run_id, fault.workflows, seed=self.seed + self.rounds)
-        if fault.timers:
-            return mix
-        remap = {Plan.ESCALATE: Plan.APPROVE, Plan.EXPIRE: Plan.REJECT}
-        return [
-            Request(r.workflow_id, remap.get(r.plan, r.plan), r.payload, r.priority) for r in mix
-        ]
+        if not fault.timers:
+            remap = {Plan.ESCALATE: Plan.APPROVE, Plan.EXPIRE: Plan.REJECT}
+            mix = [
+                Request(r.workflow_id, remap.get(r.plan, r.plan), r.payload, r.priority)
+                for r in mix
+            ]
+        return fault.mix(mix) if fault.mix is not None else mix
 
     def submit(self, requests: list[Request], over_s: float) -> None:
         gap = over_s / max(len(requests), 1)
@@ -305,6 +319,7 @@ class ChaosRun:
                 self.report(f"chaos: {fault.name}: the injector failed:\n{traceback.format_exc()}")
 
         self.current = requests
+        self.figures = {}
         exits_before = len(self.supervisor.exits)
         injector = threading.Thread(target=inject, name=f"fault-{fault.name}", daemon=True)
         started = time.monotonic()
@@ -313,7 +328,8 @@ class ChaosRun:
         injector.join(fault.window_s + 600)
         self.sender.flush()
         self.wait(
-            lambda: all(s in TERMINAL for s in self.recorder.states(ids).values()), self.settle_s
+            lambda: all(s in TERMINAL for s in self.recorder.states(ids).values()),
+            fault.settle_s or self.settle_s,
         )
         states = self.recorder.states(ids)
         if any(s not in TERMINAL for s in states.values()):
@@ -349,11 +365,7 @@ class ChaosRun:
         ended = [w for w in ids if after.get(w) in TERMINAL]
         self.wait(lambda: _terminal_in(latest_records(lab), ended), 90)  # the changelog caught up
         live = {w: _essence(r) for w, r in latest_records(lab).items() if w in mine}
-        rebuilt = {
-            w: _essence(r.model_dump(mode="json"))
-            for w, r in rebuild_from_log(lab, skip_unreadable=bool(self.poison_ids)).items()  # type: ignore[arg-type]
-            if w in mine
-        }
+        rebuilt = {w: _essence(r) for w, r in self.rebuild(mine).items()}
         return RoundHistory(
             fault=fault.name,
             seed=self.seed,
@@ -375,7 +387,39 @@ class ChaosRun:
             progress_at=self.recorder.progress_at(),
             extra_failures=errors,
             notes={"end_states": dict(Counter(str(s) for s in after.values()))},
+            figures=dict(self.figures),
         )
+
+    def rebuild(self, workflow_ids: set[str]) -> dict[str, dict[str, Any]]:
+        """These workflows' records as ``sagalog replay rebuild`` makes them from the log.
+
+        The user's own tool, in process: the workflow topic through the tracker's
+        processor with the timer firings of its journal (a rebuild from the workflow
+        events alone cannot know when a gate expired or a step timed out live), and
+        unreadable records (the poison round) counted, not fatal.
+        """
+        replay = ReplaySettings(
+            app_id=self.app_id, gate_secret=SECRET, transitions_topic=self.topics.transitions
+        )
+        directory = Path(tempfile.mkdtemp(prefix="rebuild-", dir=self.work_dir))
+        try:
+            meta = rebuild_meta(self.registry, replay, [self.topic])
+            with RebuildStore.open(directory, meta=meta) as store:
+                Rebuild(
+                    settings=self.settings,
+                    codec=self.codec,
+                    registry=self.registry,
+                    replay=replay,
+                    store=store,
+                ).run()
+                return {
+                    workflow_id: json.loads(value)
+                    for partition in range(WORKFLOW_PARTITIONS)
+                    for workflow_id, value in store.records(partition)
+                    if workflow_id in workflow_ids
+                }
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
 
     def effects(self, request_ids: set[str]) -> list[Effect]:
         """Every applied effect of these requests, by the stand-ins' books."""

@@ -13,7 +13,11 @@ from typing import Any
 from . import faults
 from .checker import RoundResult
 from .harness import ChaosRun, Fault
+from .herd import ThunderingHerd
 from .stack import ChaosStack
+
+# 2,000 workflows stalled on the ledger, three budget agents sharing 40 calls/s.
+HERD = ThunderingHerd(rate=40.0, instances=("a", "b", "c"))
 
 FULL = (
     Fault("tracker SIGKILL", faults.tracker_kill, window_s=45, workflows=40),
@@ -35,6 +39,15 @@ FULL = (
         timers=True,
         verify=faults.clock_jump_verify,
     ),
+    Fault(
+        "thundering herd",
+        HERD.inject,
+        window_s=50,
+        workflows=2000,
+        verify=HERD.verify,
+        mix=HERD.mix,
+        settle_s=600,  # 2,000 reservations at 40/s, then gates, orders and releases
+    ),
 )
 
 SHORT = (
@@ -53,8 +66,11 @@ COLUMNS = (
     ("illegal", "illegal_transitions", 7),
     ("rebuild≠live", "rebuild_mismatches", 12),
     ("recovery s", "recovery_s", 10),
+    ("dep 1s peak", "dependency_peak", 11),
+    ("p50 hi/norm s", "p50_high_normal", 13),
     ("ok", "ok", 4),
 )
+"""A column's key is a row's field or one of its ``figures`` (a fault's own measurements)."""
 
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
@@ -63,7 +79,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     for row in rows:
         cells = []
         for _, key, width in COLUMNS:
-            value = row.get(key)
+            value = row[key] if key in row else (row.get("figures") or {}).get(key)
             text = (
                 "-"
                 if value is None
