@@ -22,19 +22,40 @@ def describe(app: Any, keys: Iterable[tuple[str, int]]) -> dict[str, dict[str, A
     active = {(tp.topic, tp.partition) for tp in (consumer._active_partitions or ())}
     paused = {(tp.topic, tp.partition) for tp in consumer._paused_partitions}
     buffered = {(tp.topic, tp.partition) for tp in consumer._buffered_partitions}
+    read = {(tp.topic, tp.partition): offset for tp, offset in consumer._read_offset.items()}
     kafka = _aiokafka(consumer)
+    queues = _queues(app)
     for key in sorted(wanted):
         entry: dict[str, Any] = {
             "faust_active": key in active,
             "faust_paused": key in paused,
             "faust_buffered": key in buffered,
+            "faust_read_offset": read.get(key),
             "flow_active": consumer.flow_active,
             "app_flow_control": app.flow_control.is_active(),
+            "stream_queues": queues,
         }
         if kafka is not None:
             entry.update(_kafka_state(kafka, key))
         out[f"{key[0]}/{key[1]}"] = entry
     return out
+
+
+def _queues(app: Any) -> list[dict[str, Any]]:
+    """Each subscribed channel's queue: records handed over by the fetcher, not yet taken."""
+    found = []
+    for channel in getattr(app.topics, "_topics", ()):
+        queue = getattr(channel, "_queue", None)  # not .queue: that would create one
+        if queue is None:
+            continue
+        found.append(
+            {
+                "topics": sorted(getattr(channel, "topics", ()) or ()),
+                "size": queue.qsize(),
+                "pressure_callbacks": len(getattr(queue, "_pending_pressure_drop_callbacks", ())),
+            }
+        )
+    return found
 
 
 def _aiokafka(consumer: Any) -> Any:

@@ -173,7 +173,13 @@ def agent_name(chain: str, step: int, suffix: str) -> str:
 def build_agent(settings: SagaAgentSettings, step: int) -> Agent:
     """The relay agent of step ``step`` (1-based) of ``settings.chain``."""
     relay = CHAINS[settings.chain][step - 1]
-    agent = Agent(agent_name(settings.chain, step, settings.name_suffix), topics=[settings.topic])
+    # A relay reads nothing of its workflow's earlier events, and says so: its
+    # projection keeps only the handled type (as a real agent declares what it reads).
+    agent = Agent(
+        agent_name(settings.chain, step, settings.name_suffix),
+        topics=[settings.topic],
+        workflow_context=[],
+    )
 
     @agent.handles(relay.starts_on, step=relay.name)
     async def handle(event: Event, ctx: HandlerContext) -> Event | None:
