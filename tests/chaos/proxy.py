@@ -51,8 +51,20 @@ class BrokerProxy:
         return self
 
     def stop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        """Cut every connection, end their tasks, then stop the loop."""
+        if self._thread.is_alive():
+            done = asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop)
+            with contextlib.suppress(Exception):
+                done.result(10)
         self._thread.join(10)
+
+    async def _shutdown(self) -> None:
+        self._close_all()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._loop.call_soon(self._loop.stop)
 
     def reset_all(self) -> None:
         """Cut every open connection (what a long blackhole ends in)."""
@@ -72,6 +84,8 @@ class BrokerProxy:
             self._loop.run_forever()
         finally:
             server.close()
+            self._loop.run_until_complete(server.wait_closed())
+            self._loop.close()
 
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         while self.faults.blackhole:  # a SYN that is never answered, as near as TCP allows
