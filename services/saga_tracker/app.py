@@ -42,7 +42,7 @@ from saga_tracker.offsets import OffsetBook
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
 from saga_tracker.sla_monitor import SlaMonitor
-from saga_tracker.stall import Suspect, judge
+from saga_tracker.stall import Suspect, judge, unread
 from saga_tracker.store import FaustTables, Table
 from saga_tracker.transport import TrackerApp
 from sagalog.contracts.codec import EventCodec
@@ -113,6 +113,7 @@ class Tracker:
         self.ready = False
         self.backlog = BacklogProbe(settings)
         self.suspects: dict[tuple[str, int], Suspect] = {}
+        self.watched_generation = -1
         self.offsets = OffsetBook()
         self.lag = LagWatch()
         self.app = self._build_app()
@@ -348,8 +349,12 @@ class Tracker:
         while the others flowed. A fresh process recovers; a tracker that silently
         stops is the worst failure, so this worker hands over instead.
         """
-        if not self.ready or self.app.rebalancing:
+        generation = self.app.consumer_generation_id
+        if not self.ready or self.app.rebalancing or generation != self.watched_generation:
+            # Offsets stand still across a rebalance (commits fail while it runs):
+            # suspicion starts again after it, with the new assignment.
             self.suspects = {}
+            self.watched_generation = generation
             return
         mine = [
             (tp.topic, tp.partition)
@@ -369,6 +374,8 @@ class Tracker:
         except KafkaException as exc:  # the broker is away: nothing can be delivered anyway
             log.warning("stall check skipped: %s", exc)
             return
+        if stalled:
+            stalled = await self._commit_again(stalled, behind)
         if stalled:
             (topic, partition), (start, end) = max(
                 ((key, behind[key]) for key in stalled), key=lambda item: item[1][1] - item[1][0]
@@ -391,6 +398,29 @@ class Tracker:
                 f"offset {start}, which has not moved for {self.settings.stall_timeout_s:g}s "
                 f"({len(stalled)} partition(s) stalled)"
             )
+
+    async def _commit_again(
+        self, stalled: set[tuple[str, int]], behind: dict[tuple[str, int], tuple[int, int]]
+    ) -> set[tuple[str, int]]:
+        """Commit again what was decided past a group offset that stood still; return
+        the partitions that are not read at all (see ``stall.unread``)."""
+        tps = {(tp.topic, tp.partition): tp for tp in self.offsets.finished}
+        finished = {key: self.offsets.finished[tp] for key, tp in tps.items()}
+        not_read, recommit = unread(sorted(stalled), behind, finished)
+        if recommit:
+            log.warning(
+                "decided past the group's offset, but the commit did not land; committing "
+                "again: %s",
+                {f"{t}/{p}": (behind[(t, p)][0], offset) for (t, p), offset in recommit.items()},
+                extra={"sagalog": {"agent": "saga-tracker", "action": "recommit"}},
+            )
+            consumer = cast(FaustConsumer, self.app.consumer)
+            offsets = {tps[key]: offset for key, offset in recommit.items()}
+            if await consumer._commit_offsets(offsets):
+                self.offsets.mark_committed(offsets)
+            for key in recommit:
+                self.suspects.pop(key, None)
+        return set(not_read)
 
     async def _commit_offsets(self) -> None:
         consumer = cast(FaustConsumer, self.app.consumer)

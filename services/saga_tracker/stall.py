@@ -46,3 +46,30 @@ def judge(
         if now - old.since >= after_s:
             stalled.append(key)
     return kept, sorted(stalled)
+
+
+def unread(
+    stalled: list[Position], behind: dict[Position, tuple[int, int]], finished: dict[Position, int]
+) -> tuple[list[Position], dict[Position, int]]:
+    """Split stalled partitions into those truly not read and those only not committed.
+
+    The worker's own book says how far it decided each partition. Where that is past
+    the group's committed offset, the records were read and decided; only the commit
+    did not land (one in flight across a rebalance, or overtaken by an older one): the
+    cure is to commit again, not to restart. Seen in the chaos suite's rebalance
+    storm: three restarts of a worker that had decided everything.
+
+    Returns:
+        The partitions not read (restart the worker), and the offsets to commit
+        again for the others.
+    """
+    recommit = {}
+    not_read = []
+    for key in stalled:
+        committed, _ = behind[key]
+        done = finished.get(key, -1)
+        if done > committed:
+            recommit[key] = done
+        else:
+            not_read.append(key)
+    return not_read, recommit

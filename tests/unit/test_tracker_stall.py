@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from saga_tracker.stall import Suspect, judge
+from saga_tracker.stall import Suspect, judge, unread
 
 A, B = ("orders", 0), ("orders", 1)
 
@@ -41,3 +41,11 @@ def test_a_partition_that_caught_up_is_no_longer_suspect() -> None:
     assert suspects == {} and stalled == []
     suspects, stalled = judge(suspects, {A: (10, 15)}, now=30.0, after_s=20)
     assert stalled == []  # suspect again from now on, not from the first look
+
+
+def test_a_partition_decided_past_the_groups_offset_is_committed_again_not_restarted() -> None:
+    behind = {A: (916, 928), B: (1174, 1186)}
+    not_read, recommit = unread([A, B], behind, {A: 928, B: 1174})
+    assert not_read == [B]  # decided only up to the group's offset: its records are not read
+    assert recommit == {A: 928}  # decided to 928, the commit did not land: commit again
+    assert unread([A], behind, {}) == ([A], {})  # nothing decided here at all
