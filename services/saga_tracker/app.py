@@ -36,6 +36,7 @@ from faust.types import TP
 
 from saga_tracker import fetch_state
 from saga_tracker.backlog import BacklogProbe
+from saga_tracker.batching import drained_batches
 from saga_tracker.clock import TrackerClock
 from saga_tracker.lag import LagWatch
 from saga_tracker.offsets import OffsetBook
@@ -196,7 +197,10 @@ class Tracker:
         app.on_partitions_revoked.connect(revoked)
 
         async def track(stream: Any) -> None:
-            async for events in stream.take_events(settings.batch_max, settings.batch_within_s):
+            batches = drained_batches(
+                stream.events(), settings.batch_max, generation=lambda: app.consumer_generation_id
+            )
+            async for events in batches:
                 try:
                     await self.run_batch(events)
                 except Exception:

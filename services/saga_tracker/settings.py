@@ -77,9 +77,6 @@ class TrackerSettings(ClientSettings):
     batch_max: int = Field(
         default=1_000, ge=1, description="Most records decided before one flush of publishes."
     )
-    batch_within_s: float = Field(
-        default=0.01, gt=0, description="Longest wait for a batch to fill."
-    )
     commit_interval_s: float = Field(default=1.0, gt=0)
     fetch_max_wait_ms: int = Field(
         default=100,

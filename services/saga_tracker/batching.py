@@ -1,0 +1,73 @@
+"""Batches of what has arrived: wait for the first event, take what else is there.
+
+faust's ``take_events(max, within)`` wakes every ``within`` (10 ms) to look at its
+buffer, events or not: an idle tracker spent about 2% of a core on those wake-ups
+alone (its Python code was busy 0.3% of the time; the rest was the event loop
+going round). It also holds a lone event until the timer comes round. Here a pump
+task moves events into a queue; a batch starts when the first one arrives (no
+timer while idle) and takes whatever else is queued already, up to ``max_``, without
+waiting for more. Under load the queue fills while the previous batch is decided,
+so batches grow by themselves; at low load a hand-off waits for nothing.
+
+Events read before a rebalance may still be queued after it; those of an older
+consumer generation are dropped (the next owner of their partition reads them
+again from the committed offset), as faust's own stream drops them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+_END = object()
+
+
+async def drained_batches(
+    events: AsyncIterator[Any],
+    max_: int,
+    *,
+    generation: Callable[[], int] | None = None,
+) -> AsyncIterator[list[Any]]:
+    """Yield lists of events from ``events``: at least one, at most ``max_``.
+
+    Args:
+        events: faust's ``stream.events()`` (or any async iterator).
+        max_: the most events in one batch.
+        generation: the consumer generation now; events whose
+            ``message.generation_id`` differs are dropped.
+
+    Raises:
+        Exception: whatever iterating ``events`` raised, at the next batch.
+    """
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=max_ * 2)
+    failure: list[BaseException] = []
+
+    async def pump() -> None:
+        try:
+            async for event in events:
+                await queue.put(event)
+        except Exception as exc:  # handed to the consumer of the batches
+            failure.append(exc)
+        finally:
+            await queue.put(_END)
+
+    task = asyncio.create_task(pump(), name="tracker-batch-pump")
+    try:
+        while True:
+            batch = [await queue.get()]
+            while len(batch) < max_ and not queue.empty():
+                batch.append(queue.get_nowait())
+            ended = _END in batch
+            batch = [event for event in batch if event is not _END]
+            if generation is not None:
+                now = generation()
+                batch = [e for e in batch if getattr(e.message, "generation_id", now) == now]
+            if batch:
+                yield batch
+            if ended:
+                if failure:
+                    raise failure[0]
+                return
+    finally:
+        task.cancel()
