@@ -128,7 +128,7 @@ class ReadModel:
 
     def record(self, workflow_id: str) -> WorkflowRecord | None:
         raw = self.db.get(_RECORD + workflow_id.encode())
-        return None if raw is None else WorkflowRecord.from_stored(json.loads(raw))
+        return None if raw is None else WorkflowRecord.from_json(raw)
 
     def workflows(
         self,
@@ -145,10 +145,7 @@ class ReadModel:
             ids = (key[len(prefix) :].decode() for key, _ in self._scan(prefix, after))
             records = (self.record(workflow_id) for workflow_id in ids)
         else:
-            records = (
-                WorkflowRecord.from_stored(json.loads(value))
-                for _, value in self._scan(_RECORD, after)
-            )
+            records = (WorkflowRecord.from_json(value) for _, value in self._scan(_RECORD, after))
         for record in records:
             if record is None or (flow is not None and record.flow != flow):
                 continue
@@ -250,11 +247,10 @@ class ReadModelBatch:
         """Apply one changelog record: the stored record, or None when it was deleted.
 
         Raises:
-            StoredRecordError: the value is not a workflow record this release reads;
-                nothing is written for it.
-            ValueError: the value is not JSON.
+            StoredRecordError: the value is not a workflow record this release reads
+                (or not JSON); nothing is written for it.
         """
-        new = None if value is None else WorkflowRecord.from_stored(json.loads(value))
+        new = None if value is None else WorkflowRecord.from_json(value)
         old = self._current(workflow_id)
         key = workflow_id.encode()
         if old is not None and (new is None or new.state is not old.state):

@@ -70,6 +70,9 @@ ROCKSDB_OPTIONS = {
 }
 
 
+TRIM_AFTER = 10_000  # inputs decided since the last heap trim
+
+
 def faust_broker(bootstrap_servers: str) -> str:
     """``host1:9092,host2:9092`` as faust wants it: ``kafka://host1:9092;kafka://host2:9092``."""
     return ";".join(f"kafka://{server.strip()}" for server in bootstrap_servers.split(","))
@@ -115,6 +118,7 @@ class Tracker:
         self.backlog = BacklogProbe(settings)
         self.suspects: dict[tuple[str, int], Suspect] = {}
         self.watched_generation = -1
+        self.inputs_at_trim = 0
         self.offsets = OffsetBook()
         self.lag = LagWatch()
         self.app = self._build_app()
@@ -378,6 +382,11 @@ class Tracker:
         except KafkaException as exc:  # the broker is away: nothing can be delivered anyway
             log.warning("stall check skipped: %s", exc)
             return
+        if not behind and self.counts["inputs"] - self.inputs_at_trim >= TRIM_AFTER:
+            # Caught up after a burst (a backlog decided, a flood of starts): the heap's
+            # peak is not what a waiting tracker needs, as after a restore.
+            self.inputs_at_trim = self.counts["inputs"]
+            release_free_memory()
         if stalled:
             stalled = await self._commit_again(stalled, behind)
         if stalled:

@@ -76,6 +76,9 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders, new_event_id
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.contracts.validation import to_avro_datum
+from sagalog.devstack.layout import StackLayout
+from sagalog.devstack.processes import is_running, read_pid_record
+from sagalog.devstack.settings import DevStackSettings
 from sagalog.settings import ClientSettings
 from sagalog.topology.apply import TopologyClient
 from sagalog.topology.loader import load_topology
@@ -445,7 +448,7 @@ def run_probe(
 ) -> ProbeResult:
     count = max(1, round(rate * duration_s))
     before = system.marks()
-    pids = {**system.pids(), "generator": os.getpid()}
+    pids = {**system.pids(), "generator": os.getpid(), **stack_pids()}
     cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     busy_before, total_before = machine_ticks()
     started = time.monotonic()
@@ -1421,6 +1424,18 @@ def _measure_sagalog(
         )
         for function, pct, micros in summary.get("breakdown_us", [])[:3]:
             rows.append((f"  {micros:7.1f} us {pct:5.1f}%", function))
+
+
+def stack_pids() -> dict[str, int]:
+    """The local stack's broker and registry, when they run here (``sagalog dev up``):
+    on a co-located broker their CPU is part of what a saga costs."""
+    layout = StackLayout(state_dir=DevStackSettings().state_dir)
+    pids = {}
+    for component in ("kafka", "registry"):
+        record = read_pid_record(layout.pid_file(component=component))
+        if record is not None and is_running(record.pid):
+            pids[component] = record.pid
+    return pids
 
 
 def _probe_row(name: str, probe: ProbeResult) -> tuple[str, str]:

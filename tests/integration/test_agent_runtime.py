@@ -7,12 +7,26 @@ The budget agent handles ``RiskScored`` and reads the amount from the workflow's
 from __future__ import annotations
 
 import json
+import re
 import time
+import uuid
 from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
 
 from sagalog.publisher import EventPublisher
 
-from .agent_harness import REQUEST, SCORED, AgentLab, count_by, request, risk_scored, submit
+from .agent_harness import (
+    REQUEST,
+    SCORED,
+    AgentLab,
+    count_by,
+    log_count,
+    request,
+    risk_scored,
+    submit,
+    wait_until,
+)
 
 RESERVED = "procurement.v1.BudgetReserved"
 RECORDED = "sagalog.v1.EffectRecorded"
@@ -216,3 +230,49 @@ def test_urgent_workflows_move_ahead_when_the_agent_is_saturated(lab_factory: An
     applied = sorted(lab.ledger.book.effects.values(), key=lambda e: e["applied_at"])
     order = [e["body"]["request_id"] for e in applied]
     assert sorted(order[:5]) == [f"ur-{n}" for n in range(5)], order
+
+
+def test_batches_with_nothing_to_produce_open_no_transaction_and_their_offsets_follow(
+    lab_factory: Any,
+) -> None:
+    """The budget agent handles one type of the several on its topic. A batch of
+    records it only folds opens no transaction (four round trips and a marker on the
+    broker each); their offsets ride with the next transaction or, when none comes,
+    are committed on their own after ``offsets_commit_s``."""
+    lab: AgentLab = lab_factory(partitions=1)
+    agent = lab.agent(offsets_commit_s=0.5)
+    assert wait_until(lambda: log_count(agent, '"outcome": "assigned"') > 0, timeout=30)
+    out = publisher(lab)
+    for n in range(12):  # one at a time, so each arrives in a batch of its own
+        out.publish(lab.topic, REQUEST, request(n), workflow_id=f"wf-fold-{n}")
+        time.sleep(0.15)
+    end = 12
+    assert wait_until(lambda: committed(lab) == end, timeout=30), committed(lab)
+
+    submit(out, lab.topic, 99, workflow_id="wf-handled")
+    records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 1)
+    assert len(lab.outputs(RESERVED, records)) == 1
+    assert wait_until(lambda: committed(lab) == end + 2, timeout=30), committed(lab)
+
+    assert agent.stop() == 0
+    counts = dict(re.findall(r"(\w+) (\d+)", lab.logs().split("stopped;", 1)[1].split('"')[0]))
+    # twelve requests, the handled one's request, and the agent's own two outputs read back
+    assert int(counts["ignored"]) == 15, counts
+    assert int(counts["handled"]) == 1
+    # One per handled batch plus the offsets-only commits (one per half second at most
+    # while records waited); a transaction per batch would be fourteen or more.
+    assert 1 <= int(counts["transactions"]) <= 6, counts
+
+
+def committed(lab: AgentLab) -> int:
+    """The budget agent's group's committed offset of partition 0 (-1: none yet)."""
+    reader = Consumer(
+        lab.project.settings.kafka_config(
+            **{"group.id": f"sagalog-agent-{lab.name}", "client.id": f"probe-{uuid.uuid4()}"}
+        )
+    )
+    try:
+        [tp] = reader.committed([TopicPartition(lab.topic, 0)], timeout=10)
+        return tp.offset
+    finally:
+        reader.close()

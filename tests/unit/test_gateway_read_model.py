@@ -146,7 +146,7 @@ def test_positions_survive_a_restart_with_the_data_they_cover(tmp_path: Path, fl
 
 def test_an_unreadable_record_is_refused_and_nothing_is_written(model: ReadModel) -> None:
     batch = model.batch()
-    with pytest.raises(ValueError):
+    with pytest.raises(StoredRecordError, match="not JSON"):
         batch.put_record("wf-1", b"{not json")
     with pytest.raises(StoredRecordError, match="newer than this tracker"):
         batch.put_record("wf-1", json.dumps({"schema_version": 99}).encode())

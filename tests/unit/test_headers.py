@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from sagalog.contracts.headers import EventHeaders, header_dict
+from sagalog.contracts.headers import EventHeaders, header_dict, header_value
 from sagalog.errors import EventValidationError
 
 
@@ -53,3 +53,23 @@ def test_malformed_flow_version_is_named() -> None:
 def test_header_dict_routes_without_decoding() -> None:
     assert header_dict([("ce_type", b"a.v1.B"), ("x", None)]) == {"ce_type": "a.v1.B"}
     assert header_dict(None) == {}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        [("ce_type", b"a.v1.B"), ("ce_id", b"e-1")],
+        [("ce_type", b"old.v1.X"), ("ce_type", b"a.v1.B")],  # the last one wins
+        [("ce_type", b"a.v1.B"), ("ce_type", None)],  # a None value is no value
+        {"ce_type": "a.v1.B"},
+        [("ce_type", "a.v1.B")],
+    ],
+)
+def test_header_value_agrees_with_header_dict(raw: object) -> None:
+    assert header_value(raw, "ce_type") == header_dict(raw)["ce_type"] == "a.v1.B"  # type: ignore[arg-type]
+
+
+def test_header_value_of_a_missing_header_is_none() -> None:
+    assert header_value([("ce_id", b"e-1")], "ce_type") is None
+    assert header_value(None, "ce_type") is None
+    assert header_value([], "ce_type") is None

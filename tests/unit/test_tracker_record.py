@@ -162,3 +162,32 @@ def test_a_restored_record_keeps_its_timers_exact(stored: dict[str, Any], flow: 
     fired = decide(record, TimerFired(deadline), flow=flow, now_ms=deadline.due_ms, secret=SECRET)
     assert fired.outcome is Outcome.APPLIED
     assert fired.record is not None and fired.record.state is WorkflowState.COMPENSATING
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{}, {"priority": "urgent"}, {"sla_breaches": ["approvals_waiting"]}],
+    ids=["as stored", "an enum by name", "a field from a newer release"],
+)
+def test_from_json_reads_what_from_stored_reads(
+    stored: dict[str, Any], change: dict[str, Any]
+) -> None:
+    expected = WorkflowRecord.from_stored({**stored, **change})
+    as_written = expected.model_dump_json().encode()  # the tracker's writes: the fast path
+    assert as_written.startswith(b'{"schema_version":')
+    assert WorkflowRecord.from_json(as_written) == expected
+    other_order = json.dumps({**stored, **change}, sort_keys=True).encode()  # the slow path
+    assert WorkflowRecord.from_json(other_order) == expected
+
+
+def test_from_json_refuses_what_it_cannot_read(stored: dict[str, Any]) -> None:
+    with pytest.raises(StoredRecordError, match="not JSON"):
+        WorkflowRecord.from_json(b"{not json")
+    with pytest.raises(StoredRecordError, match="not a JSON object"):
+        WorkflowRecord.from_json(b"[1, 2]")
+    broken = json.dumps({"schema_version": 1, **stored, "state": "levitating"}).encode()
+    with pytest.raises(StoredRecordError, match="not readable as a workflow record"):
+        WorkflowRecord.from_json(broken.replace(b'{"schema_version": 1', b'{"schema_version":1'))
+    newer = json.dumps({**stored, "schema_version": STORED_SCHEMA_VERSION + 1}).encode()
+    with pytest.raises(StoredRecordError, match="newer than this tracker"):
+        WorkflowRecord.from_json(newer)

@@ -61,6 +61,13 @@ class AgentSettings(ClientSettings):
         description="Wait this long for a rate token inside a transaction; defer beyond.",
     )
     transaction_timeout_s: float = Field(default=60.0, gt=0)
+    offsets_commit_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="A batch with nothing to produce (every record skipped or a duplicate) "
+        "opens no transaction: its offsets ride with the next one, or are committed on "
+        "their own once they have waited this long.",
+    )
     shutdown_timeout_s: float = Field(default=20.0, gt=0)
     deadletter_topic: str = "sagalog.deadletter"
     tracing: bool = Field(

@@ -25,10 +25,10 @@ import contextlib
 import logging
 import os
 import signal
-import threading
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -71,7 +71,7 @@ from sagalog.agents.telemetry import (
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash, signed
-from sagalog.contracts.headers import EventHeaders
+from sagalog.contracts.headers import H_TYPE, EventHeaders, header_value
 from sagalog.contracts.models import Event
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import EventValidationError, SagalogError, SchemaError
@@ -181,7 +181,9 @@ class AgentWorker:
         self._stopping = False
         self._stop_requested_at: float | None = None
         self._consumer_fatal: KafkaError | None = None  # set by librdkafka's error callback
+        self._uncommitted_since: float | None = None  # skipped records' offsets wait since
         self._loop = asyncio.new_event_loop()
+        self._helper = ThreadPoolExecutor(1, thread_name_prefix=f"sagalog-{agent.name}-bounded")
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -276,6 +278,9 @@ class AgentWorker:
 
     def _shutdown(self, started: float | None) -> None:
         with contextlib.suppress(Exception):
+            if self._uncommitted_since is not None and self._consumer is not None:
+                self._commit([])  # the skipped records' offsets, so no one reads them again
+        with contextlib.suppress(Exception):
             if self._consumer is not None:
                 self._consumer.close()
         with contextlib.suppress(Exception):
@@ -283,9 +288,14 @@ class AgentWorker:
                 self._producer.flush(5)
         if self.store is not None:
             self.store.close()
+        self._helper.shutdown(wait=False)
         took = 0.0 if started is None else (self.clock() - started) * 1000
+        counts = ", ".join(f"{name} {value}" for name, value in vars(self.stats).items())
         self.telemetry.log(
-            "stop", f"agent {self.agent.name} stopped", duration_ms=round(took, 1), outcome="ok"
+            "stop",
+            f"agent {self.agent.name} stopped; {counts}",
+            duration_ms=round(took, 1),
+            outcome="ok",
         )
 
     def _new_producer(self) -> Producer:
@@ -377,6 +387,7 @@ class AgentWorker:
         self._raise_if_consumer_failed()
         if records:
             self._process(records)
+        self._commit_waiting_offsets()
 
     def _resume_due(self) -> None:
         assert self._consumer is not None
@@ -438,7 +449,13 @@ class AgentWorker:
         for item, outcome in handled or []:
             outcomes.append((item.message, outcome))
             self._before_commit(item, outcome)
-        if not self._commit([o for _, o in outcomes]):
+        if not items and not any(o.records for _, o in outcomes):
+            # Nothing to produce (the usual batch of an agent that handles one type in
+            # six): a transaction would only move offsets, at four round trips and a
+            # marker per partition on the broker. Its offsets ride with the next.
+            if self._uncommitted_since is None:
+                self._uncommitted_since = self.clock()
+        elif not self._commit([o for _, o in outcomes]):
             return
         self._after_commit(records, items, handled or [])
         for message, outcome in outcomes:
@@ -448,7 +465,12 @@ class AgentWorker:
         """Fold an input into the projection and decide whether a handler runs."""
         assert self.store is not None
         raw_headers = headers_of(message)
-        topic, partition, offset = topic_of(message), partition_of(message), offset_of(message)
+        topic = topic_of(message)
+        if topic != self.retry_topic:
+            event_type = header_value(raw_headers, H_TYPE)
+            if event_type and not self.store.keeps(event_type):
+                return _Outcome("ignored")  # neither handled nor read: skipped from ce_type
+        partition, offset = partition_of(message), offset_of(message)
         origin = f"{topic}/{partition}/{offset}"
         try:
             headers = EventHeaders.from_kafka(raw_headers)
@@ -462,8 +484,6 @@ class AgentWorker:
         origin_offset = int(rest.rsplit("/", 1)[-1] or 0)
         if from_retry:
             context = self.store.context(headers.workflow_id)
-        elif not self.store.keeps(headers.type):
-            return _Outcome("ignored")  # neither handled nor read: the projection skips it
         else:
             position = (topic, partition, offset)
             context, first_seen = self.store.fold(
@@ -817,7 +837,18 @@ class AgentWorker:
             self._on_transaction_error(exc)
             return False
         self.stats.transactions += 1
+        self._uncommitted_since = None  # every assigned partition's position went with it
         return True
+
+    def _commit_waiting_offsets(self) -> None:
+        """Commit the offsets of skipped records once they have waited ``offsets_commit_s``.
+
+        Until then a restart or a rebalance reads those records again, which costs a
+        skip each and changes nothing: they were neither handled nor produced from.
+        """
+        since = self._uncommitted_since
+        if since is not None and self.clock() - since >= self.settings.offsets_commit_s:
+            self._commit([])
 
     def _bounded(self, call: Callable[[], None], *, timeout_s: float, what: str) -> None:
         """Run a librdkafka call that may block past its own timeout; exit 70 if it does.
@@ -829,19 +860,12 @@ class AgentWorker:
         resumes from the committed offsets; the open transaction is aborted by the
         broker when the new instance initialises the same transactional id.
         """
-        outcome: list[BaseException | None] = []
-
-        def run() -> None:
-            try:
-                call()
-                outcome.append(None)
-            except BaseException as exc:  # handed to the calling thread
-                outcome.append(exc)
-
-        worker = threading.Thread(target=run, name=f"sagalog-{what}", daemon=True)
-        worker.start()
-        worker.join(timeout_s)
-        if not outcome:
+        future = self._helper.submit(call)  # one long-lived thread: a new one per call cost
+        try:  # more than the call itself at a transaction per batch
+            future.result(timeout_s)  # the call's own error is raised here
+        except TimeoutError:
+            if future.done():
+                raise  # the call itself raised it
             self.telemetry.log(
                 "transaction",
                 f"{what} still blocked after {timeout_s:g}s (librdkafka ignores its timeout when "
@@ -851,8 +875,6 @@ class AgentWorker:
             )
             logging.shutdown()
             os._exit(ZombieFenced.exit_code)
-        if outcome[0] is not None:
-            raise outcome[0]
 
     def _on_transaction_error(self, exc: KafkaException) -> None:
         assert self._producer is not None

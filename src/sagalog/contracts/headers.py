@@ -211,3 +211,21 @@ def header_dict(headers: RawHeaders) -> dict[str, str]:
             continue
         result[name] = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
     return result
+
+
+def header_value(headers: RawHeaders, name: str) -> str | None:
+    """One header's text as ``header_dict`` would give it, without building the rest.
+
+    An agent skips most records from their ``ce_type`` alone; looking up one name
+    costs a fraction of decoding every header.
+    """
+    if not headers:
+        return None
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    found: str | bytes | None = None
+    for key, value in items:
+        if key == name and value is not None:
+            found = value
+    if isinstance(found, bytes):
+        return found.decode("utf-8", "replace")
+    return found

@@ -30,7 +30,6 @@ cause, which is the tamper evidence ``sagalog audit --verify`` checks.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -448,9 +447,9 @@ class Processor:
 
 def _load(raw: bytes, workflow_id: str) -> WorkflowRecord:
     try:
-        return WorkflowRecord.from_stored(json.loads(raw))
-    except ValueError as exc:
-        raise StoredRecordError(f"stored record of {workflow_id!r} is not JSON: {exc}") from None
+        return WorkflowRecord.from_json(raw)
+    except StoredRecordError as exc:
+        raise StoredRecordError(f"workflow {workflow_id!r}: {exc}") from None
 
 
 def _slot_prefix(flow: str) -> bytes:
