@@ -43,7 +43,16 @@ class AgentSettings(ClientSettings):
     )
     max_in_flight: int = Field(default=64, ge=1, description="Handlers running at once.")
     max_batch: int = Field(default=500, ge=1, description="Records per transaction.")
-    poll_timeout_s: float = Field(default=0.05, gt=0)
+    poll_timeout_s: float = Field(
+        default=0.05, gt=0, description="Longest wait for a record before the loop goes round."
+    )
+    batch_interval_s: float = Field(
+        default=0.05,
+        ge=0,
+        description="At most one batch (one transaction) starts per this interval: an "
+        "idle agent handles a record at once, a busy one lets records gather for up to "
+        "this long, so its transactions grow instead of multiplying.",
+    )
     step_timeout_s: float = Field(default=30.0, gt=0, description="Default per-step timeout.")
     max_attempts: int = Field(default=5, ge=1)
     retry_base_delay_s: float = Field(default=0.5, ge=0)
