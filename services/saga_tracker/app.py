@@ -43,7 +43,7 @@ from saga_tracker.offsets import OffsetBook
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
 from saga_tracker.sla_monitor import SlaMonitor
-from saga_tracker.stall import Suspect, judge, unread
+from saga_tracker.stall import Suspect, judge, unread, waiting_its_turn
 from saga_tracker.store import FaustTables, Table
 from saga_tracker.transport import TrackerApp
 from sagalog.contracts.codec import EventCodec
@@ -119,8 +119,10 @@ class Tracker:
         self.suspects: dict[tuple[str, int], Suspect] = {}
         self.watched_generation = -1
         self.inputs_at_trim = 0
+        self.batches_at_watch = 0
         self.offsets = OffsetBook()
         self.lag = LagWatch()
+        self.queue_capacity = max(4096, settings.batch_max * 2)
         self.app = self._build_app()
 
     # -- faust wiring ------------------------------------------------------------
@@ -143,7 +145,7 @@ class Tracker:
             consumer_auto_offset_reset="earliest",
             producer_acks=-1,
             producer_compression_type="lz4",
-            stream_buffer_maxsize=max(4096, settings.batch_max * 2),
+            stream_buffer_maxsize=self.queue_capacity,
             logging_config=None,
         )
         raw: dict[str, Any] = {
@@ -358,9 +360,16 @@ class Tracker:
         stops is the worst failure, so this worker hands over instead.
         """
         generation = self.app.consumer_generation_id
-        if not self.ready or self.app.rebalancing or generation != self.watched_generation:
-            # Offsets stand still across a rebalance (commits fail while it runs):
-            # suspicion starts again after it, with the new assignment.
+        batches = self.counts["batches"]
+        progressed, self.batches_at_watch = batches != self.batches_at_watch, batches
+        busy = waiting_its_turn(
+            queued=fetch_state.queued(self.app, self.clock_topic),
+            capacity=self.queue_capacity,
+            progressed=progressed,
+        )
+        if not self.ready or self.app.rebalancing or generation != self.watched_generation or busy:
+            # Offsets stand still across a rebalance (commits fail while it runs), and
+            # records wait their turn behind a backlog: suspicion starts again after.
             self.suspects = {}
             self.watched_generation = generation
             return

@@ -85,3 +85,12 @@ def _kafka_state(kafka: Any, key: tuple[str, int]) -> dict[str, Any]:
         "kafka_buffered": repr(buffered) if buffered is not None else None,
         "kafka_in_flight": sorted(kafka._fetcher._in_flight),
     }
+
+
+def queued(app: Any, topic: str) -> int:
+    """Records handed to the stream that reads ``topic`` and not yet taken by it."""
+    for channel in getattr(app.topics, "_topics", ()):
+        queue = getattr(channel, "_queue", None)
+        if queue is not None and topic in (getattr(channel, "topics", ()) or ()):
+            return int(queue.qsize())
+    return 0

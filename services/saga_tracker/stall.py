@@ -6,7 +6,10 @@ the rest moved, so a watchdog that waited for the whole worker to go quiet never
 fired). Per partition, then: a partition is *suspect* while committed records lie
 past the group's committed offset; it is *stalled* when it stayed suspect with that
 offset unmoved for ``after_s``. A worker that is merely busy commits every second
-and is never stalled; one that is idle has nothing past its offset.
+and is never stalled; one that is idle has nothing past its offset. A worker deep
+in a backlog is neither: one partition's few records (a clock tick) can wait
+behind thousands of another's in the stream's full queue for longer than
+``after_s`` (``waiting_its_turn``).
 """
 
 from __future__ import annotations
@@ -73,3 +76,16 @@ def unread(
         else:
             not_read.append(key)
     return not_read, recommit
+
+
+def waiting_its_turn(*, queued: int, capacity: int, progressed: bool) -> bool:
+    """Whether records past a partition's offset may just be queued behind a backlog.
+
+    True while the worker decided a batch since the last look and its stream's queue
+    is at least half full: the fetcher hands partitions over in turns, and a busy
+    queue is drained in order, so a partition with little in it can wait its turn
+    for tens of seconds (seen with 100,000 workflows preloaded: a clock tick waited
+    over 20 s behind the workflow topic's records). A full queue that nobody takes
+    from (no progress) is a stall like any other.
+    """
+    return progressed and queued * 2 >= capacity

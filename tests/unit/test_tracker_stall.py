@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from saga_tracker.stall import Suspect, judge, unread
+from saga_tracker.stall import Suspect, judge, unread, waiting_its_turn
 
 A, B = ("orders", 0), ("orders", 1)
 
@@ -49,3 +49,14 @@ def test_a_partition_decided_past_the_groups_offset_is_committed_again_not_resta
     assert not_read == [B]  # decided only up to the group's offset: its records are not read
     assert recommit == {A: 928}  # decided to 928, the commit did not land: commit again
     assert unread([A], behind, {}) == ([A], {})  # nothing decided here at all
+
+
+def test_a_partition_behind_a_backlog_the_worker_is_deciding_waits_its_turn() -> None:
+    assert waiting_its_turn(queued=4095, capacity=4096, progressed=True)
+    assert waiting_its_turn(queued=2048, capacity=4096, progressed=True)
+
+
+def test_a_short_queue_or_no_progress_is_judged_as_usual() -> None:
+    assert not waiting_its_turn(queued=100, capacity=4096, progressed=True)  # not behind
+    assert not waiting_its_turn(queued=4096, capacity=4096, progressed=False)  # nobody takes
+    assert not waiting_its_turn(queued=0, capacity=4096, progressed=False)
