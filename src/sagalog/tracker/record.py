@@ -34,8 +34,8 @@ from sagalog.tracker.exceptions import StoredRecordError
 from sagalog.tracker.timers import Timer
 
 STORED_SCHEMA_VERSION = 1
-_CURRENT_PREFIX = b'{"schema_version":%d,' % STORED_SCHEMA_VERSION
 """The version this release writes. Bump it only with an entry in ``_UPGRADES``."""
+_CURRENT_PREFIX = b'{"schema_version":%d,' % STORED_SCHEMA_VERSION  # how this release's start
 
 RECENT_EVENT_IDS = 64
 """How many applied event ids a record remembers for deduplication.
