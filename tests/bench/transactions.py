@@ -29,6 +29,8 @@ from .harness import print_table
 from .sagas import stack_pids
 from .tracker import cpu_seconds
 
+WARM_UP_SIZE = 10  # records per transaction of the uncounted first round
+
 
 def measure(kafka_config: dict[str, Any], *, sizes: list[int], records: int) -> dict[str, Any]:
     broker = stack_pids().get("kafka")
@@ -41,7 +43,7 @@ def measure(kafka_config: dict[str, Any], *, sizes: list[int], records: int) -> 
         future.result()
     try:
         seed = Producer(kafka_config)
-        for i in range(records * len(sizes)):
+        for i in range(records * (len(sizes) + 1)):
             seed.produce(source, key=str(i).encode(), value=b"x" * 300)
         seed.flush(30)
         consumer = Consumer(
@@ -64,7 +66,7 @@ def measure(kafka_config: dict[str, Any], *, sizes: list[int], records: int) -> 
         )
         producer.init_transactions(30)
         figures = {}
-        for size in sizes:
+        for round_no, size in enumerate([WARM_UP_SIZE, *sizes]):
             relayed = transactions = 0
             broker_before, client_before = cpu_seconds(broker), time.process_time()
             started = time.monotonic()
@@ -85,6 +87,8 @@ def measure(kafka_config: dict[str, Any], *, sizes: list[int], records: int) -> 
                 transactions += 1
             elapsed = time.monotonic() - started
             per = max(1, transactions)
+            if round_no == 0:
+                continue  # a fresh broker's JIT and coordinators: not counted
             figures[str(size)] = {
                 "transactions": transactions,
                 "wall_ms": round(elapsed / per * 1000, 2),
