@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from .harness import SENT_HEADER, Headers, RecordFactory, take_available
+from .harness import SENT_HEADER, GeneratorProducer, Headers, RecordFactory, take_available
 
 if TYPE_CHECKING:
     from sagalog.settings import ClientSettings
@@ -213,6 +213,7 @@ class ChainSystem:
         self.completion_topic = f"chain.{self.suffix}.observed"
         self.services: dict[str, Service] = {}
         self._reader: Consumer | None = None
+        self._generator = GeneratorProducer(self.kafka_config)
 
     def setup(self) -> ChainSystem:
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -257,8 +258,8 @@ class ChainSystem:
     def records(self, tag: str) -> RecordFactory:
         return chain_records(tag)
 
-    def producer_config(self) -> dict[str, Any]:
-        return {**self.kafka_config, "linger.ms": 1, "enable.idempotence": True}
+    def generator(self) -> Producer:
+        return self._generator.get()
 
     def marks(self, topics: list[str] | None = None) -> Marks:
         from .sagas import consumer_config, watermarks
@@ -302,6 +303,7 @@ class ChainSystem:
 
         problems: list[str] = []
         stop_all(self.services.values(), problems)
+        self._generator.close()
         if self._reader is not None:
             self._reader.close()
         return problems + delete_suffixed(self.settings, self.suffix)

@@ -85,6 +85,7 @@ from sagalog.topology.loader import load_topology
 
 from .harness import (
     SENT_HEADER,
+    GeneratorProducer,
     Headers,
     LatencyRecorder,
     LatencySummary,
@@ -346,7 +347,9 @@ class SagaSystem(Protocol):
     def analyze(self, before: Marks, after: Marks, *, detail: bool) -> SagaAnalysis: ...
     def pids(self) -> dict[str, int]: ...
     def check_alive(self, doing: str) -> None: ...
-    def producer_config(self) -> dict[str, Any]: ...
+    def generator(self) -> Producer:
+        """The load generator's producer: one for the whole run (see ``GeneratorProducer``)."""
+        ...
 
 
 @dataclass
@@ -452,7 +455,7 @@ def run_probe(
     cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     busy_before, total_before = machine_ticks()
     started = time.monotonic()
-    producer = Producer(system.producer_config())
+    producer = system.generator()
     if on_load_start is not None:
         on_load_start()
     load = OpenLoopLoad(
@@ -670,6 +673,7 @@ class SagalogSystem:
         self.app_id = f"saga-tracker-{s}"
         self.services: dict[str, Service] = {}
         self._reader: Consumer | None = None
+        self._generator = GeneratorProducer(self.kafka_config)
         self._ticking: threading.Event | None = None
         self.tracker_fetch_wait_ms = 0
         """Non-zero: run the tracker with this aiokafka ``fetch_max_wait_ms`` (an experiment)."""
@@ -797,8 +801,8 @@ class SagalogSystem:
 
         return record
 
-    def producer_config(self) -> dict[str, Any]:
-        return {**self.kafka_config, "linger.ms": 1, "enable.idempotence": True}
+    def generator(self) -> Producer:
+        return self._generator.get()
 
     @property
     def reader(self) -> Consumer:
@@ -879,6 +883,7 @@ class SagalogSystem:
             self._ticking.set()
             time.sleep(0.5)
         stop_all(reversed(list(self.services.values())), problems)
+        self._generator.close()
         if self._reader is not None:
             self._reader.close()
         if self.keep_logs is not None:
