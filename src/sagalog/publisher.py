@@ -4,6 +4,10 @@ The producer is idempotent with ``acks=all``, so a retried send never duplicates
 event in the log, and the record key is the workflow id, so a workflow's events stay
 in one partition in the order they were published. Every event carries its content
 hash (``sagalog.contracts.hash_chain``), so the audit trail can show a later change.
+
+Make one publisher per process and keep it: a new idempotent producer's first record
+waits ~500 ms for its producer id (librdkafka retries that on a fixed timer when no
+broker connection is up yet; ``python -m tests.bench.visibility`` measures it).
 """
 
 from __future__ import annotations
