@@ -40,6 +40,7 @@ from saga_tracker.batching import drained_batches
 from saga_tracker.clock import TrackerClock
 from saga_tracker.lag import LagWatch
 from saga_tracker.offsets import OffsetBook
+from saga_tracker.rocks import BudgetedRocksDBOptions
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
 from saga_tracker.sla_monitor import SlaMonitor
@@ -50,6 +51,7 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash
 from sagalog.flows.registry import FlowRegistry
 from sagalog.memory import release_free_memory
+from sagalog.rocksdb_options import MB, MemoryBudget
 from sagalog.tracker import CompensationRetry, due_range
 from sagalog.tracker.decoding import OwnEcho, Unreadable, read_event
 from sagalog.tracker.processor import Processor
@@ -61,12 +63,11 @@ log = logging.getLogger("sagalog.tracker")
 
 ROCKSDB_OPTIONS = {
     # faust's defaults (64 MB x 3 memtables and a 2 GB block cache per partition and
-    # table) let RSS grow with the data written; these bound it (~12 MB per database).
+    # table) let RSS grow with the data written; memtables of 4 MB at most, and the
+    # cache and the memtables' total under one budget (rocks.py).
     "write_buffer_size": 4 * 1024 * 1024,
     "max_write_buffer_number": 2,
     "target_file_size_base": 16 * 1024 * 1024,
-    "block_cache_size": 4 * 1024 * 1024,
-    "block_cache_compressed_size": 0,
 }
 
 
@@ -123,6 +124,9 @@ class Tracker:
         self.offsets = OffsetBook()
         self.lag = LagWatch()
         self.queue_capacity = max(4096, settings.batch_max * 2)
+        self.rocksdb_budget = MemoryBudget(
+            cache_mb=settings.rocksdb_cache_mb, memtables_mb=settings.rocksdb_memtables_mb
+        )
         self.app = self._build_app()
 
     # -- faust wiring ------------------------------------------------------------
@@ -166,6 +170,11 @@ class Tracker:
             )
             for table in Table
         }
+        for faust_table in self.tables.values():
+            store: Any = faust_table.data  # faust's rocksdb Store; opens databases lazily
+            store.rocksdb_options = BudgetedRocksDBOptions(
+                self.rocksdb_budget, **ROCKSDB_OPTIONS
+            )
         self.store = FaustTables(self.tables, self.sink)
         started = time.monotonic()
 
@@ -396,6 +405,17 @@ class Tracker:
             # peak is not what a waiting tracker needs, as after a restore.
             self.inputs_at_trim = self.counts["inputs"]
             release_free_memory()
+            budget = self.rocksdb_budget
+            log.info(
+                "heap trimmed after %d inputs; RocksDB memtables %.1f MB of %d, cache %.1f MB "
+                "of %d",
+                self.counts["inputs"],
+                budget.memtables_bytes() / MB,
+                budget.memtables_mb,
+                budget.cache_bytes() / MB,
+                budget.cache_mb,
+                extra={"sagalog": {"agent": "saga-tracker", "action": "memory"}},
+            )
         if stalled:
             stalled = await self._commit_again(stalled, behind)
         if stalled:

@@ -100,5 +100,17 @@ class TrackerSettings(ClientSettings):
         description="Exit (70, to be restarted) when records wait and none was delivered "
         "for this long: a stuck consumer must not look alive.",
     )
+    rocksdb_cache_mb: int = Field(
+        default=16,
+        ge=1,
+        description="Block cache shared by all the tracker's RocksDB tables (every table "
+        "and partition); memory stays within it however many workflows wait.",
+    )
+    rocksdb_memtables_mb: int = Field(
+        default=32,
+        ge=1,
+        description="Limit on all the tables' memtables together; past it RocksDB "
+        "flushes the largest.",
+    )
     log_level: str = "INFO"
     json_logs: bool = True
