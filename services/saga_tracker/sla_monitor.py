@@ -75,7 +75,8 @@ class SlaMonitor:
             closed = self.closed.get(key, deque())
             while closed and closed[0].left_ms is not None and closed[0].left_ms < now_ms - window:
                 closed.popleft()
-            alerts = evaluate(flow, self._spans(key, closed, now_ms), now_ms=now_ms)
+            untimed = {state: n for (k, state), n in self.untimed.items() if k == key and n}
+            alerts = evaluate(flow, self._spans(key, closed), now_ms=now_ms, untimed=untimed)
             names = {a.name for a in alerts}
             for rule in flow.sla:
                 if rule.name not in names:
@@ -86,12 +87,9 @@ class SlaMonitor:
                     fresh.append(alert)
         return fresh
 
-    def _spans(self, key: FlowKey, closed: Iterable[Span], now_ms: int) -> list[Span]:
+    def _spans(self, key: FlowKey, closed: Iterable[Span]) -> list[Span]:
         spans = list(closed)
         spans.extend(span for k, span in self.open.values() if k == key)
-        for (k, state), count in self.untimed.items():
-            if k == key:
-                spans.extend(Span(state, None, now_ms) for _ in range(count))
         return spans
 
     def _forget_untimed(self, key: FlowKey, state: str) -> None:

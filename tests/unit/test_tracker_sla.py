@@ -105,3 +105,28 @@ def test_spans_come_from_a_workflows_transitions(flow: Flow) -> None:
     assert spans[-1].left_ms is None and spans[-2].duration_ms(tracker.now_ms) == MIN
     [alert] = evaluate(flow, spans, now_ms=tracker.now_ms)
     assert alert.name == "approvals_waiting" and alert.value_ms == 5 * H + MIN
+
+
+@pytest.mark.parametrize("statistic", ["p50", "p95", "p99", "max"])
+@pytest.mark.parametrize(
+    ("values", "zeros"), [([5, 1, 9], 0), ([5, 1, 9], 2), ([7], 50), ([], 3), ([4, 4, 8, 2], 5)]
+)
+def test_a_percentile_with_unlisted_zeros_equals_it_over_the_listed_zeros(
+    statistic: str, values: list[int], zeros: int
+) -> None:
+    assert percentile(values, statistic, zeros=zeros) == percentile(
+        [*values, *[0] * zeros], statistic
+    )
+
+
+@pytest.mark.parametrize("untimed", [1, 2, 3, 10])
+def test_untimed_open_stays_count_as_zero_length_samples(flow: Flow, untimed: int) -> None:
+    """A tracker remembers a bounded number of open spans and only counts the rest; the
+    counted ones enter the rules as zero-length stays, as if listed."""
+    timed = [waited(5), waited(6), waited(7)]
+    listed = [*timed, *[Span("pending_approval", None, NOW) for _ in range(untimed)]]
+    counted = evaluate(flow, timed, now_ms=NOW, untimed={"pending_approval": untimed})
+    assert counted == evaluate(flow, listed, now_ms=NOW)
+    assert evaluate(flow, timed, now_ms=NOW, untimed={"validated": 10}) == evaluate(
+        flow, timed, now_ms=NOW
+    )

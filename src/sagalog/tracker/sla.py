@@ -21,7 +21,7 @@ interpolation method.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sagalog.events import StateTransition
@@ -74,13 +74,16 @@ def spans_of(transitions: Sequence[StateTransition]) -> list[Span]:
     return spans
 
 
-def percentile(values: Sequence[int], statistic: str) -> int:
-    """Nearest-rank ``p50``/``p95``/``p99``/``max`` of non-empty ``values``."""
-    if not values:
+def percentile(values: Sequence[int], statistic: str, *, zeros: int = 0) -> int:
+    """Nearest-rank ``p50``/``p95``/``p99``/``max`` of ``values`` (durations, never
+    negative) together with ``zeros`` more values of 0, which need not be listed."""
+    total = len(values) + zeros
+    if not total:
         raise ValueError("no values to take a percentile of")
-    ordered = sorted(values)
-    rank = math.ceil(_PERCENT[statistic] / 100 * len(ordered))
-    return ordered[max(1, rank) - 1]
+    rank = max(1, math.ceil(_PERCENT[statistic] / 100 * total))
+    if rank <= zeros:
+        return 0
+    return sorted(values)[rank - zeros - 1]
 
 
 def observed(rule: SlaRule, spans: Iterable[Span], *, now_ms: int) -> list[int]:
@@ -102,7 +105,12 @@ def observed(rule: SlaRule, spans: Iterable[Span], *, now_ms: int) -> list[int]:
 
 
 def evaluate(
-    flow: Flow, spans: Iterable[Span], *, now_ms: int, min_samples: int = 1
+    flow: Flow,
+    spans: Iterable[Span],
+    *,
+    now_ms: int,
+    min_samples: int = 1,
+    untimed: Mapping[str, int] | None = None,
 ) -> list[SlaAlert]:
     """The flow's rules that fire at ``now_ms`` over ``spans`` (of the flow's workflows).
 
@@ -111,14 +119,20 @@ def evaluate(
         spans: spans of that flow's workflows (several workflows mixed is fine).
         now_ms: the end of every rule's window.
         min_samples: a rule with fewer observations in its window does not fire.
+        untimed: per state, open spans counted but not timed: each is a zero-length
+            sample of that state's ``time_in_state`` rules (a tracker with 100,000
+            workflows at a gate made 90,000 such spans every evaluation).
     """
     pool = list(spans)
     alerts = []
     for rule in flow.sla:
         values = observed(rule, pool, now_ms=now_ms)
-        if len(values) < max(1, min_samples):
+        zeros = 0
+        if untimed and rule.metric == "time_in_state" and rule.state is not None:
+            zeros = untimed.get(rule.state.value, 0)
+        if len(values) + zeros < max(1, min_samples):
             continue
-        value = percentile(values, rule.statistic)
+        value = percentile(values, rule.statistic, zeros=zeros)
         if value <= rule.above:
             continue
         what = (
@@ -129,8 +143,8 @@ def evaluate(
         message = (
             f"{flow.label}: {rule.name}: {rule.statistic} {what} over the last "
             f"{format_duration(rule.window)} is {format_duration(value)}, above "
-            f"{format_duration(rule.above)} ({len(values)} samples)"
+            f"{format_duration(rule.above)} ({len(values) + zeros} samples)"
             + (f". {rule.description}" if rule.description else "")
         )
-        alerts.append(SlaAlert(flow.name, flow.version, rule, value, len(values), message))
+        alerts.append(SlaAlert(flow.name, flow.version, rule, value, len(values) + zeros, message))
     return alerts
