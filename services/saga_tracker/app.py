@@ -172,9 +172,7 @@ class Tracker:
         }
         for faust_table in self.tables.values():
             store: Any = faust_table.data  # faust's rocksdb Store; opens databases lazily
-            store.rocksdb_options = BudgetedRocksDBOptions(
-                self.rocksdb_budget, **ROCKSDB_OPTIONS
-            )
+            store.rocksdb_options = BudgetedRocksDBOptions(self.rocksdb_budget, **ROCKSDB_OPTIONS)
         self.store = FaustTables(self.tables, self.sink)
         started = time.monotonic()
 

@@ -12,11 +12,12 @@ of a newly made producer, idempotent or not, from ``produce`` to its delivery.
 local stack must be up (``sagalog dev up``) and warm: a broker in its first minute
 gives both kinds a tail. Measured on two cores, Kafka 4.4, librdkafka 2.16: both
 kinds p99 ~5-13 ms, max ~13-40 ms; a new idempotent producer's first record 502 ms
-every time, a plain one's 50-100 ms (connection and metadata). librdkafka asks for the idempotent producer id before
-any broker connection is up and, the producer not being transactional, tries again
-on a fixed 500 ms timer; the saga benchmark's generator, made afresh for every
-probe, put that on its first hop's p99 (~240 ms at every load) until it was kept for
-the whole run. A service that publishes start events keeps one publisher.
+every time, a plain one's 50-100 ms (connection and metadata). librdkafka asks for
+the idempotent producer id before any broker connection is up and, the producer not
+being transactional, tries again on a fixed 500 ms timer; the saga benchmark's
+generator, made afresh for every probe, put that on its first hop's p99 (~240 ms at
+every load) until it was kept for the whole run. A service that publishes start
+events keeps one publisher.
 """
 
 from __future__ import annotations
