@@ -9,11 +9,14 @@ book (effects applied, calls received) and a read_committed consumer of the log.
 from __future__ import annotations
 
 import json
+import math
 import random
 import signal
 import time
 from collections import Counter
 from typing import Any
+
+import pytest
 
 from sagalog.agents.context import idempotency_key
 from sagalog.contracts.codec import EventCodec
@@ -210,7 +213,40 @@ def test_a_paused_zombie_is_fenced_and_its_work_never_shows(lab_factory: Any) ->
     )
 
 
+def excess_over_rate(times: list[float], rate: float, *, from_first: bool = False) -> float:
+    """The most calls beyond ``rate`` that any window of ``times`` holds: the largest
+    ``N - rate * T`` over windows of length ``T`` holding ``N`` calls. The calls conform
+    to a token bucket of that rate exactly when its burst is at least this; with
+    ``from_first``, only windows that start at the first call count (the calls so
+    far against the rate since then)."""
+    ordered = sorted(times)
+    best = -math.inf
+    opening = -math.inf  # the best window start so far: max of rate * t_i - i
+    for j, t in enumerate(ordered):
+        if j == 0 or not from_first:
+            opening = max(opening, rate * t - j)
+        best = max(best, opening + j + 1 - rate * t)
+    return best
+
+
+def test_excess_over_rate_counts_bursts_beyond_the_rate() -> None:
+    paced = [n / 10 for n in range(50)]  # 10/s exactly
+    assert excess_over_rate(paced, 10.0) == pytest.approx(1.0)
+    burst = [*paced, 2.0, 2.0, 2.0]  # three extra calls at once
+    assert excess_over_rate(burst, 10.0) == pytest.approx(4.0)
+    late = [*paced[:10], *(4.0 + n / 10 for n in range(10))]  # a pause, then the pace
+    assert excess_over_rate(late, 10.0, from_first=True) == pytest.approx(1.0)
+
+
 def test_global_rate_limit_holds_across_three_instances(lab_factory: Any) -> None:
+    """Three instances share a 20/s limit by partition. What the platform promises is
+    what a provider's own limiter checks: the calls of all instances together conform
+    to a token bucket of 20/s whose burst is the instances' bursts added up (one
+    second of the rate); and, since a member's share starts empty whenever it starts
+    afresh, the calls since the first do not run ahead of 20/s (measured 4.5-4.8
+    calls ahead: the three members' first calls land together; 19-21 ahead, 30/s for
+    two seconds, when joining members spent what they had earned while joining).
+    Measured throughout, the group forming included, not in a settled window only."""
     lab: AgentLab = lab_factory(partitions=6)
     sent = publish_requests(lab, 600, prefix="wf-rate")
     limit = 20.0
@@ -226,11 +262,11 @@ def test_global_rate_limit_holds_across_three_instances(lab_factory: Any) -> Non
         assert agent.stop() == 0
     check_exactly_once(lab, sent)
 
-    # The steady window: from 5 s after the first effect (the group has settled, the
-    # initial bursts are spent) to the moment the first instance ran out of work (after
-    # it, the global rate drops by that instance's share). The range assignor gives
-    # each of the 3 instances 2 adjacent partitions, {0,1}, {2,3} and {4,5}, so an
-    # instance is out of work when both of its partitions are.
+    # The steady window, for the rate: from 5 s after the first effect (the group has
+    # settled) to the moment the first instance ran out of work (after it, the
+    # global rate drops by that instance's share). The range assignor gives each of
+    # the 3 instances 2 adjacent partitions, {0,1}, {2,3} and {4,5}, so an instance
+    # is out of work when both of its partitions are.
     records = read_all(lab)
     partition_of = {
         r["headers"]["ce_workflowid"]: r["partition"] for r in records if r["type"] == RESERVED
@@ -247,19 +283,22 @@ def test_global_rate_limit_holds_across_three_instances(lab_factory: Any) -> Non
     assert end - start >= 10, f"steady window only {end - start:.1f}s long"
     in_window = [t for t in times if start <= t < end]
     rate = len(in_window) / (end - start)
-    # The busiest second anywhere in the window (sliding).
-    busiest = max(
-        sum(1 for u in in_window if t <= u < t + 1.0) for t in in_window if t + 1.0 <= end
-    )
+    ahead = excess_over_rate(times, limit, from_first=True)
+    burst = excess_over_rate(times, limit)
+    busiest = max(sum(1 for u in times if t <= u < t + 1.0) for t in times)
     per_second = Counter(int(t - times[0]) for t in times)
     print(
         f"\nrate test: {len(in_window)} effects in a {end - start:.1f}s steady window = "
-        f"{rate:.2f}/s (limit {limit:g}/s); busiest second in it {busiest}; effects per "
-        f"second of the run {[per_second[i] for i in range(max(per_second) + 1)]}"
+        f"{rate:.2f}/s (limit {limit:g}/s); calls since the first ahead of the limit by "
+        f"{ahead:.2f}; largest burst over the limit {burst:.2f} calls; busiest second "
+        f"{busiest}; effects per second of the run "
+        f"{[per_second[i] for i in range(max(per_second) + 1)]}"
     )
     assert abs(rate - limit) <= 0.1 * limit, f"{rate:.2f}/s is not within 10% of {limit:g}/s"
-    assert rate <= 22.0
-    assert busiest <= 22, f"{busiest} calls within one second"
+    # Half a second of the rate: room for the members' first calls landing together
+    # and for delivery jitter, well below the 19-21 of members spending a join's earnings.
+    assert ahead <= limit * 0.5, f"the calls ran {ahead:.1f} ahead of {limit:g}/s"
+    assert burst <= limit * 1.0 + len(agents), f"a burst of {burst:.1f} calls over the limit"
 
 
 def sigterm(agent: AgentProcess) -> tuple[int, float]:

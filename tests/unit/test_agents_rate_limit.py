@@ -235,6 +235,53 @@ def test_rebalance_sets_every_bucket_to_its_share() -> None:
     assert limits.wait_time("llm") == math.inf
 
 
+def test_tokens_earned_before_the_first_assignment_are_not_spent() -> None:
+    """A member joining the group earns at the full global rate until its first
+    assignment (seconds, while the group forms); spending that on joining, on top of
+    the members already calling, took three instances to 30 calls/s under a 20/s limit."""
+    clock = FakeClock()
+    limits = DependencyLimits({"llm": 30.0}, clock=clock)
+    clock.advance(5.0)  # joining the group
+    limits.rebalance(2, 6)
+    assert limits.rate("llm") == 10.0
+    assert sum(limits.try_acquire("llm") for _ in range(30)) == 0
+    clock.advance(1.0)
+    assert sum(limits.try_acquire("llm") for _ in range(30)) == 10
+
+
+def test_a_share_that_starts_again_after_holding_nothing_starts_empty() -> None:
+    clock = FakeClock()
+    limits = DependencyLimits({"llm": 30.0}, clock=clock)
+    limits.rebalance(2, 6)
+    clock.advance(5.0)
+    limits.rebalance(0, 6)  # all revoked: the new owners spend the share meanwhile
+    clock.advance(5.0)
+    limits.rebalance(3, 6)
+    assert sum(limits.try_acquire("llm") for _ in range(30)) == 0
+    clock.advance(1.0)
+    assert sum(limits.try_acquire("llm") for _ in range(30)) == 15
+
+
+def test_a_share_that_changes_while_held_keeps_its_tokens_up_to_the_new_burst() -> None:
+    clock = FakeClock()
+    limits = DependencyLimits({"llm": 30.0}, clock=clock)
+    limits.rebalance(3, 6)
+    clock.advance(2.0)
+    limits.rebalance(2, 6)  # one partition moved to a new member
+    assert sum(limits.try_acquire("llm") for _ in range(30)) == 10
+
+
+def test_tokens_owed_stay_owed_when_the_share_starts_again() -> None:
+    clock = FakeClock()
+    limits = DependencyLimits({"llm": 10.0}, clock=clock)
+    limits.rebalance(6, 6)
+    assert limits.reserve("llm") == 0.1
+    assert limits.reserve("llm") == 0.2  # two calls promised, not yet made
+    limits.rebalance(0, 6)
+    limits.rebalance(6, 6)
+    assert limits.wait_time("llm") == pytest.approx(0.3)
+
+
 def test_a_bad_rebalance_changes_no_bucket() -> None:
     limits = DependencyLimits({"llm": 30.0}, clock=FakeClock())
     limits.rebalance(3, 6)

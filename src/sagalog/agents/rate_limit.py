@@ -142,13 +142,16 @@ class TokenBucket:
         self._refill()
         return self._wait_for(n)
 
-    def set_rate(self, rate_per_s: float, *, burst: float | None = None) -> None:
+    def set_rate(
+        self, rate_per_s: float, *, burst: float | None = None, empty: bool = False
+    ) -> None:
         """Change the rate (and optionally the burst) from now on.
 
         Tokens earned so far are counted at the old rate before the change, so a
         higher rate is never applied retroactively to the time since the last
         refill; and the count is cut to the (new) burst, so an instance whose share
-        shrank cannot spend a capacity it no longer has.
+        shrank cannot spend a capacity it no longer has. ``empty`` drops the tokens
+        held (tokens owed stay owed): for a share that starts afresh.
 
         Raises:
             ConfigurationError: the rate or the burst is invalid.
@@ -158,7 +161,7 @@ class TokenBucket:
         self._refill()
         self._rate = rate
         self._burst = new_burst
-        self._tokens = min(self._tokens, self._burst)
+        self._tokens = min(self._tokens, 0.0 if empty else self._burst)
 
     def _check_request(self, n: float) -> None:
         if not n > 0 or n > self._burst:
@@ -243,7 +246,11 @@ class DependencyLimits:
     Until the first ``rebalance`` each bucket runs at the full global rate, the
     single-instance case. Call ``rebalance`` from the consumer's assignment and
     revocation callbacks, before the first record is handled, so that several
-    instances starting together do not each spend a whole platform's burst.
+    instances starting together do not each spend a whole platform's burst. A share
+    that starts afresh (the first rebalance, or one after holding no partition)
+    starts with an empty bucket: what it earned meanwhile, at the full rate before
+    the first assignment or while it held nothing, is not this instance's to spend,
+    since the instances that did hold the partitions spent the platform's rate.
 
     Args:
         global_rates: dependency name -> platform-wide limit in calls per second.
@@ -280,6 +287,7 @@ class DependencyLimits:
             name: TokenBucket(rate, self._burst_for(rate), clock, start_empty=True)
             for name, rate in self._global_rates.items()
         }
+        self._held = 0  # partitions held at the last rebalance; none before the first
 
     def _burst_for(self, rate_per_s: float) -> float:
         return max(1.0, rate_per_s * self._burst_seconds)
@@ -292,11 +300,13 @@ class DependencyLimits:
                 ``0..total``; no bucket is changed then.
         """
         _check_assignment(assigned=assigned, total=total)
+        afresh = not self._held
         for name, bucket in self._buckets.items():
             share = partition_share(
                 global_rate=self._global_rates[name], assigned=assigned, total=total
             )
-            bucket.set_rate(share, burst=self._burst_for(share))
+            bucket.set_rate(share, burst=self._burst_for(share), empty=afresh)
+        self._held = assigned
 
     def rate(self, dependency: str) -> float:
         """This instance's current rate for ``dependency``; ``math.inf`` if unlimited."""

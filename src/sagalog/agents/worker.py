@@ -355,6 +355,14 @@ class AgentWorker:
         for tp in partitions:
             self._paused_until.pop((tp.topic, tp.partition), None)
             self._to_hydrate.pop((tp.topic, tp.partition), None)
+        # The rate share shrinks with the partitions as they go, not at the next
+        # assignment: the members that take them over start spending their share then.
+        first = self.agent.topics[0]
+        revoked = {tp.partition for tp in partitions if tp.topic == first}
+        kept = sum(
+            1 for tp in consumer.assignment() if tp.topic == first and tp.partition not in revoked
+        )
+        self.flow.rebalance(assigned=kept, total=self.partitions)
         self.telemetry.log(
             "rebalance", f"revoked {len(partitions)} partition(s)", outcome="revoked"
         )
