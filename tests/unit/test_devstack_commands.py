@@ -48,6 +48,9 @@ def test_single_node_kraft_properties_bind_loopback_on_the_configured_ports() ->
         "share.coordinator.state.topic.min.isr",
     ):
         assert properties[key] == "1", key
+    # Small enough for compaction to keep the logs every transaction writes to small.
+    assert properties["offsets.topic.segment.bytes"] == str(8 << 20)
+    assert properties["transaction.state.log.segment.bytes"] == str(8 << 20)
 
 
 def test_a_proxy_in_front_of_the_broker_is_what_clients_are_told_to_use() -> None:
