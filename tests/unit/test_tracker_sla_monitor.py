@@ -202,3 +202,42 @@ def test_finished_workflows_do_not_use_up_the_timed_open_spans(registry: FlowReg
     assert "waiting" in monitor.open
     [alert] = monitor.evaluate(T0 + 5 * H)
     assert alert.name == "approvals_waiting"
+
+
+def test_spans_no_rule_measures_are_not_kept(registry: FlowRegistry) -> None:
+    """The one rule measures pending_approval: the running spans before the gate, and
+    a running span opened after it, are neither kept, timed nor counted."""
+    monitor = SlaMonitor(registry)
+    for i in range(100):
+        wait_at_gate(monitor, f"wf-{i}", T0 + i)  # closes a running span
+    assert monitor.closed == {}
+    assert len(monitor.open) == 100
+
+    monitor.observe(  # the gate approved: pending_approval closes, running opens
+        "wf-0",
+        transition(
+            "pending_approval",
+            "running",
+            at_ms=T0 + H,
+            since_ms=T0,
+            step="create_purchase_order",
+            from_step="manager_approval",
+        ),
+    )
+    assert [span.state for span in monitor.closed[("orders", 1)]] == ["pending_approval"]
+    assert "wf-0" not in monitor.open and monitor.untimed == {}
+    complete(monitor, "wf-0", T0 + 2 * H)  # from the unmeasured running span
+    assert len(monitor.closed[("orders", 1)]) == 1
+
+
+def test_unmeasured_spans_leave_room_for_measured_ones(registry: FlowRegistry) -> None:
+    """Spans of running steps no longer push the gate's finished waits out of the
+    bounded ring of closed spans: the rule still sees them."""
+    monitor = SlaMonitor(registry, max_closed=5, max_open=5)
+    for i in range(5):
+        wait_at_gate(monitor, f"wf-{i}", T0)
+        approve(monitor, f"wf-{i}", T0 + 5 * H, since_ms=T0)
+    for i in range(20):
+        complete(monitor, f"done-{i}", T0 + 5 * H)
+    [alert] = monitor.evaluate(T0 + 5 * H + MIN)
+    assert (alert.value_ms, alert.samples) == (5 * H, 5)

@@ -86,6 +86,13 @@ def percentile(values: Sequence[int], statistic: str, *, zeros: int = 0) -> int:
     return sorted(values)[rank - zeros - 1]
 
 
+def measures(rule: SlaRule, state: str, step: str | None) -> bool:
+    """Whether ``rule`` measures a span in ``state`` at entry ``step``."""
+    if rule.metric == "time_in_state":
+        return rule.state is not None and state == rule.state.value
+    return step == rule.step and state in _WORKED_ON
+
+
 def observed(rule: SlaRule, spans: Iterable[Span], *, now_ms: int) -> list[int]:
     """The durations ``rule`` measures among ``spans``, for its window ending at ``now_ms``."""
     since = now_ms - rule.window
@@ -95,11 +102,7 @@ def observed(rule: SlaRule, spans: Iterable[Span], *, now_ms: int) -> list[int]:
             continue  # ended before the window
         if span.entered_ms > now_ms:
             continue
-        if rule.metric == "time_in_state":
-            measured = rule.state is not None and span.state == rule.state.value
-        else:
-            measured = span.step == rule.step and span.state in _WORKED_ON
-        if measured:
+        if measures(rule, span.state, span.step):
             durations.append(span.duration_ms(now_ms))
     return durations
 
