@@ -376,3 +376,15 @@ def print_table(
     out("-" * max(len(title), width + 24))
     for name, value in rows:
         out(f"{name:<{width}}  {value}")
+
+
+def print_figures(
+    title: str,
+    key: str,
+    figures: Mapping[Any, dict[str, Any]],
+    row: Callable[[Any, dict[str, Any]], tuple[str, str]],
+) -> None:
+    """A stand-alone bench's output: a table of one row per figure set, then the
+    figures as one JSON line under ``key``: a person and a script read the same run."""
+    print_table(title, [row(name, f) for name, f in figures.items()])
+    print(json.dumps({key: figures}))

@@ -15,7 +15,6 @@ table and the figures as JSON; the local stack must be up (``sagalog dev up``).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import uuid
 from typing import Any
@@ -25,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sagalog.settings import ClientSettings
 
-from .harness import print_table
+from .harness import print_figures
 from .sagas import stack_pids
 from .tracker import cpu_seconds
 
@@ -108,18 +107,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
     figures = measure(ClientSettings().kafka_config(), sizes=sizes, records=args.records)
-    print_table(
+    print_figures(
         "one transaction: consume, produce, send offsets, commit",
-        [
-            (
-                f"{size} record(s) each",
-                f"{f['transactions']} transactions, {f['wall_ms']} ms wall, client CPU "
-                f"{f['client_cpu_ms']} ms, broker CPU {f['broker_cpu_ms']} ms per transaction",
-            )
-            for size, f in figures.items()
-        ],
+        "transaction_cost",
+        figures,
+        lambda size, f: (
+            f"{size} record(s) each",
+            f"{f['transactions']} transactions, {f['wall_ms']} ms wall, client CPU "
+            f"{f['client_cpu_ms']} ms, broker CPU {f['broker_cpu_ms']} ms per transaction",
+        ),
     )
-    print(json.dumps({"transaction_cost": figures}))
 
 
 if __name__ == "__main__":

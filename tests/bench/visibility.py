@@ -23,7 +23,6 @@ events keeps one publisher.
 from __future__ import annotations
 
 import argparse
-import json
 import threading
 import time
 import uuid
@@ -34,7 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sagalog.settings import ClientSettings
 
-from .harness import LatencyRecorder, print_table
+from .harness import LatencyRecorder, print_figures
 
 
 def measure(
@@ -160,18 +159,16 @@ def main(argv: list[str] | None = None) -> None:
         writers=args.writers,
         pause_ms=args.pause_ms,
     )
-    print_table(
+    print_figures(
         "read_committed delivery after CreateTime, one partition with transactions going on",
-        [
-            (
-                f"{kind} records",
-                f"n={f['count']:,}  p50 {f['p50_ms']:.1f}  p99 {f['p99_ms']:.1f}  "
-                f"p99.9 {f['p999_ms']:.1f}  max {f['max_ms']:.1f} ms",
-            )
-            for kind, f in figures.items()
-        ],
+        "visibility",
+        figures,
+        lambda kind, f: (
+            f"{kind} records",
+            f"n={f['count']:,}  p50 {f['p50_ms']:.1f}  p99 {f['p99_ms']:.1f}  "
+            f"p99.9 {f['p999_ms']:.1f}  max {f['max_ms']:.1f} ms",
+        ),
     )
-    print(json.dumps({"visibility": figures}))
 
 
 if __name__ == "__main__":
