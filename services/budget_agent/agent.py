@@ -38,7 +38,12 @@ class BudgetAgentSettings(AgentSettings):
 
 
 settings = BudgetAgentSettings()
-agent = Agent(settings.name, topics=[settings.topic])
+agent = Agent(
+    settings.name,
+    topics=[settings.topic],
+    # its own BudgetReserved too: the compensation releases what it reserved
+    workflow_context=[RequestSubmitted, RequestClassified, BudgetReserved],
+)
 
 
 def cost_center_of(department: str) -> str:
@@ -93,7 +98,7 @@ async def reserve_budget(event: RiskScored, ctx: HandlerContext) -> BudgetReserv
 
 @agent.compensates("reserve_budget", dependencies=["ledger"])
 async def release_budget(request: CompensationRequested, ctx: HandlerContext) -> BudgetReleased:
-    reserved = ctx.workflow.get("procurement.v1.BudgetReserved")
+    reserved = ctx.workflow.get(BudgetReserved.event_type)
     if reserved is None:  # nothing was reserved: releasing is a no-op, still completed
         return BudgetReleased(reservation_id="none", reason=request.reason or "compensation")
     await ctx.effect(

@@ -26,7 +26,9 @@ class IntakeAgentSettings(AgentSettings):
 
 
 settings = IntakeAgentSettings()
-agent = Agent(settings.name, topics=[settings.topic])
+# Its handler reads nothing from the workflow's history: the projection keeps only
+# what it handles (for deduplication), no fold or write for the rest of the topic.
+agent = Agent(settings.name, topics=[settings.topic], workflow_context=[])
 # Trained once per process start: milliseconds on the repository's corpus, and the
 # model is a pure function of the corpus files, so every instance decides alike.
 classifier = train_from_corpus(settings.corpus_dir)

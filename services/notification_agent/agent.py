@@ -29,7 +29,7 @@ class NotificationAgentSettings(AgentSettings):
 
 
 settings = NotificationAgentSettings()
-agent = Agent(settings.name, topics=[settings.topic])
+agent = Agent(settings.name, topics=[settings.topic], workflow_context=[VendorNotified])
 CHANNEL = "email"
 
 

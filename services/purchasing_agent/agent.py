@@ -49,7 +49,11 @@ class PurchasingAgentSettings(AgentSettings):
 
 
 settings = PurchasingAgentSettings()
-agent = Agent(settings.name, topics=[settings.topic])
+agent = Agent(
+    settings.name,
+    topics=[settings.topic],
+    workflow_context=[GateOpened, RequestSubmitted, PurchaseOrderCreated],
+)
 log = logging.getLogger(f"sagalog.agent.{settings.name}")
 COMPENSATION = CompensationRequested.event_type
 

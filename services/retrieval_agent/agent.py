@@ -36,7 +36,7 @@ class RetrievalAgentSettings(AgentSettings):
 
 
 settings = RetrievalAgentSettings()
-agent = Agent(settings.name, topics=[settings.topic])
+agent = Agent(settings.name, topics=[settings.topic], workflow_context=[RequestSubmitted])
 _documents = load_documents(settings.corpus_dir)
 index = BM25Index(_documents)
 retriever_id = (

@@ -62,7 +62,11 @@ class RiskAgentSettings(AgentSettings):
 
 
 settings = RiskAgentSettings()
-agent = Agent(settings.name, topics=[settings.topic])
+agent = Agent(
+    settings.name,
+    topics=[settings.topic],
+    workflow_context=[RequestSubmitted, RequestClassified],
+)
 _documents = load_documents(settings.corpus_dir)
 documents_by_id = {d.document_id: d for d in _documents}
 contracts = tuple(d for d in _documents if d.kind == "contract")
