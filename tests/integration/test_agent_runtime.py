@@ -31,6 +31,7 @@ from .agent_harness import (
 RESERVED = "procurement.v1.BudgetReserved"
 RECORDED = "sagalog.v1.EffectRecorded"
 FAILED = "sagalog.v1.StepFailed"
+RELEASED = "procurement.v1.BudgetReleased"
 
 
 def publisher(lab: AgentLab) -> EventPublisher:
@@ -276,3 +277,46 @@ def committed(lab: AgentLab) -> int:
         return tp.offset
     finally:
         reader.close()
+
+
+def test_a_replacement_on_a_new_disk_rebuilds_what_its_handlers_read(lab_factory: Any) -> None:
+    """The first instance reserves for 30 workflows and stops. A replacement with an
+    empty data dir and the smallest read-ahead rebuilds the projection from the log
+    before it handles anything, so each compensation finds the reservation the first
+    instance made (its own output, kept by ``workflow_context``) and releases it, not
+    ``none``."""
+    lab: AgentLab = lab_factory(partitions=3)
+    first = lab.agent(instance="a")
+    out = publisher(lab)
+    workflows = [f"wf-rebuild-{n}" for n in range(30)]
+    for n, workflow_id in enumerate(workflows):
+        submit(out, lab.topic, n, workflow_id=workflow_id)
+    records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= 30)
+    assert first.stop() == 0
+    codec = out.codec
+    reserved = {
+        r["headers"]["ce_workflowid"]: codec.decode(r["value"]).payload["reservation_id"]
+        for r in lab.outputs(RESERVED, records)
+    }
+    assert set(reserved) == set(workflows)
+
+    replacement = lab.agent(
+        instance="b", data_dir=str(lab.tmp / "data-new-disk"), rebuild_read_ahead_kb=64
+    )
+    for workflow_id in workflows:
+        out.publish(
+            lab.topic,
+            "sagalog.v1.CompensationRequested",
+            {"step": "reserve_budget", "compensation": "release_budget", "reason": "test"},
+            workflow_id=workflow_id,
+        )
+    records = lab.records(expect=lambda rs: len(lab.outputs(RELEASED, rs)) >= 30)
+    released = {
+        r["headers"]["ce_workflowid"]: codec.decode(r["value"]).payload["reservation_id"]
+        for r in lab.outputs(RELEASED, records)
+    }
+    assert replacement.stop() == 0
+    assert released == reserved
+    folded = [int(n) for n in re.findall(r"folded (\d+) event", replacement.log.read_text())]
+    # each workflow's request and reservation at least, read back before the first release
+    assert sum(folded) >= 60, folded

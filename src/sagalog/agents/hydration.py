@@ -30,12 +30,15 @@ def hydrate(
     store: StateStore,
     targets: Mapping[tuple[str, int], int],
     *,
+    read_ahead_kb: int = 8192,
     idle_timeout_s: float = 30.0,
 ) -> int:
     """Fold each partition's events from its checkpoint up to the target offset.
 
     Args:
         targets: (topic, partition) -> the offset to reach (exclusive): the committed one.
+        read_ahead_kb: librdkafka's fetch queue per partition (``queued.max.messages.kbytes``):
+            the rebuild's memory peak against its speed.
 
     Returns:
         How many events were folded in.
@@ -52,7 +55,7 @@ def hydrate(
                 "enable.partition.eof": True,
                 # librdkafka prefetches up to 64 MB by default; hydration reads the
                 # whole backlog, and a heap grown once stays grown (RSS per workflow).
-                "queued.max.messages.kbytes": 8192,
+                "queued.max.messages.kbytes": read_ahead_kb,
             }
         )
     )

@@ -376,7 +376,9 @@ class AgentWorker:
             return
         targets = dict(self._to_hydrate)
         self._to_hydrate.clear()
-        folded = hydrate(self.settings, self.store, targets)
+        folded = hydrate(
+            self.settings, self.store, targets, read_ahead_kb=self.settings.rebuild_read_ahead_kb
+        )
         self._consumer.resume([TopicPartition(t, p) for t, p in targets])
         self.telemetry.log("hydrate", f"folded {folded} event(s) into the projection", outcome="ok")
 
