@@ -43,7 +43,11 @@ class KafkaSink:
                 **{
                     "enable.idempotence": True,
                     "acks": "all",
-                    "linger.ms": 2,
+                    # Every batch ends in ``flush``, which sends at once whatever the
+                    # linger; a short linger only split a batch's records into several
+                    # produce requests while it was being decided. What nothing flushes
+                    # (ticks) waits at most this long.
+                    "linger.ms": 20,
                     "compression.type": "lz4",
                     "queue.buffering.max.messages": 1_000_000,
                     "message.timeout.ms": 120_000,
