@@ -84,3 +84,26 @@ class DestructiveChangeRefused(SagalogError):
     only after reading why it was refused."""
 
     exit_code = 4
+
+
+class AuthenticationError(SagalogError):
+    """The cluster or the registry refused a credential: a wrong password, a client
+    certificate it does not trust, or a plaintext client on a TLS/SASL listener.
+
+    The message names the principal and the address; fix the ``SAGALOG_SASL_*`` /
+    ``SAGALOG_SSL_*`` settings (or ``sagalog dev env`` for the local stack) and rerun.
+    """
+
+    exit_code = 5
+
+
+class AuthorizationError(SagalogError):
+    """The cluster denied a right: the message names the principal, the operation and
+    the resource (topic, group or transactional id).
+
+    Rights follow from the topology (``sagalog topology plan`` shows the ACLs each
+    service gets); add the read or write to the flow or the service declaration and
+    ``sagalog topology apply``, rather than granting it by hand.
+    """
+
+    exit_code = 6

@@ -31,7 +31,26 @@ class ClientSettings(BaseSettings):
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
-    ssl_ca_location: str | None = None
+    ssl_ca_location: str | None = Field(
+        default=None, description="PEM file of the CA that signed the brokers' certificates."
+    )
+    ssl_certificate_location: str | None = Field(
+        default=None, description="PEM client certificate, for mTLS (SSL with a client cert)."
+    )
+    ssl_key_location: str | None = Field(default=None, description="PEM key of that certificate.")
+    ssl_key_password: SecretStr | None = None
+    replication_factor: int = Field(
+        default=3,
+        ge=1,
+        description="The cluster profile: replicas of every topic sagalog creates (declared "
+        "topics without their own, agents' retry topics, the tracker's changelogs).",
+    )
+    min_insync_replicas: int = Field(
+        default=2,
+        ge=1,
+        description="The cluster profile: min.insync.replicas of those topics; with acks=all "
+        "a write is acknowledged once this many replicas have it.",
+    )
     connect_timeout_s: float = Field(
         default=10.0,
         gt=0,
