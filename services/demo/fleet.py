@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagalog import client_config
 from sagalog.errors import ServiceUnavailableError
 from sagalog.settings import ClientSettings
 
@@ -147,7 +148,7 @@ class Fleet:
 
     def start_tracker(self, instance: str = "a") -> Service:
         c = self.config
-        env = self._client_env("SAGALOG_TRACKER_") | _prefixed(
+        env = self._client_env() | _prefixed(
             "SAGALOG_TRACKER_",
             app_id=c.tracker_app_id,
             instance_id=instance,
@@ -166,7 +167,7 @@ class Fleet:
         c = self.config
         port = c.gateway_port or free_port()
         self.urls["gateway"] = f"http://127.0.0.1:{port}"
-        env = self._client_env("GATEWAY_") | _prefixed(
+        env = self._client_env() | _prefixed(
             "GATEWAY_",
             port=port,
             api_keys=c.api_key,
@@ -193,7 +194,7 @@ class Fleet:
         }
         if module == "purchasing_agent":
             values["gate_secret"] = c.gate_secret
-        env = self._client_env(f"{prefix}_") | _prefixed(f"{prefix}_", **values)
+        env = self._client_env() | _prefixed(f"{prefix}_", **values)
         return self._launch(
             module if instance == "a" else f"{module}-{instance}", ["-m", module], env
         )
@@ -285,13 +286,11 @@ class Fleet:
         self.services[name] = service
         return service.start()
 
-    def _client_env(self, prefix: str) -> dict[str, str]:
+    def _client_env(self) -> dict[str, str]:
+        """The connection, once, as ``SAGALOG_*``: every service's settings read it."""
         s = self.config.settings
-        return _prefixed(
-            prefix,
-            bootstrap_servers=s.bootstrap_servers,
-            schema_registry_url=s.schema_registry_url,
-            project_dir=Path(s.project_dir).resolve(),
+        return client_config.environment(
+            s.model_copy(update={"project_dir": str(Path(s.project_dir).resolve())})
         )
 
     def _wait_http(self, name: str, url: str, *, timeout: float = 60) -> None:

@@ -47,6 +47,8 @@ from saga_tracker.sla_monitor import SlaMonitor
 from saga_tracker.stall import Suspect, judge, unread, waiting_its_turn
 from saga_tracker.store import FaustTables, Table
 from saga_tracker.transport import TrackerApp
+from sagalog import client_config
+from sagalog.cluster import profile_config
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash
 from sagalog.flows.registry import FlowRegistry
@@ -75,11 +77,6 @@ TRIM_AFTER = 10_000  # inputs decided since the last heap trim
 # A fetch per partition: ~8,000 of the workflow topic's lz4-compressed records, a few
 # seconds of deciding, so the next fetch is always back before the queue runs dry.
 FETCH_BYTES_PER_PARTITION = 256 * 1024
-
-
-def faust_broker(bootstrap_servers: str) -> str:
-    """``host1:9092,host2:9092`` as faust wants it: ``kafka://host1:9092;kafka://host2:9092``."""
-    return ";".join(f"kafka://{server.strip()}" for server in bootstrap_servers.split(","))
 
 
 class Tracker:
@@ -139,7 +136,11 @@ class Tracker:
         app = TrackerApp(
             settings.app_id,
             fetch_max_wait_ms=settings.fetch_max_wait_ms,
-            broker=faust_broker(settings.bootstrap_servers),
+            broker=client_config.faust_broker(settings),
+            broker_credentials=client_config.faust_credentials(settings),
+            # faust creates its changelogs and assignor topic itself, with its default
+            # of one replica whatever the cluster: a lost disk would lose tracker state.
+            topic_replication_factor=settings.replication_factor,
             store="rocksdb://",
             datadir=str(settings.data_dir),
             web_enabled=False,
@@ -177,6 +178,7 @@ class Tracker:
                 key_type=bytes,
                 value_type=bytes,
                 options=dict(ROCKSDB_OPTIONS),
+                extra_topic_configs=profile_config(settings),
             )
             for table in Table
         }

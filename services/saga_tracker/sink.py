@@ -39,10 +39,8 @@ class KafkaSink:
         self.settings = settings
         self.codec = codec
         self.producer = Producer(
-            settings.kafka_config(
+            settings.producer_config(
                 **{
-                    "enable.idempotence": True,
-                    "acks": "all",
                     # Every batch ends in ``flush``, which sends at once whatever the
                     # linger; a short linger only split a batch's records into several
                     # produce requests while it was being decided. What nothing flushes

@@ -3,18 +3,18 @@
 The flows must load (an invalid flow is refused, naming it), the gate secret must be
 set, every workflow topic must exist with one common partition count (faust gives a
 worker partition *p* of all of them together), and the clock topic is created with
-that count when missing.
+that count when missing, with faust's assignor topic, both on the cluster profile.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import KafkaError, KafkaException
 
 from saga_tracker.clock import TrackerClock
 from saga_tracker.settings import TrackerSettings
-from sagalog.cluster import connect_admin
+from sagalog.cluster import connect_admin, internal_topic
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
@@ -23,6 +23,7 @@ from sagalog.flows.loader import load_flows
 from sagalog.flows.registry import FlowRegistry
 from sagalog.topology.loader import load_topology
 from sagalog.tracker.ticks import clock_topic, last_tick_ms
+from sagalog.tracker.topic_names import assignor_topic
 
 
 def load_registry(settings: TrackerSettings) -> tuple[FlowRegistry, SchemaCatalog]:
@@ -70,21 +71,25 @@ def prepare_topics(settings: TrackerSettings, registry: FlowRegistry) -> int:
     partitions = next(iter(counts.values()))
     ticks = clock_topic(settings.app_id)
     existing = metadata.topics.get(ticks)
-    if existing is not None and existing.error is None:
-        if len(existing.partitions) != partitions:
-            raise TopologyError(
-                f"clock topic {ticks} has {len(existing.partitions)} partitions, the "
-                f"workflow topics {partitions}; delete it (it only holds ticks) and restart"
-            )
-    else:
-        future = admin.create_topics(
-            [NewTopic(ticks, partitions, config={"retention.ms": str(86_400_000)})]
-        )[ticks]
-        try:
-            future.result(timeout=settings.connect_timeout_s)
-        except Exception as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise
+    if existing is not None and existing.error is None and len(existing.partitions) != partitions:
+        raise TopologyError(
+            f"clock topic {ticks} has {len(existing.partitions)} partitions, the "
+            f"workflow topics {partitions}; delete it (it only holds ticks) and restart"
+        )
+    wanted = [
+        internal_topic(settings, ticks, partitions=partitions, config={"retention.ms": "86400000"}),
+        # faust's group leader topic, created here so it gets the profile's min ISR too
+        # (faust would create it with a replica count and the broker's defaults).
+        internal_topic(settings, assignor_topic(settings.app_id), partitions=1, config={}),
+    ]
+    missing = [t for t in wanted if t.topic not in metadata.topics]
+    if missing:
+        for future in admin.create_topics(missing).values():
+            try:
+                future.result(timeout=settings.connect_timeout_s)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another worker
+                    raise
     return partitions
 
 

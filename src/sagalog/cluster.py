@@ -8,7 +8,7 @@ cluster goes through ``connect_admin`` first.
 from __future__ import annotations
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ClusterMetadata
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from sagalog.errors import ServiceUnavailableError
 from sagalog.settings import ClientSettings
@@ -31,3 +31,25 @@ def connect_admin(settings: ClientSettings) -> tuple[AdminClient, ClusterMetadat
             "start the local stack with `sagalog dev up` or set SAGALOG_BOOTSTRAP_SERVERS"
         ) from exc
     return admin, metadata
+
+
+def profile_config(settings: ClientSettings) -> dict[str, str]:
+    """Topic configs the cluster profile gives every topic sagalog creates by itself."""
+    return {"min.insync.replicas": str(settings.min_insync_replicas)}
+
+
+def internal_topic(
+    settings: ClientSettings, name: str, *, partitions: int, config: dict[str, str]
+) -> NewTopic:
+    """A topic a service creates for itself (retry, clock, assignor), on the cluster profile.
+
+    Internal topics hold state a restart needs (pending retries, the last tick, the
+    tracker's group leader), so they get the replication and min ISR of the declared
+    topics, never the broker's default of one replica.
+    """
+    return NewTopic(
+        name,
+        num_partitions=partitions,
+        replication_factor=settings.replication_factor,
+        config={**profile_config(settings), **config},
+    )

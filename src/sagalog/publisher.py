@@ -59,10 +59,8 @@ class EventPublisher:
         self.catalog = catalog
         self.codec = codec or EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
         self.producer = Producer(
-            settings.kafka_config(
+            settings.producer_config(
                 **{
-                    "enable.idempotence": True,
-                    "acks": "all",
                     "linger.ms": 5,
                     "compression.type": "lz4",
                     "message.timeout.ms": int(max(settings.connect_timeout_s, 5) * 3000),

@@ -12,7 +12,16 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from sagalog import client_config
 
 
 class ClientSettings(BaseSettings):
@@ -61,38 +70,66 @@ class ClientSettings(BaseSettings):
         description="Where schemas/ and topology/ live.",
     )
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The service's own prefix first, then each ancestor's, for the fields it declares.
+
+        pydantic-settings reads a class's fields under its own ``env_prefix`` only, so
+        ``TrackerSettings`` ignored ``SAGALOG_BOOTSTRAP_SERVERS`` and silently dialled
+        127.0.0.1. Here ``SAGALOG_TRACKER_BOOTSTRAP_SERVERS`` wins over
+        ``SAGALOG_BOOTSTRAP_SERVERS``, field by field, and a service agent's
+        ``BUDGET_AGENT_MAX_ATTEMPTS`` over the runtime's ``SAGALOG_AGENT_MAX_ATTEMPTS``;
+        an ancestor's prefix never reaches a field the ancestor does not declare
+        (``SAGALOG_APP_ID`` is nobody's).
+        """
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings, dotenv_settings]
+        seen = {settings_cls.model_config.get("env_prefix", "")}
+        for ancestor in settings_cls.__mro__[1:]:
+            if not (isinstance(ancestor, type) and issubclass(ancestor, ClientSettings)):
+                continue
+            prefix = ancestor.model_config.get("env_prefix", "")
+            if prefix in seen:
+                continue
+            seen.add(prefix)
+            fields = frozenset(ancestor.model_fields)
+            sources.append(_Inherited(EnvSettingsSource(settings_cls, env_prefix=prefix), fields))
+            env_file = settings_cls.model_config.get("env_file")
+            if env_file:
+                dotenv = DotEnvSettingsSource(settings_cls, env_file=env_file, env_prefix=prefix)
+                sources.append(_Inherited(dotenv, fields))
+        sources.append(file_secret_settings)
+        return tuple(sources)
+
     def kafka_config(self, **overrides: Any) -> dict[str, Any]:
         """librdkafka configuration for this cluster, with per-client overrides."""
-        config: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap_servers,
-            "security.protocol": self.security_protocol,
-            # The Java client's partitioner (murmur2), also aiokafka's and so faust's:
-            # librdkafka's default (crc32) would send one workflow id to a different
-            # partition than the tracker does, breaking "one workflow, one partition".
-            "partitioner": "murmur2_random",
-            "socket.connection.setup.timeout.ms": int(self.connect_timeout_s * 1000),
-        }
-        if self.sasl_mechanism:
-            config["sasl.mechanism"] = self.sasl_mechanism
-        if self.sasl_username:
-            config["sasl.username"] = self.sasl_username
-        if self.sasl_password:
-            config["sasl.password"] = self.sasl_password.get_secret_value()
-        if self.ssl_ca_location:
-            config["ssl.ca.location"] = self.ssl_ca_location
-        config.update(overrides)
-        return config
+        return client_config.librdkafka(self, **overrides)
+
+    def producer_config(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka producer configuration: ``acks=all`` and idempotent."""
+        return client_config.producer(self, **overrides)
 
     def registry_config(self) -> dict[str, Any]:
         """``confluent_kafka.schema_registry`` client configuration, with bounded retries."""
-        config: dict[str, Any] = {
-            "url": self.schema_registry_url,
-            "timeout": self.connect_timeout_s,
-            "max.retries": 2,
-        }
-        if self.schema_registry_username and self.schema_registry_password:
-            config["basic.auth.user.info"] = (
-                f"{self.schema_registry_username}:"
-                f"{self.schema_registry_password.get_secret_value()}"
-            )
-        return config
+        return client_config.registry(self)
+
+
+class _Inherited(PydanticBaseSettingsSource):
+    """An ancestor's source, narrowed to the fields that ancestor declares."""
+
+    def __init__(self, source: PydanticBaseSettingsSource, fields: frozenset[str]) -> None:
+        super().__init__(source.settings_cls)
+        self._source = source
+        self._fields = fields
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._source.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        return {name: value for name, value in self._source().items() if name in self._fields}

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from sagalog import client_config
 from sagalog.contracts.headers import header_dict
 from sagalog.publisher import EventPublisher, PublishedEvent
 from standins.server import StandinServer, serve
@@ -183,6 +184,7 @@ class AgentLab:
     def agent(self, instance: str = "a", **settings: Any) -> AgentProcess:
         env = {
             **os.environ,
+            **client_config.environment(self.project.settings),
             "PYTHONPATH": os.pathsep.join(
                 [str(REPO / "services"), os.environ.get("PYTHONPATH", "")]
             ),
@@ -193,8 +195,6 @@ class AgentLab:
             "BUDGET_AGENT_DATA_DIR": str(self.tmp / "data"),
             "BUDGET_AGENT_PROJECT_DIR": str(self.project.root),
             "BUDGET_AGENT_DEADLETTER_TOPIC": self.deadletter,
-            "BUDGET_AGENT_BOOTSTRAP_SERVERS": self.project.settings.bootstrap_servers,
-            "BUDGET_AGENT_SCHEMA_REGISTRY_URL": self.project.settings.schema_registry_url,
             "BUDGET_AGENT_RETRY_BASE_DELAY_S": "0.2",
             "BUDGET_AGENT_RETRY_MAX_DELAY_S": "1.0",
             **{f"BUDGET_AGENT_{k.upper()}": str(v) for k, v in settings.items()},

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from sagalog import client_config
 from sagalog.contracts.headers import header_dict
 
 from .conftest import REPO
@@ -101,12 +102,11 @@ class GatewayLab:
         project = self.lab.project
         env = {
             **os.environ,
+            **client_config.environment(project.settings),
             "PYTHONPATH": os.pathsep.join(
                 [str(REPO / "services"), os.environ.get("PYTHONPATH", "")]
             ),
             "GATEWAY_PROJECT_DIR": str(project.root),
-            "GATEWAY_BOOTSTRAP_SERVERS": project.settings.bootstrap_servers,
-            "GATEWAY_SCHEMA_REGISTRY_URL": project.settings.schema_registry_url,
             "GATEWAY_TRACKER_APP_ID": self.lab.app_id,
             "GATEWAY_TRANSITIONS_TOPIC": self.lab.transitions_topic,
             "GATEWAY_GATE_SECRET": SECRET,

@@ -28,6 +28,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sagalog import client_config
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import header_dict
 from sagalog.contracts.registry import SchemaRegistry
@@ -249,12 +250,11 @@ class TrackerLab:
             self._start_clock()
         env = {
             **os.environ,
+            **client_config.environment(self.project.settings),
             "PYTHONPATH": os.pathsep.join(
                 [str(REPO / "services"), os.environ.get("PYTHONPATH", "")]
             ),
             "SAGALOG_TRACKER_PROJECT_DIR": str(self.project.root),
-            "SAGALOG_TRACKER_BOOTSTRAP_SERVERS": self.project.settings.bootstrap_servers,
-            "SAGALOG_TRACKER_SCHEMA_REGISTRY_URL": self.project.settings.schema_registry_url,
             "SAGALOG_TRACKER_APP_ID": self.app_id,
             "SAGALOG_TRACKER_INSTANCE_ID": instance,
             "SAGALOG_TRACKER_DATA_DIR": str(self.tmp / f"tracker-{instance}"),

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import NewTopic
 
-from sagalog.cluster import connect_admin
+from sagalog.cluster import connect_admin, internal_topic
 from sagalog.errors import ConfigurationError
 from sagalog.settings import ClientSettings
 
@@ -63,14 +62,7 @@ def ensure_internal_topics(
             )
         return partitions
     future = admin.create_topics(
-        [
-            NewTopic(
-                retry_topic,
-                num_partitions=partitions,
-                replication_factor=-1,
-                config=RETRY_TOPIC_CONFIG,
-            )
-        ],
+        [internal_topic(settings, retry_topic, partitions=partitions, config=RETRY_TOPIC_CONFIG)],
         request_timeout=settings.connect_timeout_s,
     )[retry_topic]
     try:

@@ -308,11 +308,9 @@ class AgentWorker:
 
     def _new_producer(self) -> Producer:
         producer = Producer(
-            self.settings.kafka_config(
+            self.settings.producer_config(
                 **{
                     "transactional.id": self.transactional_id,
-                    "enable.idempotence": True,
-                    "acks": "all",
                     "linger.ms": 1,
                     # Right after a commit the coordinator answers CONCURRENT_TRANSACTIONS
                     # until its markers are written; librdkafka's 100 ms default backoff

@@ -24,7 +24,12 @@ from confluent_kafka.admin import (
 from sagalog.cluster import connect_admin
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.registry import SchemaRegistry, subject_for
-from sagalog.errors import DestructiveChangeRefused, SagalogError, ServiceUnavailableError
+from sagalog.errors import (
+    ConfigurationError,
+    DestructiveChangeRefused,
+    SagalogError,
+    ServiceUnavailableError,
+)
 from sagalog.settings import ClientSettings
 from sagalog.topology.model import TopicSpec, Topology
 from sagalog.topology.plan import (
@@ -101,6 +106,10 @@ class TopologyClient:
         return states
 
     def plan(self, topology: Topology) -> Plan:
+        topology = topology.on_cluster(
+            replication_factor=self.settings.replication_factor,
+            min_insync_replicas=self.settings.min_insync_replicas,
+        )
         changes = plan_topics(topology, self.topics(topology))
         changes += plan_schemas(topology, self.subjects(topology), self.catalog)
         return Plan(tuple(changes))
@@ -191,6 +200,13 @@ class TopologyClient:
                 )
                 return
             except SagalogError as exc:
+                if "replication factor" in str(exc).lower():
+                    raise ConfigurationError(
+                        f"{exc}; the cluster profile asks for {spec.replication_factor} "
+                        "replicas (SAGALOG_REPLICATION_FACTOR, 3 by default). On the "
+                        'one-broker dev stack run `eval "$(sagalog dev env)"`, which sets it '
+                        "to 1, or give the topic its own replication_factor"
+                    ) from exc
                 # A topic just deleted is removed asynchronously; creating it again
                 # fails until the controller has finished.
                 if "already exists" not in str(exc).lower() or time.monotonic() > deadline:

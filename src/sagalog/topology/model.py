@@ -110,3 +110,22 @@ class Topology(BaseModel):
 
     def topic(self, name: str) -> TopicSpec | None:
         return next((t for t in self.topics if t.name == name), None)
+
+    def on_cluster(self, *, replication_factor: int, min_insync_replicas: int) -> Topology:
+        """This topology with the cluster profile filled in where a topic says nothing.
+
+        The files describe the workflow, not the cluster, so one ``topics.yaml`` serves
+        the one-broker dev stack and a production cluster: a topic without its own
+        ``replication_factor`` or ``min.insync.replicas`` gets the profile's
+        (``SAGALOG_REPLICATION_FACTOR``, 3, and ``SAGALOG_MIN_INSYNC_REPLICAS``, 2).
+        """
+        topics = tuple(
+            spec.model_copy(
+                update={
+                    "replication_factor": spec.replication_factor or replication_factor,
+                    "config": {"min.insync.replicas": str(min_insync_replicas), **spec.config},
+                }
+            )
+            for spec in self.topics
+        )
+        return self.model_copy(update={"topics": topics})

@@ -86,7 +86,7 @@ def _last_tick_ms(settings: ClientSettings, topic: str) -> int:
 def tick_all(settings: ClientSettings, topic: str, now_ms: int) -> int:
     """Tick every partition of ``topic`` with ``now_ms``; how many partitions."""
     partitions = _partitions(settings, topic)
-    producer = Producer(settings.kafka_config())
+    producer = Producer(settings.producer_config())
     for partition in partitions:
         producer.produce(topic, value=encode_tick(now_ms), partition=partition)
     if producer.flush(settings.connect_timeout_s):

@@ -1,0 +1,23 @@
+"""The names of the topics a tracker app owns, all prefixed with its app id.
+
+faust derives them from the app id; they are written here once so the tracker's
+startup, the gateway, the audit and the ACLs (everything under ``<app id>-`` is the
+tracker's) agree with faust without building the strings by hand.
+"""
+
+from __future__ import annotations
+
+
+def changelog_topic(app_id: str, table: str) -> str:
+    """faust's changelog of one table: ``<app id>-<table>-changelog``."""
+    return f"{app_id}-{table}-changelog"
+
+
+def assignor_topic(app_id: str) -> str:
+    """faust's leader-election topic (one partition): ``<app id>-__assignor-__leader``."""
+    return f"{app_id}-__assignor-__leader"
+
+
+def owned_prefix(app_id: str) -> str:
+    """Every topic the tracker app creates starts with this (changelogs, clock, assignor)."""
+    return f"{app_id}-"
