@@ -73,6 +73,9 @@ class ChaosStack:
             schema_registry_url=self.settings.schema_registry_url,
             project_dir=str(project_dir),
             connect_timeout_s=15,
+            # one broker: the dev profile, not production's 3 replicas / min ISR 2
+            replication_factor=1,
+            min_insync_replicas=1,
         )
 
     def up(self) -> float:
