@@ -15,13 +15,17 @@ faust-streaming 0.15 builds its worker consumer with both hard-coded:
   ``TrackerSettings.fetch_max_wait_ms`` (100 ms by default) bounds the stall; an
   idle tracker pays ten empty fetches a second for it.
 
-Both are set on the consumer object faust created, before it starts (aiokafka
+Its producer (the tables' changelogs) is made idempotent with ``acks=all``, like
+every other sagalog producer.
+
+Both consumer settings are set on the consumer object faust created, before it starts (aiokafka
 builds its fetcher from them in ``start``), rather than by copying faust's
 constructor: everything else stays faust's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import faust
@@ -43,8 +47,21 @@ class _Consumer(driver.Consumer):
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
 
+class _Producer(driver.Producer):
+    """faust's changelog producer, idempotent like every sagalog producer.
+
+    faust asks aiokafka for idempotence only under its exactly-once guarantee, which
+    the tracker does not use; without it a retried changelog write after a leader
+    change can land twice or out of order within a table partition.
+    """
+
+    def _settings_extra(self) -> Mapping[str, Any]:
+        return {**super()._settings_extra(), "acks": "all", "enable_idempotence": True}
+
+
 class _Transport(driver.Transport):
     Consumer = _Consumer
+    Producer = _Producer
 
 
 class TrackerApp(faust.App):
