@@ -24,7 +24,8 @@ _ADDRESS = re.compile(r"(?:[a-z_]+://)?([^\s/:]+:\d+)/")
 _PLAINTEXT_CLOSED = ("in state APIVERSION_QUERY", "Disconnected while requesting ApiVersion")
 _CERTIFICATE_REFUSED = ("alert certificate unknown", "alert unknown ca", "alert bad certificate")
 _SERVER_UNTRUSTED = "certificate verify failed"
-_PREFIXES = re.compile(r"^(\[thrd:[^\]]*\]: )?(\S+/\S+: )?")
+#: ``FAIL [rdkafka#producer-1] `` (a log line), ``[thrd:...]: ``, ``ssl://host:port/bootstrap: ``.
+_PREFIXES = re.compile(r"^([A-Z]+ \[rdkafka#[^\]]*\] )?(\[thrd:[^\]]*\]: )?(\S+/\S+: )?")
 _FIX_LOCAL = 'for the local stack, `eval "$(sagalog dev env)"` sets them'
 
 

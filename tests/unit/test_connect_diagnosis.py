@@ -73,6 +73,10 @@ def test_a_certificate_of_another_ca_names_its_subject(tmp_path: Path) -> None:
     assert "CN=budget-agent" in str(error) and "User:budget-agent" in str(error)
     assert "127.0.0.1:9102" in str(error) and "sagalog dev cert" in str(error)
     assert "(Receive failed: " in str(error)
+    logged = ClientReport(
+        "LOG", "FAIL [rdkafka#producer-1] [thrd:ssl://127.0.0.1:9102/bootstrap]: " + report.text
+    )
+    assert "(Receive failed: " in str(diagnose(settings, [logged]))
 
 
 def test_a_broker_certificate_the_client_does_not_trust_names_the_ca_setting() -> None:

@@ -13,7 +13,6 @@ LOOPBACK = "127.0.0.1"
 """Every service of the stack binds here only: nothing of it is reachable from the network."""
 KAFKA = "kafka"
 REGISTRY = "registry"
-COMPONENTS: tuple[str, ...] = (KAFKA, REGISTRY)
 
 
 @dataclass(frozen=True)

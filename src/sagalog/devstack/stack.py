@@ -501,10 +501,19 @@ class LocalStack:
     def _choose_registry(self, *, announce: bool) -> tuple[RegistryDistribution, JavaRuntime]:
         """The most preferred distribution a local JDK can run, with that JDK.
 
+        The secure stack takes the preferred distribution only: its basic auth was
+        checked on Apicurio 3.3 (``registry_login_properties``); an older fallback
+        that ignored it would serve every schema to anyone.
+
         Raises:
             LocalStackError: no JDK can run even the oldest distribution in the lock.
         """
         preferred = self.lock.registries[0]
+        if self.shape.secure:
+            return preferred, self._java().require(
+                minimum=preferred.min_java,
+                component=f"Apicurio Registry {preferred.version} (the secure stack's registry)",
+            )
         for distribution in self.lock.registries:
             java = self._java().find(minimum=distribution.min_java)
             if java is None:
