@@ -26,7 +26,6 @@ from purchasing_agent.agent import PurchasingAgentSettings  # noqa: E402
 from retrieval_agent.agent import RetrievalAgentSettings  # noqa: E402
 from risk_agent.agent import RiskAgentSettings  # noqa: E402
 from saga_tracker.settings import TrackerSettings  # noqa: E402
-
 from sagalog import client_config  # noqa: E402
 from sagalog.agents.settings import AgentSettings  # noqa: E402
 from sagalog.settings import ClientSettings  # noqa: E402

@@ -15,6 +15,9 @@ from sagalog.devstack.commands import (
     render_properties,
 )
 from sagalog.devstack.lockfile import RegistryDistribution
+from sagalog.devstack.nodes import KafkaNode, kafka_nodes
+from sagalog.devstack.settings import DevStackSettings
+from sagalog.devstack.shape import StackShape
 
 DATA = Path("/state/kafka/data")
 STATE = Path("/state")
@@ -32,31 +35,44 @@ def _distribution(*, management: bool) -> RegistryDistribution:
     )
 
 
-def test_single_node_kraft_properties_bind_loopback_on_the_configured_ports() -> None:
-    properties = kafka_server_properties(kafka_port=19092, controller_port=19093, data_dir=DATA)
-    assert properties["process.roles"] == "broker,controller"
-    assert properties["controller.quorum.voters"] == "1@127.0.0.1:19093"
-    assert properties["listeners"] == "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
-    assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:19092"
-    assert properties["log.dirs"] == str(DATA)
-    assert properties["auto.create.topics.enable"] == "false"
-    for key in (
-        "offsets.topic.replication.factor",
-        "transaction.state.log.replication.factor",
-        "transaction.state.log.min.isr",
-        "share.coordinator.state.topic.replication.factor",
-        "share.coordinator.state.topic.min.isr",
-    ):
-        assert properties[key] == "1", key
-    # Small enough for compaction to keep the logs every transaction writes to small.
-    assert properties["offsets.topic.segment.bytes"] == str(8 << 20)
-    assert properties["transaction.state.log.segment.bytes"] == str(8 << 20)
+def _nodes(brokers: int = 1, **settings: int) -> tuple[KafkaNode, ...]:
+    return kafka_nodes(
+        DevStackSettings(state_dir=STATE, **settings),  # type: ignore[arg-type]
+        StackShape(brokers=brokers),
+    )
+
+
+def test_single_node_kraft_properties_pinned() -> None:
+    nodes = _nodes(kafka_port=19092, controller_port=19093)
+    assert kafka_server_properties(node=nodes[0], nodes=nodes, data_dir=DATA) == {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": "1@127.0.0.1:19093",
+        "listeners": "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093",
+        "advertised.listeners": "PLAINTEXT://127.0.0.1:19092",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(DATA),
+        "num.partitions": "1",
+        "auto.create.topics.enable": "false",
+        "default.replication.factor": "1",
+        "min.insync.replicas": "1",
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # Small enough for compaction to keep the logs every transaction writes to small.
+        "offsets.topic.segment.bytes": str(8 << 20),
+        "transaction.state.log.segment.bytes": str(8 << 20),
+    }
 
 
 def test_a_proxy_in_front_of_the_broker_is_what_clients_are_told_to_use() -> None:
-    properties = kafka_server_properties(
-        kafka_port=29092, controller_port=29093, data_dir=DATA, advertised_port=29094
-    )
+    nodes = _nodes(kafka_port=29092, controller_port=29093, kafka_advertised_port=29094)
+    properties = kafka_server_properties(node=nodes[0], nodes=nodes, data_dir=DATA)
     assert properties["listeners"] == "PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093"
     assert properties["advertised.listeners"] == "PLAINTEXT://127.0.0.1:29094"
     assert properties["group.initial.rebalance.delay.ms"] == "0"

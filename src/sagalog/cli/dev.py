@@ -1,21 +1,24 @@
 """``sagalog dev``: a local Kafka and schema registry for newcomers and CI.
 
-Progress goes to stderr and the ``export`` lines of ``up`` to stdout, so
-``eval "$(sagalog dev up)"`` configures the current shell in one step.
+Progress goes to stderr and the ``export`` lines of ``up`` and ``env`` to stdout,
+so ``eval "$(sagalog dev up)"`` configures the current shell in one step.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 import click
 from pydantic import ValidationError
 
 from sagalog.devstack import DevStackSettings, LocalStack
-from sagalog.devstack.layout import COMPONENTS
+from sagalog.devstack.layout import REGISTRY
 from sagalog.devstack.logs import follow, tail_lines
+from sagalog.devstack.profile import export_lines
 from sagalog.devstack.reports import ComponentStatus
+from sagalog.devstack.shape import BROKER_COUNTS
 from sagalog.errors import ConfigurationError, SagalogError
 
 
@@ -57,9 +60,14 @@ def _settings() -> DevStackSettings:
         raise ConfigurationError(f"invalid dev stack settings: {problems}") from exc
 
 
+def _stack(*, brokers: int | None = None, secure: bool | None = None) -> LocalStack:
+    """The stack of ``SAGALOG_DEV_STATE_DIR`` in its recorded shape (or the one asked)."""
+    return LocalStack(_settings(), brokers=brokers, secure=secure, progress=_progress)
+
+
 @click.group(cls=_DevGroup)
 def dev() -> None:
-    """Run a single-node Kafka and an Apicurio schema registry on this machine.
+    """Run Kafka (one node or a quorum of three) and an Apicurio registry on this machine.
 
     No Docker needed: the jars come from Maven Central (once, into the cache) and
     run on a local JDK. Ports and directories are set with SAGALOG_DEV_* variables
@@ -68,16 +76,72 @@ def dev() -> None:
 
 
 @dev.command()
-def up() -> None:
+@click.option(
+    "--brokers",
+    type=click.Choice([str(count) for count in BROKER_COUNTS]),
+    default=None,
+    help="Kafka nodes (combined broker+controller): 1, or a quorum of 3 with RF 3 / min "
+    "ISR 2. Default: what the state directory was created with, else 1.",
+)
+@click.option(
+    "--secure",
+    is_flag=True,
+    default=None,
+    help="TLS everywhere, SASL/SCRAM and mTLS for clients, ACLs enforced (deny by "
+    "default), registry behind basic auth. Default: as created, else plaintext.",
+)
+def up(brokers: str | None, secure: bool | None) -> None:
     """Start Kafka and the schema registry (if not running) and wait until they answer.
 
-    Safe to repeat: running services are left alone. Prints the two variables
-    that point sagalog at the stack.
+    Safe to repeat: running services are left alone, and the shape (--brokers,
+    --secure) is remembered in the state directory. Prints every SAGALOG_* variable
+    a client needs, for `eval "$(sagalog dev up)"`.
     """
-    report = LocalStack(_settings(), progress=_progress).up()
-    _progress(f"dev stack ready in {report.elapsed_s:.1f}s; point sagalog at it with:")
-    click.echo(f"export SAGALOG_BOOTSTRAP_SERVERS={report.bootstrap_servers}")
-    click.echo(f"export SAGALOG_SCHEMA_REGISTRY_URL={report.schema_registry_url}")
+    stack = _stack(brokers=None if brokers is None else int(brokers), secure=secure)
+    report = stack.up()
+    _progress(
+        f"dev stack ({stack.shape.describe()}) ready in {report.elapsed_s:.1f}s; "
+        f"point sagalog at it with:"
+    )
+    for line in export_lines(stack.client_environment()):
+        click.echo(line)
+
+
+@dev.command()
+@click.option(
+    "--principal",
+    metavar="NAME",
+    default=None,
+    help="A service's own login (secure stack): its SCRAM user, generated on first use.",
+)
+@click.option(
+    "--mtls",
+    is_flag=True,
+    help="With --principal: connect with the principal's client certificate instead.",
+)
+def env(principal: str | None, mtls: bool) -> None:
+    """Print the SAGALOG_* exports for this stack without starting anything.
+
+    The one place the secure stack's passwords are shown: `eval "$(sagalog dev env)"`.
+    """
+    if mtls and principal is None:
+        raise ConfigurationError("--mtls needs --principal NAME: whose certificate to use")
+    for line in export_lines(_stack().client_environment(principal=principal, mtls=mtls)):
+        click.echo(line)
+
+
+@dev.command()
+@click.argument("name")
+def cert(name: str) -> None:
+    """Issue (once) a client certificate of the secure stack's CA for principal NAME.
+
+    CN=NAME maps to User:NAME on the brokers, the same principal as the SCRAM user
+    NAME. Prints the files; `sagalog dev env --principal NAME --mtls` prints the exports.
+    """
+    files = _stack().issue_client_certificate(name)
+    click.echo(f"certificate: {files.certificate}")
+    click.echo(f"key:         {files.key}")
+    click.echo(f"ca:          {files.ca}")
 
 
 @dev.command()
@@ -86,7 +150,7 @@ def down() -> None:
 
     Data is kept: topics, offsets and registered schemas are back after `up`.
     """
-    LocalStack(_settings(), progress=_progress).down()
+    _stack().down()
 
 
 def _status_line(component: ComponentStatus) -> str:
@@ -101,11 +165,13 @@ def _status_line(component: ComponentStatus) -> str:
 @dev.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status(as_json: bool) -> None:
-    """Show whether each component runs and answers; exit 0 only if both do."""
-    stack_status = LocalStack(_settings()).status()
+    """Show whether each component runs and answers; exit 0 only if all do."""
+    stack = LocalStack(_settings())
+    stack_status = stack.status()
     if as_json:
         click.echo(json.dumps(stack_status.to_dict(), indent=2))
     else:
+        click.echo(f"# {stack.shape.describe()}, state in {stack.settings.state_dir}")
         for component in stack_status.components:
             click.echo(_status_line(component))
     if not stack_status.healthy:
@@ -113,7 +179,7 @@ def status(as_json: bool) -> None:
 
 
 @dev.command()
-@click.argument("component", required=False, type=click.Choice(COMPONENTS))
+@click.argument("component", required=False)
 @click.option("-f", "--follow", "keep_following", is_flag=True, help="Keep printing new lines.")
 @click.option(
     "-n",
@@ -125,10 +191,16 @@ def status(as_json: bool) -> None:
     help="How many of the last lines to print first.",
 )
 def logs(component: str | None, keep_following: bool, count: int) -> None:
-    """Print the log of kafka, the registry, or both (the default)."""
-    layout = LocalStack(_settings()).layout
-    names = (component,) if component else COMPONENTS
-    paths = {name: layout.log_file(component=name) for name in names}
+    """Print the log of one component (kafka or kafka-1..3, registry), or of all."""
+    stack = LocalStack(_settings())
+    components = (*(node.component for node in stack.nodes), REGISTRY)
+    if component is not None and component not in components:
+        raise ConfigurationError(
+            f"this stack ({stack.shape.describe()}) has no component {component!r}: "
+            f"use one of {', '.join(components)}"
+        )
+    names = (component,) if component else components
+    paths = {name: stack.layout.log_file(component=name) for name in names}
     prefix = len(names) > 1
     for name, path in paths.items():
         if prefix:
@@ -144,3 +216,19 @@ def logs(component: str | None, keep_following: bool, count: int) -> None:
             click.echo(f"{name} | {line}" if prefix else line)
     except KeyboardInterrupt:
         return
+
+
+@dev.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("tool")
+@click.argument("arguments", nargs=-1, type=click.UNPROCESSED)
+def kafka(tool: str, arguments: tuple[str, ...]) -> None:
+    """Run one of Kafka's CLIs (kafka-acls, kafka-topics, ...) against this stack.
+
+    --bootstrap-server, and on the secure stack an admin --command-config, are added
+    unless given. Example: `sagalog dev kafka kafka-acls --list`. TOOL may also be
+    a main class of the classpath (org.apache.kafka.tools.TopicCommand). Exits with
+    the tool's exit code.
+    """
+    command = LocalStack(_settings()).kafka_tool_command(tool, list(arguments))
+    completed = subprocess.run(command, check=False)
+    raise click.exceptions.Exit(completed.returncode)

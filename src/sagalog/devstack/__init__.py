@@ -1,8 +1,10 @@
-"""The embedded development stack: a single-node Kafka and Apicurio Registry.
+"""The embedded development stack: Kafka (one node or a quorum of three) and Apicurio Registry.
 
 For newcomers and CI on machines without Docker: ``sagalog dev up`` (or
 ``LocalStack(settings).up()``) fetches the pinned jars from Maven Central once,
-starts both services detached, and waits until they answer.
+starts the services detached, and waits until they answer. ``LocalStack(settings,
+brokers=3, secure=True)`` is the three-node, TLS/SCRAM/mTLS variant;
+``client_environment()`` is what its clients must be told.
 
 Example:
     >>> from sagalog.devstack import DevStackSettings, LocalStack
@@ -22,6 +24,7 @@ from sagalog.devstack.reports import (
     UpReport,
 )
 from sagalog.devstack.settings import DevStackSettings
+from sagalog.devstack.shape import StackShape
 from sagalog.devstack.stack import LocalStack
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "DevStackSettings",
     "DownReport",
     "LocalStack",
+    "StackShape",
     "StackStatus",
     "StartAction",
     "UpReport",

@@ -9,6 +9,7 @@ then moved into place: a half-finished or tampered download never becomes the ca
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import subprocess
@@ -36,8 +37,15 @@ Progress = Callable[[str], None]
 
 
 def kafka_jar_dir(*, cache_dir: Path, lock: DevStackLock) -> Path:
-    """Where the verified classpath of the locked Kafka version lives."""
-    return cache_dir / "kafka" / lock.kafka.version
+    """Where the verified classpath of the locked Kafka version lives.
+
+    Named by the version and a digest of the pinned jar table: two checkouts whose
+    poms differ (one adds ``kafka-tools``) share the cache without failing each
+    other's checksum check on the same directory.
+    """
+    table = "".join(f"{name}={digest}\n" for name, digest in sorted(lock.kafka.jars.items()))
+    digest = hashlib.sha256(table.encode("utf-8")).hexdigest()[:12]
+    return cache_dir / "kafka" / f"{lock.kafka.version}-{digest}"
 
 
 def registry_home(*, cache_dir: Path, distribution: RegistryDistribution) -> Path:

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from sagalog.devstack.layout import KAFKA, REGISTRY
+from sagalog.devstack.credentials import SCRAM_MECHANISM, ScramCredential
+from sagalog.devstack.layout import KAFKA, LOOPBACK, REGISTRY
 from sagalog.devstack.lockfile import RegistryDistribution
+from sagalog.devstack.nodes import KafkaNode
+from sagalog.devstack.profile import replication_profile
 
-LOOPBACK = "127.0.0.1"
 #: System properties that mark a JVM as started by this stack (see processes.is_ours).
 COMPONENT_PROPERTY = "sagalog.dev.component"
 STATE_PROPERTY = "sagalog.dev.state"
@@ -46,45 +49,132 @@ def jvm_flags(*, component: str, heap: str, state_dir: Path) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class BrokerTls:
+    """What a secure node needs to know of its certificates and super users.
+
+    Attributes:
+        keystore: PEM file with the brokers' key and certificate chain.
+        truststore: PEM file with the stack's CA certificate.
+        super_users: principals the authorizer never checks (the admin, the brokers).
+    """
+
+    keystore: Path
+    truststore: Path
+    super_users: tuple[str, ...]
+
+
+#: ``CN=budget-agent`` (whatever follows) is ``User:budget-agent``, the SCRAM user's name.
+PRINCIPAL_MAPPING_RULES = "RULE:^CN=([^,]+)(,.*)?$/$1/,DEFAULT"
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
 def kafka_server_properties(
-    *, kafka_port: int, controller_port: int, data_dir: Path, advertised_port: int = 0
+    *,
+    node: KafkaNode,
+    nodes: tuple[KafkaNode, ...],
+    data_dir: Path,
+    tls: BrokerTls | None = None,
 ) -> dict[str, str]:
-    """A single-node KRaft broker+controller bound to the loopback interface.
+    """One KRaft broker+controller of a one- or three-node quorum, bound to loopback.
 
-    ``advertised_port`` (0: ``kafka_port``) is the port clients are told to use after
-    bootstrapping: a proxy in front of the broker (the chaos suite's) sets it, so that
-    every connection goes through the proxy.
+    ``node.advertised_port`` is the port clients are told to use after
+    bootstrapping: a proxy in front of the broker (the chaos suite's) sets it, so
+    that every connection goes through the proxy.
 
-    Replication factors and min ISR of the internal topics are 1 because there
-    is one broker; topics are never auto-created because sagalog's topology
-    declares every topic with its partitions and retention.
+    Replication factors and min ISR, of the internal topics and of topics created
+    without their own, follow the broker count (``replication_profile``): 1/1 for
+    one broker, 3/2 for three, as in production. Topics are never auto-created
+    because sagalog's topology declares every topic with its partitions and retention.
 
     The group offsets and transaction state logs roll at 8 MiB instead of 100 MiB:
     compaction never touches the segment being written, and every transaction
     writes to both, so at 100 MiB a day of benchmarks left 780 MB of offsets and
     1.2 GB of transaction state uncompacted; the broker loads all of it at start
     (40 s for one offsets partition) and ran out of its heap doing so.
+
+    With ``tls`` the node has no plaintext listener at all (``secure_listeners``).
     """
-    return {
+    replicas, min_isr = replication_profile(len(nodes))
+    properties = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@{LOOPBACK}:{controller_port}",
-        "listeners": f"PLAINTEXT://{LOOPBACK}:{kafka_port},CONTROLLER://{LOOPBACK}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{advertised_port or kafka_port}",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": ",".join(
+            f"{other.node_id}@{LOOPBACK}:{other.controller_port}" for other in nodes
+        ),
+        **(secure_listeners(node, tls) if tls is not None else plaintext_listeners(node)),
         "log.dirs": str(data_dir),
         "num.partitions": "1",
         "auto.create.topics.enable": "false",
-        "offsets.topic.replication.factor": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
+        "default.replication.factor": str(replicas),
+        "min.insync.replicas": str(min_isr),
+        "offsets.topic.replication.factor": str(replicas),
+        "transaction.state.log.replication.factor": str(replicas),
+        "transaction.state.log.min.isr": str(min_isr),
+        "share.coordinator.state.topic.replication.factor": str(replicas),
+        "share.coordinator.state.topic.min.isr": str(min_isr),
         "group.initial.rebalance.delay.ms": "0",
         "offsets.topic.segment.bytes": str(8 * 1024 * 1024),
         "transaction.state.log.segment.bytes": str(8 * 1024 * 1024),
+    }
+    return properties
+
+
+def plaintext_listeners(node: KafkaNode) -> dict[str, str]:
+    """PLAINTEXT for clients and between brokers, PLAINTEXT for the controllers."""
+    return {
+        "listeners": (
+            f"PLAINTEXT://{LOOPBACK}:{node.client_port},"
+            f"CONTROLLER://{LOOPBACK}:{node.controller_port}"
+        ),
+        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{node.advertised_port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    }
+
+
+def secure_listeners(node: KafkaNode, tls: BrokerTls) -> dict[str, str]:
+    """TLS on every listener; who may connect is decided by credentials and ACLs.
+
+    - ``CLIENT`` (SASL_SSL, SCRAM-SHA-512): services and people with a password.
+    - ``MTLS`` (SSL, client certificate required): services with a certificate from
+      the stack's CA; the brokers replicate over it too, as ``User:kafka-broker``.
+    - ``CONTROLLER`` (SSL, client certificate required): the quorum, brokers only.
+
+    The server side of SCRAM needs a JAAS entry without credentials; the users live
+    in the cluster metadata (seeded by ``kafka-storage format --add-scram``, then
+    ``AdminClient.alter_user_scram_credentials``). Deny by default: a principal
+    without an ACL can do nothing, except the super users.
+    """
+    return {
+        "listeners": (
+            f"CLIENT://{LOOPBACK}:{node.client_port},MTLS://{LOOPBACK}:{node.mtls_port},"
+            f"CONTROLLER://{LOOPBACK}:{node.controller_port}"
+        ),
+        "advertised.listeners": (
+            f"CLIENT://{LOOPBACK}:{node.advertised_port},MTLS://{LOOPBACK}:{node.mtls_port}"
+        ),
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "MTLS",
+        "listener.security.protocol.map": "CLIENT:SASL_SSL,MTLS:SSL,CONTROLLER:SSL",
+        "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+        "listener.name.client.sasl.enabled.mechanisms": SCRAM_MECHANISM,
+        f"listener.name.client.{SCRAM_MECHANISM.lower()}.sasl.jaas.config": (
+            f"{SCRAM_LOGIN_MODULE} required;"
+        ),
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.controller.ssl.client.auth": "required",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(tls.keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(tls.truststore),
+        "ssl.endpoint.identification.algorithm": "https",
+        "ssl.principal.mapping.rules": PRINCIPAL_MAPPING_RULES,
+        "authorizer.class.name": AUTHORIZER,
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": ";".join(f"User:{name}" for name in tls.super_users),
     }
 
 
@@ -115,13 +205,30 @@ def kafka_classpath_flags(*, jar_dir: Path, log4j_config: Path) -> list[str]:
     return ["-cp", str(jar_dir / "*"), f"-Dlog4j2.configurationFile={log4j_config}"]
 
 
+def add_scram_argument(credential: ScramCredential) -> str:
+    """StorageTool's ``--add-scram`` value that seeds one SCRAM-SHA-512 user."""
+    password = credential.password.get_secret_value()
+    return f"{SCRAM_MECHANISM}=[name={credential.username},password={password}]"
+
+
 def kafka_format_command(
-    *, java: Path, jar_dir: Path, log4j_config: Path, properties: Path, cluster_id: str
+    *,
+    java: Path,
+    jar_dir: Path,
+    log4j_config: Path,
+    properties: Path,
+    cluster_id: str,
+    scram_users: Sequence[ScramCredential] = (),
 ) -> list[str]:
     """Format the data directory once; ``--ignore-formatted`` makes a rerun harmless.
 
-    No ``--standalone``: the quorum is given by ``controller.quorum.voters``.
+    No ``--standalone``: the quorum is given by ``controller.quorum.voters``. Every node
+    of a quorum is formatted with the same cluster id. ``scram_users`` (the secure
+    stack's admin) are written into the bootstrap metadata, so the first client can
+    authenticate before anyone could have created a user; the password is on this
+    short-lived command line only, never in a log.
     """
+    scram = [arg for user in scram_users for arg in ("--add-scram", add_scram_argument(user))]
     return [
         str(java),
         *kafka_classpath_flags(jar_dir=jar_dir, log4j_config=log4j_config),
@@ -132,6 +239,7 @@ def kafka_format_command(
         cluster_id,
         "-c",
         str(properties),
+        *scram,
     ]
 
 
@@ -143,11 +251,16 @@ def kafka_server_command(
     properties: Path,
     heap: str,
     state_dir: Path,
+    component: str = KAFKA,
 ) -> list[str]:
-    """Start the broker in the foreground of its own (detached) process."""
+    """Start one node in the foreground of its own (detached) process.
+
+    ``component`` (``kafka``, ``kafka-<id>``) goes into the identity flags, so each
+    node's pid record matches only its own JVM.
+    """
     return [
         str(java),
-        *jvm_flags(component=KAFKA, heap=heap, state_dir=state_dir),
+        *jvm_flags(component=component, heap=heap, state_dir=state_dir),
         *kafka_classpath_flags(jar_dir=jar_dir, log4j_config=log4j_config),
         "kafka.Kafka",
         str(properties),
@@ -161,8 +274,13 @@ def registry_system_properties(
     management_port: int,
     database: Path,
     work_dir: Path,
+    logins_file: Path | None = None,
 ) -> dict[str, str]:
     """Apicurio settings: loopback only, and SQL storage in an H2 file so schemas survive.
+
+    ``logins_file`` (the secure stack) is a properties file of basic-auth users
+    (``registry_login_properties``), read through ``quarkus.config.locations`` so that
+    no password is on the command line, which ``ps`` shows and the log records.
 
     Apicurio 3.x defaults to an in-memory H2 database; pointing
     ``apicurio.datasource.url`` at a file keeps registered schemas across
@@ -182,9 +300,34 @@ def registry_system_properties(
         # One line per HTTP request (readiness probes included) drowns the audit log.
         "quarkus.http.access-log.enabled": "false",
     }
+    if logins_file is not None:
+        properties["quarkus.config.locations"] = str(logins_file)
     if distribution.management_interface:
         properties["quarkus.management.host"] = LOOPBACK
         properties["quarkus.management.port"] = str(management_port)
+    return properties
+
+
+def registry_login_properties(users: Sequence[ScramCredential]) -> dict[str, str]:
+    """HTTP basic auth against users embedded in the registry's configuration.
+
+    Apicurio Registry 3.3 builds in Quarkus' embedded user realm
+    (``quarkus.security.users.embedded.enabled`` is fixed at build time to true) and
+    puts ``basic`` in its authentication chain when ``quarkus.http.auth.basic`` is
+    true at run time: no Keycloak or other OIDC provider is involved. Quarkus warns
+    that the property is "build time fixed to null"; Apicurio reads it at run time
+    anyway (measured: anonymous 401, right password 200, wrong password 401).
+    Every user gets ``sr-admin``; role-based authorization stays off, as in
+    production's default.
+    """
+    properties = {
+        "quarkus.http.auth.basic": "true",
+        "quarkus.security.users.embedded.plain-text": "true",
+    }
+    for user in users:
+        password = user.password.get_secret_value()
+        properties[f"quarkus.security.users.embedded.users.{user.username}"] = password
+        properties[f"quarkus.security.users.embedded.roles.{user.username}"] = "sr-admin"
     return properties
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+LOOPBACK = "127.0.0.1"
+"""Every service of the stack binds here only: nothing of it is reachable from the network."""
 KAFKA = "kafka"
 REGISTRY = "registry"
-COMPONENTS: tuple[str, ...] = (KAFKA, REGISTRY)
 
 
 @dataclass(frozen=True)
@@ -34,20 +35,37 @@ class StackLayout:
         """Pid files: one JSON record per running component."""
         return self.state_dir / "run"
 
-    @property
-    def kafka_dir(self) -> Path:
-        """The broker's generated configuration."""
-        return self.state_dir / KAFKA
+    def node_dir(self, *, component: str) -> Path:
+        """A Kafka node's generated configuration (``kafka`` or ``kafka-<id>``)."""
+        return self.state_dir / component
+
+    def data_dir(self, *, component: str) -> Path:
+        """``log.dirs`` of a node: topic partitions and KRaft metadata, kept across restarts."""
+        return self.node_dir(component=component) / "data"
+
+    def server_properties(self, *, component: str) -> Path:
+        """A node's generated ``server.properties``."""
+        return self.node_dir(component=component) / "server.properties"
 
     @property
-    def kafka_data_dir(self) -> Path:
-        """``log.dirs``: topic partitions and KRaft metadata, kept across restarts."""
-        return self.kafka_dir / "data"
+    def security_dir(self) -> Path:
+        """The secure stack's CA, certificates and passwords: mode 0700."""
+        return self.state_dir / "security"
 
     @property
-    def kafka_properties(self) -> Path:
-        """The generated ``server.properties``; its path also identifies our broker."""
-        return self.kafka_dir / "server.properties"
+    def passwords_dir(self) -> Path:
+        """One 0600 file per SCRAM user (``admin``, then each service)."""
+        return self.security_dir / "passwords"
+
+    @property
+    def admin_client_properties(self) -> Path:
+        """The Kafka CLIs' ``--command-config`` for the admin (0600: it holds the password)."""
+        return self.security_dir / "admin-client.properties"
+
+    @property
+    def registry_secrets(self) -> Path:
+        """The registry's basic-auth users, read through ``quarkus.config.locations``."""
+        return self.security_dir / "registry-users.properties"
 
     def registry_dir(self, *, version: str) -> Path:
         """Working directory and H2 database of one registry version.
@@ -62,9 +80,9 @@ class StackLayout:
         return self.registry_dir(version=version) / "db"
 
     def log_file(self, *, component: str) -> Path:
-        """Console output of ``kafka`` or ``registry``."""
+        """Console output of a Kafka node or of the registry."""
         return self.logs_dir / f"{component}.log"
 
     def pid_file(self, *, component: str) -> Path:
-        """Pid record of ``kafka`` or ``registry``."""
+        """Pid record of a Kafka node or of the registry."""
         return self.run_dir / f"{component}.json"

@@ -7,19 +7,19 @@ of request a sagalog client will make first.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from sagalog.devstack.layout import KAFKA
 from sagalog.devstack.processes import POLL_INTERVAL_S, port_answers
 
 _LIBRDKAFKA_LOG = logging.getLogger("sagalog.devstack.librdkafka")
@@ -42,9 +42,12 @@ class KafkaProbe:
     refused" nor backs off for seconds after the broker has come up.
     """
 
-    def __init__(self, *, host: str, port: int) -> None:
+    def __init__(
+        self, *, host: str, port: int, client_config: Mapping[str, Any] | None = None
+    ) -> None:
         self._host = host
         self._port = port
+        self._client_config = dict(client_config or {})
         self._client: Any = None
 
     def __call__(self, *, timeout_s: float = 2.0) -> bool:
@@ -58,6 +61,7 @@ class KafkaProbe:
                 "reconnect.backoff.max.ms": 500,
                 "socket.connection.setup.timeout.ms": 2000,
                 "logger": _LIBRDKAFKA_LOG,
+                **self._client_config,
             }
             self._client = AdminClient(config)
         try:
@@ -70,13 +74,18 @@ class KafkaProbe:
 class RegistryProbe:
     """GETs the subject list of the Confluent-compatible API, which needs the database."""
 
-    def __init__(self, *, url: str) -> None:
+    def __init__(self, *, url: str, login: tuple[str, str] | None = None) -> None:
         self._url = url.rstrip("/") + "/subjects"
+        self._headers = {}
+        if login is not None:
+            token = base64.b64encode(f"{login[0]}:{login[1]}".encode()).decode("ascii")
+            self._headers["Authorization"] = f"Basic {token}"
 
     def __call__(self, *, timeout_s: float = 2.0) -> bool:
         """True when the registry answered 200 with a JSON list within ``timeout_s``."""
+        request = urllib.request.Request(self._url, headers=self._headers)
         try:
-            with urllib.request.urlopen(self._url, timeout=timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 if response.status != 200:
                     return False
                 return isinstance(json.loads(response.read()), list)
@@ -84,11 +93,8 @@ class RegistryProbe:
             return False
 
 
-def probe_for(*, component: str, host: str, port: int) -> Probe:
-    """The readiness question for ``kafka`` or ``registry`` on ``host:port``."""
-    if component == KAFKA:
-        return KafkaProbe(host=host, port=port)
-    return RegistryProbe(url=f"http://{host}:{port}/apis/ccompat/v7")
+#: Builds the readiness question of a component (by name) on a port.
+ProbeFactory = Callable[[str, int], Probe]
 
 
 @dataclass(frozen=True)

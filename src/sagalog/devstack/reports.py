@@ -30,7 +30,7 @@ class ComponentStatus:
     """One row of ``sagalog dev status``.
 
     Attributes:
-        name: ``kafka`` or ``registry``.
+        name: a Kafka node (``kafka``, ``kafka-<id>``) or ``registry``.
         state: see ``ComponentState``.
         pid: the JVM's pid when this stack runs it.
         host: the address it listens on.
@@ -71,27 +71,43 @@ class ComponentStatus:
 
 @dataclass(frozen=True)
 class StackStatus:
-    """Both components plus the addresses clients should use."""
+    """Every component plus the shape of the stack and the addresses clients should use.
 
-    kafka: ComponentStatus
+    Attributes:
+        brokers: one row per Kafka node, in node id order.
+        registry: the schema registry.
+        bootstrap_servers: every node's client address.
+        schema_registry_url: the registry's Confluent-compatible API.
+        secure: whether this is the secure variant (``sagalog dev env`` has the logins).
+    """
+
+    brokers: tuple[ComponentStatus, ...]
     registry: ComponentStatus
     bootstrap_servers: str
     schema_registry_url: str
+    secure: bool = False
 
     @property
-    def components(self) -> tuple[ComponentStatus, ComponentStatus]:
+    def kafka(self) -> ComponentStatus:
+        """The first (with one broker, the only) Kafka node."""
+        return self.brokers[0]
+
+    @property
+    def components(self) -> tuple[ComponentStatus, ...]:
         """In start order: Kafka first, because the registry is useless without it."""
-        return (self.kafka, self.registry)
+        return (*self.brokers, self.registry)
 
     @property
     def healthy(self) -> bool:
-        """Both running; ``status`` exits 0 only then."""
-        return self.kafka.running and self.registry.running
+        """Every component running; ``status`` exits 0 only then."""
+        return all(component.running for component in self.components)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form for ``status --json``."""
         return {
             "healthy": self.healthy,
+            "brokers": len(self.brokers),
+            "secure": self.secure,
             "bootstrap_servers": self.bootstrap_servers,
             "schema_registry_url": self.schema_registry_url,
             "components": {c.name: c.to_dict() for c in self.components},
@@ -110,7 +126,7 @@ class ComponentStart:
     """The outcome of ``up`` for one component.
 
     Attributes:
-        name: ``kafka`` or ``registry``.
+        name: a Kafka node (``kafka``, ``kafka-<id>``) or ``registry``.
         action: started now, or found running and healthy.
         pid: the JVM's pid.
         port: the port clients use.
@@ -128,13 +144,18 @@ class ComponentStart:
 
 @dataclass(frozen=True)
 class UpReport:
-    """The outcome of ``up``: both components and the addresses to export."""
+    """The outcome of ``up``: every component and the addresses to export."""
 
-    kafka: ComponentStart
+    brokers: tuple[ComponentStart, ...]
     registry: ComponentStart
     bootstrap_servers: str
     schema_registry_url: str
     elapsed_s: float
+
+    @property
+    def kafka(self) -> ComponentStart:
+        """The first (with one broker, the only) Kafka node."""
+        return self.brokers[0]
 
 
 @dataclass(frozen=True)
@@ -142,7 +163,7 @@ class ComponentStop:
     """The outcome of ``down`` for one component.
 
     Attributes:
-        name: ``kafka`` or ``registry``.
+        name: a Kafka node (``kafka``, ``kafka-<id>``) or ``registry``.
         pid: the pid that was stopped, None if nothing ran.
         signal_name: ``SIGTERM`` (clean), ``SIGKILL`` (forced) or None (was not running).
         elapsed_s: time from the signal to the exit.
@@ -159,4 +180,9 @@ class DownReport:
     """The outcome of ``down``, in stop order: the reverse of the start order."""
 
     registry: ComponentStop
-    kafka: ComponentStop
+    brokers: tuple[ComponentStop, ...]
+
+    @property
+    def kafka(self) -> ComponentStop:
+        """The first (with one broker, the only) Kafka node."""
+        return self.brokers[0]

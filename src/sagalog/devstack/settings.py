@@ -48,8 +48,14 @@ class DevStackSettings(BaseSettings):
     different ports and state directories.
 
     Attributes:
-        kafka_port: the PLAINTEXT listener clients bootstrap from.
-        controller_port: the KRaft controller listener; only the broker itself uses it.
+        kafka_port: the listener clients bootstrap from (PLAINTEXT, or SASL_SSL on the
+            secure stack), of the first node.
+        controller_port: the KRaft controller listener of the first node; only the
+            brokers use it.
+        node_port_step: node ``i`` of a three-broker stack listens on the first node's
+            ports plus ``node_port_step * (i - 1)`` (9092, 9192, 9292 by default).
+        mtls_port_offset: the secure stack's mTLS listener is each node's client port
+            plus this (9102 for the first node by default).
         kafka_advertised_port: the port the broker tells clients to connect to; 0 means
             ``kafka_port``. Set it when a proxy forwards to the broker (the chaos suite's
             network faults), so that no client bypasses the proxy after bootstrapping.
@@ -64,7 +70,8 @@ class DevStackSettings(BaseSettings):
             are resolved by ``mvn``, which takes mirrors from ``~/.m2/settings.xml``.
         java_home: a JDK to prefer over the ones found on the machine.
         inherited_java_home: ``JAVA_HOME``, tried after ``java_home``.
-        kafka_heap: the broker's ``-Xmx``.
+        kafka_heap: each broker's ``-Xmx``. 512m holds a busy benchmark's broker; three
+            of them plus the registry stay under 2.5 GB of RSS.
         registry_heap: the registry's ``-Xmx``.
         ready_timeout_s: how long ``up`` waits for each service to answer.
         stop_timeout_s: how long ``down`` waits after SIGTERM before SIGKILL.
@@ -74,6 +81,8 @@ class DevStackSettings(BaseSettings):
 
     kafka_port: int = Field(default=9092, ge=1, le=65535)
     controller_port: int = Field(default=9093, ge=1, le=65535)
+    node_port_step: int = Field(default=100, ge=1, le=10000)
+    mtls_port_offset: int = Field(default=10, ge=1, le=10000)
     kafka_advertised_port: int = Field(default=0, ge=0, le=65535)
     registry_port: int = Field(default=8081, ge=1, le=65535)
     registry_management_port: int = Field(default=0, ge=0, le=65535)

@@ -12,9 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sagalog.devstack.artifacts import Progress
-from sagalog.devstack.commands import LOOPBACK
 from sagalog.devstack.java import JavaRuntime
-from sagalog.devstack.layout import StackLayout
+from sagalog.devstack.layout import LOOPBACK, StackLayout
 from sagalog.devstack.logs import tail_lines
 from sagalog.devstack.processes import (
     START_MARKER,
@@ -27,7 +26,7 @@ from sagalog.devstack.processes import (
     stop_process,
     write_pid_record,
 )
-from sagalog.devstack.readiness import WaitResult, probe_for, wait_until_ready
+from sagalog.devstack.readiness import ProbeFactory, WaitResult, wait_until_ready
 from sagalog.devstack.reports import (
     ComponentStart,
     ComponentState,
@@ -50,7 +49,7 @@ class Launch:
     """A component spawned by this ``up`` and not yet known to answer.
 
     Attributes:
-        component: ``kafka`` or ``registry``.
+        component: a Kafka node (``kafka``, ``kafka-<id>``) or ``registry``.
         pid: the JVM's pid.
         port: the port to probe.
         version: the version started.
@@ -74,8 +73,10 @@ class Supervisor:
         layout: StackLayout,
         progress: Progress,
         clock: Callable[[], float],
+        probes: ProbeFactory,
     ) -> None:
         self._settings = settings
+        self._probes = probes
         self._layout = layout
         self._progress = progress
         self._clock = clock
@@ -135,7 +136,7 @@ class Supervisor:
                 f"settings now say {port}: run `sagalog dev down`, then `sagalog dev up` to "
                 f"restart it on the new port"
             )
-        probe = probe_for(component=component, host=LOOPBACK, port=port)
+        probe = self._probes(component, port)
         elapsed = 0.0
         if probe():
             self._progress(f"{component}: already running (pid {record.pid}) on {LOOPBACK}:{port}")
@@ -186,7 +187,7 @@ class Supervisor:
         component, pid, port = launch.component, launch.pid, launch.port
         remaining = self._settings.ready_timeout_s - (self._clock() - launch.at)
         result = wait_until_ready(
-            probe=probe_for(component=component, host=LOOPBACK, port=port),
+            probe=self._probes(component, port),
             alive=lambda: is_running(pid),
             timeout_s=max(remaining, 0.0),
             clock=self._clock,
@@ -268,7 +269,7 @@ class Supervisor:
         if record is not None and is_ours(
             pid=record.pid, component=component, state_dir=self._settings.state_dir
         ):
-            probe = probe_for(component=component, host=LOOPBACK, port=record.port)
+            probe = self._probes(component, record.port)
             answering = any(
                 probe(timeout_s=_STATUS_PROBE_TIMEOUT_S) for _ in range(_STATUS_PROBE_TRIES)
             )
