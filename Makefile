@@ -10,6 +10,11 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: install up down status demo first-touch test unit integration lint format clean bench chaos
 
+# Runs a command with every SAGALOG_* variable a client of the dev stack needs (its
+# brokers, registry, replication profile, logins), except those already exported:
+# export another cluster's settings and the same targets run against it.
+ON_STACK := $(BIN)/sagalog dev run --
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -29,11 +34,11 @@ status: install
 
 # The procurement approval end to end: 12 services as processes, ~200 requests.
 demo: up
-	PYTHONPATH=services $(BIN)/python -m demo
+	$(ON_STACK) env PYTHONPATH=services $(BIN)/python -m demo
 
 # Publish two events of one workflow and read them back: the CLI's first touch.
 first-touch: up
-	SAGALOG=$(BIN)/sagalog deploy/demo/first-touch.sh
+	$(ON_STACK) env SAGALOG=$(BIN)/sagalog deploy/demo/first-touch.sh
 
 lint: install
 	$(BIN)/ruff check src services tests
@@ -48,14 +53,14 @@ unit: install
 	$(BIN)/pytest tests/unit
 
 integration: up
-	$(BIN)/pytest tests/integration
+	$(ON_STACK) $(BIN)/pytest tests/integration
 
 test: up lint
-	$(BIN)/pytest
+	$(ON_STACK) $(BIN)/pytest
 
 .PHONY: bench
 bench: up
-	PYTHONPATH=services $(BIN)/python -m tests.bench
+	$(ON_STACK) env PYTHONPATH=services $(BIN)/python -m tests.bench
 
 # Fault injection (issue 7): every fault against the reference workflow on a private
 # Kafka + registry (ports 29092/29093/28081, never the shared stack); prints a table and

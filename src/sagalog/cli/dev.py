@@ -18,6 +18,7 @@ from sagalog.devstack.layout import REGISTRY
 from sagalog.devstack.logs import follow, tail_lines
 from sagalog.devstack.profile import export_lines
 from sagalog.devstack.reports import ComponentStatus
+from sagalog.devstack.settings import inherited_environment
 from sagalog.devstack.shape import BROKER_COUNTS
 from sagalog.errors import ConfigurationError, SagalogError
 
@@ -231,4 +232,27 @@ def kafka(tool: str, arguments: tuple[str, ...]) -> None:
     """
     command = LocalStack(_settings()).kafka_tool_command(tool, list(arguments))
     completed = subprocess.run(command, check=False)
+    raise click.exceptions.Exit(completed.returncode)
+
+
+@dev.command(
+    name="run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option("--principal", metavar="NAME", default=None, help="As for `env`: a service's login.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run_command(principal: str | None, command: tuple[str, ...]) -> None:
+    """Run COMMAND with this stack's SAGALOG_* variables (those not already set).
+
+    What `make demo`, `make test` and `make bench` run through: the stack says how
+    to reach it (brokers, registry, its replication profile, its logins) and a
+    variable the caller exported still wins, so the same targets run against another
+    cluster by exporting its settings. Exits with COMMAND's exit code.
+    """
+    environment = inherited_environment()
+    for name, value in _stack().client_environment(principal=principal).items():
+        environment.setdefault(name, value)
+    try:
+        completed = subprocess.run(list(command), env=environment, check=False)
+    except FileNotFoundError as exc:
+        raise ConfigurationError(f"cannot run {command[0]!r}: {exc.strerror}") from exc
     raise click.exceptions.Exit(completed.returncode)
