@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sagalog.errors import TopologyError
 from sagalog.flows.model import Flow
@@ -167,21 +167,7 @@ def derive_acls(topology: Topology, flows: Iterable[Flow]) -> tuple[AclRule, ...
         for rule, reasons in _service_rules(service, flows).items():
             merged = found.setdefault(rule, [])
             merged += [r for r in reasons if r not in merged]
-    return tuple(
-        sorted(AclRule(**{**_fields(rule), "why": "; ".join(found[rule])}) for rule in found)
-    )
-
-
-def _fields(rule: AclRule) -> dict[str, object]:
-    return {
-        "principal": rule.principal,
-        "resource_type": rule.resource_type,
-        "pattern_type": rule.pattern_type,
-        "resource_name": rule.resource_name,
-        "operation": rule.operation,
-        "permission": rule.permission,
-        "host": rule.host,
-    }
+    return tuple(sorted(replace(rule, why="; ".join(found[rule])) for rule in found))
 
 
 def _service_rules(service: ServiceSpec, flows: tuple[Flow, ...]) -> dict[AclRule, list[str]]:
