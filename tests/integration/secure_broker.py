@@ -28,6 +28,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -183,11 +184,14 @@ def secure_broker(*, heap: str = "512m") -> Iterator[SecureBroker]:
 def _wait_ready(broker: SecureBroker, process: subprocess.Popen[bytes]) -> None:
     """Ask the broker, as the admin, until it answers (never sleep for a fixed time)."""
     deadline = time.monotonic() + START_TIMEOUT_S
+    while not _listening(KAFKA_PORT):  # before a client exists: it would log every refusal
+        _check_alive(broker, process)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the secure test broker did not listen on {KAFKA_PORT}")
+        time.sleep(0.2)
     admin = AdminClient(broker.settings().kafka_config())
     while True:
-        if process.poll() is not None:
-            tail = (broker.directory / "kafka.log").read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"the secure test broker exited ({process.returncode}):\n{tail}")
+        _check_alive(broker, process)
         try:
             admin.list_topics(timeout=2)
             # The authorizer answers only once the metadata log is loaded.
@@ -197,6 +201,18 @@ def _wait_ready(broker: SecureBroker, process: subprocess.Popen[bytes]) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.3)
+
+
+def _listening(port: int) -> bool:
+    with contextlib.closing(socket.socket()) as probe:
+        probe.settimeout(1)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _check_alive(broker: SecureBroker, process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        tail = (broker.directory / "kafka.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"the secure test broker exited ({process.returncode}):\n{tail}")
 
 
 def _any_acl():  # type: ignore[no-untyped-def]
