@@ -11,8 +11,11 @@ records are raw bytes.
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -470,3 +473,58 @@ def test_the_gateway_may_not_write_transitions(
         caught.value
     )
     assert caught.value.exit_code == 6
+
+
+def test_faust_runs_as_the_tracker_with_only_the_derived_rights(
+    applied: dict[str, Any], broker: SecureBroker, state: Path, tmp_path: Path
+) -> None:
+    """faust creates its changelog and assignor topics, joins, reads, writes its table and
+    commits: CREATE/READ/WRITE/DESCRIBE on '<app id>-' and READ on the group suffice
+    (no DESCRIBE_CONFIGS, ALTER_CONFIGS or CLUSTER right)."""
+    credentials = read_credentials(state, "saga-tracker")
+    assert credentials is not None
+    key = f"wf-faust-{uuid.uuid4()}".encode()
+    producer = Producer(broker.settings().kafka_config())
+    producer.produce(WORKFLOWS, key=key, value=b"submitted")
+    assert producer.flush(15) == 0
+    env = {
+        **os.environ,
+        "FAUST_APP_ID": "saga-tracker",
+        "FAUST_BOOTSTRAP": broker.bootstrap_servers,
+        "FAUST_USERNAME": "saga-tracker",
+        "FAUST_PASSWORD": credentials.password,
+        "FAUST_DATA_DIR": str(tmp_path / "faust"),
+        "FAUST_TOPIC": WORKFLOWS,
+    }
+    log = (tmp_path / "faust.log").open("wb")
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("faust_as_tracker.py")),
+            "worker",
+            "-l",
+            "warn",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and worker.poll() is None:
+            topics = admin_client(broker).list_topics(timeout=15).topics
+            if "saga-tracker-records-changelog" in topics and b"submitted" in read_all(
+                broker, "saga-tracker-records-changelog"
+            ):
+                break
+            time.sleep(1)
+        text = (tmp_path / "faust.log").read_text(errors="replace")
+        assert worker.poll() is None, text[-3000:]
+        assert "saga-tracker-__assignor-__leader" in topics, text[-3000:]
+        assert b"submitted" in read_all(broker, "saga-tracker-records-changelog"), text[-3000:]
+        assert "authorization" not in text.lower(), text[-3000:]
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        log.close()
