@@ -27,6 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from gateway.read_model import ReadModel, TransitionEntry
 from gateway.settings import GatewaySettings
+from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_ID, H_WORKFLOW_ID, header_dict
 from sagalog.errors import SagalogError
@@ -154,10 +155,23 @@ class Follower:
             ]
             if not missing:
                 break
-            self._publish_status(
-                waiting_for=f"topic {missing[0]} (has the saga tracker "
-                f"'{self.settings.tracker_app_id}' started?)"
-            )
+            error = metadata.topics[missing[0]].error if missing[0] in metadata.topics else None
+            if is_authorization_failure(error):  # it exists, but this principal may not read it
+                assert error is not None
+                failure = authorization_error(
+                    self.settings, error, operation="READ", resource=missing[0]
+                )
+                log.error(
+                    "%s", failure, extra={"sagalog": {"agent": "gateway", "action": "follow"}}
+                )
+                self._publish_status(
+                    waiting_for=f"READ on topic {missing[0]}", last_error=str(failure)
+                )
+            else:
+                self._publish_status(
+                    waiting_for=f"topic {missing[0]} (has the saga tracker "
+                    f"'{self.settings.tracker_app_id}' started?)"
+                )
             self._stop.wait(1.0)
         else:
             return None
