@@ -40,7 +40,7 @@ from sagalog.events import GateDecided, StateTransition
 from sagalog.flows.loader import load_flows
 from sagalog.publisher import EventPublisher
 from sagalog.settings import ClientSettings
-from sagalog.topology.acl_apply import current_acls, to_binding
+from sagalog.topology.acl_apply import NOT_ENFORCED, current_acls, to_binding
 from sagalog.topology.acls import AclRule, Operation, PatternKind, ResourceKind, derive_acls
 from sagalog.topology.dev_users import read_credentials
 from sagalog.topology.loader import load_topology
@@ -528,3 +528,11 @@ def test_faust_runs_as_the_tracker_with_only_the_derived_rights(
         worker.terminate()
         worker.wait(30)
         log.close()
+
+
+def test_the_plain_dev_stack_skips_acls(settings: ClientSettings) -> None:
+    """Read-only against the shared PLAINTEXT stack: no authorizer, so no ACL is planned."""
+    result = CliRunner().invoke(cli, ["--project-dir", str(REPO), "topology", "plan"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(NOT_ENFORCED)
+    assert "acl" not in result.output.replace(NOT_ENFORCED, "").lower()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from sagalog.authorization import authorization_error, principal_of
 from sagalog.cli.main import cli
@@ -16,6 +17,7 @@ from sagalog.errors import AuthorizationError, TopologyError
 from sagalog.flows.loader import load_flows
 from sagalog.flows.model import Flow
 from sagalog.settings import ClientSettings
+from sagalog.topology.acl_apply import current_acls, from_binding, to_binding
 from sagalog.topology.acl_plan import plan_acls
 from sagalog.topology.acls import (
     AclRule,
@@ -354,3 +356,50 @@ def test_cli_lists_the_derived_bindings_without_a_cluster(repo_root: Path) -> No
     assert result.exit_code == 0, result.output
     assert "User:gateway\n  ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'" in result.output
     assert result.output.rstrip().endswith("101 binding(s) for 8 service(s)")
+
+
+# -- reading the cluster's ACLs ---------------------------------------------------------
+
+
+class _Done:
+    def __init__(self, value: Any = None, error: KafkaError | None = None) -> None:
+        self.value, self.error = value, error
+
+    def result(self, timeout: float | None = None) -> Any:
+        if self.error is not None:
+            raise KafkaException(self.error)
+        return self.value
+
+
+class _Entry:
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+
+class _Admin:
+    """describe_acls and describe_configs answered as a broker would."""
+
+    def __init__(self, acls: _Done, authorizer: str) -> None:
+        self.answer, self.authorizer = acls, authorizer
+
+    def describe_acls(self, acl_filter: Any, request_timeout: float) -> _Done:
+        return self.answer
+
+    def describe_configs(self, resources: list[Any], request_timeout: float) -> dict[Any, _Done]:
+        return {resources[0]: _Done({"authorizer.class.name": _Entry(self.authorizer)})}
+
+
+def test_acls_read_back_as_the_rules_they_were_made_from() -> None:
+    made = rule("User:a", "t", R)
+    admin = _Admin(_Done([to_binding(made)]), "org.apache.kafka.metadata.authorizer.X")
+    assert current_acls(admin, broker_ids=[1], timeout=1) == [made]  # type: ignore[arg-type]
+    assert from_binding(to_binding(made)) == made
+
+
+def test_a_cluster_without_an_authorizer_has_no_acls_to_plan() -> None:
+    disabled = _Done(error=KafkaError(KafkaError.SECURITY_DISABLED))
+    assert current_acls(_Admin(disabled, ""), broker_ids=[1], timeout=1) is None  # type: ignore[arg-type]
+    # confluent-kafka 2.16 answers SECURITY_DISABLED with an empty list: ask the broker.
+    assert current_acls(_Admin(_Done([]), ""), broker_ids=[1], timeout=1) is None  # type: ignore[arg-type]
+    enforced = _Admin(_Done([]), "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
+    assert current_acls(enforced, broker_ids=[1], timeout=1) == []  # type: ignore[arg-type]
