@@ -27,7 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from gateway.read_model import ReadModel, TransitionEntry
 from gateway.settings import GatewaySettings
-from sagalog.authorization import authorization_error, is_authorization_failure
+from sagalog.authorization import authorization_error, topic_denied
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_ID, H_WORKFLOW_ID, header_dict
 from sagalog.errors import SagalogError
@@ -155,11 +155,11 @@ class Follower:
             ]
             if not missing:
                 break
-            error = metadata.topics[missing[0]].error if missing[0] in metadata.topics else None
-            if is_authorization_failure(error):  # it exists, but this principal may not read it
-                assert error is not None
+            timeout = self.settings.connect_timeout_s
+            denied = topic_denied(consumer, missing[0], timeout=timeout)
+            if denied is not None:  # not "missing": this principal may not see it
                 failure = authorization_error(
-                    self.settings, error, operation="READ", resource=missing[0]
+                    self.settings, denied, operation="DESCRIBE", resource=missing[0]
                 )
                 log.error(
                     "%s", failure, extra={"sagalog": {"agent": "gateway", "action": "follow"}}

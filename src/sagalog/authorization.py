@@ -10,6 +10,7 @@ the fix is a line in the topology, not a grant by hand.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError
 
@@ -26,6 +27,23 @@ _RESOURCE = {
 
 def is_authorization_failure(error: KafkaError | None) -> bool:
     return error is not None and error.code() in _RESOURCE
+
+
+class _Metadata(Protocol):
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any: ...
+
+
+def topic_denied(client: _Metadata, topic: str, *, timeout: float) -> KafkaError | None:
+    """The authorization error for ``topic``, if this principal may not DESCRIBE it.
+
+    The cluster's list of all topics silently leaves out the ones a principal may not
+    describe, so "not listed" reads as "does not exist"; asking for the topic by name
+    returns TOPIC_AUTHORIZATION_FAILED instead (also for a topic that does not exist:
+    a principal without DESCRIBE is not told).
+    """
+    found = client.list_topics(topic, timeout=timeout).topics.get(topic)
+    error = None if found is None else found.error
+    return error if is_authorization_failure(error) else None
 
 
 def principal_of(settings: ClientSettings) -> str:
@@ -68,8 +86,9 @@ def authorization_error(
     """
     kind = _RESOURCE.get(error.code(), "resource")
     where = "" if kind == "cluster" else f" '{resource}'"
+    unsure = " (or it does not exist: the cluster does not say)" if operation == "DESCRIBE" else ""
     return AuthorizationError(
-        f"{principal_of(settings)} may not {operation} {kind}{where} on "
+        f"{principal_of(settings)} may not {operation} {kind}{where}{unsure} on "
         f"{settings.bootstrap_servers} ({error.name()}: {error.str()}). Rights follow from "
         "the topology: name the topic in the flow or in topology/services.yaml, check "
         "`sagalog topology plan`, and run `sagalog topology apply`"

@@ -25,7 +25,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from sagalog.agents.declaration import Agent
 from sagalog.agents.internal_topics import ensure_internal_topics
@@ -536,3 +542,28 @@ def test_the_plain_dev_stack_skips_acls(settings: ClientSettings) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.startswith(NOT_ENFORCED)
     assert "acl" not in result.output.replace(NOT_ENFORCED, "").lower()
+
+
+def test_a_principal_the_topology_does_not_declare_may_do_nothing(
+    applied: dict[str, Any], broker: SecureBroker
+) -> None:
+    """Deny by default: a user with a valid login and no derived binding sees no topic,
+    and the agent runtime's start says so instead of calling the topic missing."""
+    upsert = UserScramCredentialUpsertion(
+        "stranger", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"stranger-pw"
+    )
+    admin = admin_client(broker)  # kept: a collected client fails its futures
+    [future] = admin.alter_user_scram_credentials([upsert]).values()
+    future.result(timeout=15)
+    stranger = broker.settings("stranger", "stranger-pw")
+    assert not [t for t in AdminClient(stranger.kafka_config()).list_topics(timeout=15).topics]
+    with pytest.raises(AuthorizationError) as caught:
+        ensure_internal_topics(
+            stranger,
+            inputs=[WORKFLOWS],
+            retry_topic="sagalog.agent.stranger.retry",
+            deadletter_topic="sagalog.deadletter",
+        )
+    assert str(caught.value).startswith(
+        f"User:stranger may not DESCRIBE topic '{WORKFLOWS}' (or it does not exist"
+    ), caught.value
