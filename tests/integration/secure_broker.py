@@ -19,7 +19,7 @@ broker-to-controller connection arrives as ``User:ANONYMOUS``, which is therefor
 super user too; no client can use that listener (controllers refuse client requests).
 
 Run it by hand to experiment: ``python -m tests.integration.secure_broker`` prints
-the settings to use and stops on Ctrl-C.
+where it listens and where the admin password is, and stops on SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -246,10 +246,23 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=10)
 
 
-if __name__ == "__main__":
+def _serve_until_stopped() -> None:
+    """Run the broker until SIGINT or SIGTERM; the admin password goes to a 0600 file."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     with secure_broker() as running:
-        print(f"bootstrap {running.bootstrap_servers}; admin password {running.admin_password}")
-        print(f"directory {running.directory}; Ctrl-C stops it")
-        with contextlib.suppress(KeyboardInterrupt):
-            while True:
-                time.sleep(3600)
+        secret = running.directory / "admin.password"
+        secret.touch(mode=0o600)
+        secret.write_text(running.admin_password)
+        print(f"bootstrap {running.bootstrap_servers}, SASL_PLAINTEXT, SCRAM-SHA-512, user admin")
+        print(f"admin password in {secret}; SIGINT or SIGTERM stops the broker", flush=True)
+        while True:
+            time.sleep(3600)
+
+
+if __name__ == "__main__":
+    _serve_until_stopped()
