@@ -963,9 +963,12 @@ class AgentWorker:
             failure = authorization_error(
                 self.settings, error, operation="READ", resource=self.group_id
             )
-        else:
+        else:  # the transactional id, or a topic the delivery reports did not name
+            resource = self.transactional_id
+            if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                resource = "(one written in this transaction)"
             failure = authorization_error(
-                self.settings, error, operation="WRITE", resource=self.transactional_id
+                self.settings, error, operation="WRITE", resource=resource
             )
         self.telemetry.log(
             "transaction", f"transaction aborted: {failure}", level=logging.ERROR, outcome="denied"
