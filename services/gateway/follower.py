@@ -27,6 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from gateway.read_model import ReadModel, TransitionEntry
 from gateway.settings import GatewaySettings
+from sagalog.authorization import authorization_error, topic_denied
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_ID, H_WORKFLOW_ID, header_dict
 from sagalog.errors import SagalogError
@@ -154,10 +155,23 @@ class Follower:
             ]
             if not missing:
                 break
-            self._publish_status(
-                waiting_for=f"topic {missing[0]} (has the saga tracker "
-                f"'{self.settings.tracker_app_id}' started?)"
-            )
+            timeout = self.settings.connect_timeout_s
+            denied = topic_denied(consumer, missing[0], timeout=timeout)
+            if denied is not None:  # not "missing": this principal may not see it
+                failure = authorization_error(
+                    self.settings, denied, operation="DESCRIBE", resource=missing[0]
+                )
+                log.error(
+                    "%s", failure, extra={"sagalog": {"agent": "gateway", "action": "follow"}}
+                )
+                self._publish_status(
+                    waiting_for=f"READ on topic {missing[0]}", last_error=str(failure)
+                )
+            else:
+                self._publish_status(
+                    waiting_for=f"topic {missing[0]} (has the saga tracker "
+                    f"'{self.settings.tracker_app_id}' started?)"
+                )
             self._stop.wait(1.0)
         else:
             return None

@@ -20,10 +20,11 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 
 from saga_tracker.settings import TrackerSettings
+from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import EventHeaders, new_event_id
-from sagalog.errors import SagalogError, ServiceUnavailableError
+from sagalog.errors import AuthorizationError, SagalogError, ServiceUnavailableError
 from sagalog.events import TrackerAlert
 from sagalog.flows.model import Flow
 from sagalog.tracker import TRACKER_SOURCE, TRANSITIONS_TOPIC, Alert, Publish, SlaAlert
@@ -54,6 +55,7 @@ class KafkaSink:
             )
         )
         self._errors: list[str] = []
+        self._denied: AuthorizationError | None = None  # the first refused write's error
         self.sent = 0
 
     def publish(self, action: Publish) -> None:
@@ -163,6 +165,7 @@ class KafkaSink:
             ServiceUnavailableError: records still unacknowledged after the producer's
                 own retries (``message.timeout.ms``).
             SagalogError: the broker refused a record (names the first refusal).
+            AuthorizationError: it refused one for a missing ACL (names the principal).
         """
         if len(self.producer):
             loop = asyncio.get_running_loop()
@@ -174,6 +177,10 @@ class KafkaSink:
                 )
         else:
             self.producer.poll(0)
+        if self._denied is not None:
+            denied, self._denied = self._denied, None
+            self._errors.clear()
+            raise denied
         if self._errors:
             first, count = self._errors[0], len(self._errors)
             self._errors.clear()
@@ -224,6 +231,11 @@ class KafkaSink:
     def _delivered(self, error: KafkaError | None, message: Message) -> None:
         if error is not None:
             self._errors.append(f"{message.topic()}: {error.str()}")
+        if is_authorization_failure(error) and self._denied is None:
+            assert error is not None
+            self._denied = authorization_error(
+                self.settings, error, operation="WRITE", resource=str(message.topic())
+            )
 
 
 def _utc(ms: int) -> dt.datetime:

@@ -20,6 +20,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import signed, stated_hash
@@ -95,6 +96,7 @@ class EventPublisher:
             EventValidationError: the payload does not match the schema (names the field).
             SchemaError: the event type is unknown or not registered for ``topic``.
             ServiceUnavailableError: the broker did not acknowledge within the bound.
+            AuthorizationError: this principal may not write ``topic``.
         """
         datum = to_avro_datum(self.catalog[event_type].definition, payload, event_type=event_type)
         return self._send(
@@ -173,6 +175,9 @@ class EventPublisher:
                 f"to {topic} within {self.settings.connect_timeout_s * 3:g}s"
             )
         error: KafkaError | None = outcome["error"]
+        if is_authorization_failure(error):
+            assert error is not None
+            raise authorization_error(self.settings, error, operation="WRITE", resource=topic)
         if error is not None:
             hint = ""
             if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:

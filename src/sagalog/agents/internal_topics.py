@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from confluent_kafka import KafkaException
 
+from sagalog.authorization import authorization_error, is_authorization_failure, topic_denied
 from sagalog.cluster import connect_admin, internal_topic
 from sagalog.errors import ConfigurationError
 from sagalog.settings import ClientSettings
@@ -35,12 +36,17 @@ def ensure_internal_topics(
     Raises:
         ConfigurationError: an input or the dead-letter topic does not exist, or the
             inputs differ in partition count (their workflows would not be co-located).
+        AuthorizationError: this principal may not see one of them or create the retry
+            topic (its ACLs are not applied: ``sagalog topology apply``).
     """
     admin, metadata = connect_admin(settings)
     counts = {}
     for topic in [*inputs, deadletter_topic]:
         info = metadata.topics.get(topic)
         if info is None or info.error is not None:
+            denied = topic_denied(admin, topic, timeout=settings.connect_timeout_s)
+            if denied is not None:
+                raise authorization_error(settings, denied, operation="DESCRIBE", resource=topic)
             raise ConfigurationError(
                 f"topic '{topic}' does not exist on {settings.bootstrap_servers}; declare it in "
                 "topology/ and run `sagalog topology apply`"
@@ -68,6 +74,10 @@ def ensure_internal_topics(
     try:
         future.result(timeout=settings.connect_timeout_s)
     except KafkaException as exc:
+        if is_authorization_failure(exc.args[0]):
+            raise authorization_error(
+                settings, exc.args[0], operation="CREATE", resource=retry_topic
+            ) from exc
         if "already exists" not in str(exc).lower():  # another instance won the race
             raise
     return partitions

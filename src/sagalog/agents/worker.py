@@ -68,6 +68,7 @@ from sagalog.agents.telemetry import (
     current_traceparent,
     ensure_tracer_provider,
 )
+from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash, signed
@@ -320,7 +321,14 @@ class AgentWorker:
                 }
             )
         )
-        producer.init_transactions(self.settings.connect_timeout_s * 3)
+        try:
+            producer.init_transactions(self.settings.connect_timeout_s * 3)
+        except KafkaException as exc:
+            if is_authorization_failure(exc.args[0]):
+                raise authorization_error(
+                    self.settings, exc.args[0], operation="WRITE", resource=self.transactional_id
+                ) from exc
+            raise
         return producer
 
     # -- rebalance ----------------------------------------------------------------------
@@ -394,6 +402,13 @@ class AgentWorker:
                 records.append(message)
             elif error.code() != KafkaError._PARTITION_EOF:
                 self._raise_if_consumer_failed(error)
+                if is_authorization_failure(error):  # a missing ACL does not heal by retrying
+                    raise authorization_error(
+                        self.settings,
+                        error,
+                        operation="READ",
+                        resource=message.topic() or self.group_id,
+                    )
                 self.telemetry.log(
                     "consume",
                     f"consumer error: {error.str()}",
@@ -855,11 +870,19 @@ class AgentWorker:
         """
         assert self._producer is not None and self._consumer is not None
         producer, consumer = self._producer, self._consumer
+        denied: list[tuple[str, KafkaError]] = []  # topics the principal may not write
+
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            if is_authorization_failure(error):
+                denied.append((str(message.topic()), error))  # type: ignore[arg-type]
+
         try:
             producer.begin_transaction()
             for outcome in outcomes:
                 for topic, key, value, headers in outcome.records:
-                    producer.produce(topic, key=key, value=value, headers=headers)
+                    producer.produce(
+                        topic, key=key, value=value, headers=headers, on_delivery=delivered
+                    )
             positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
             # A fenced consumer's group metadata makes this call hang past its timeout.
             self._raise_if_consumer_failed()
@@ -874,6 +897,7 @@ class AgentWorker:
             )
             producer.commit_transaction(self.settings.transaction_timeout_s)
         except KafkaException as exc:
+            self._raise_if_denied(exc, denied)
             self._on_transaction_error(exc)
             return False
         self.stats.transactions += 1
@@ -915,6 +939,39 @@ class AgentWorker:
             )
             logging.shutdown()
             os._exit(ZombieFenced.exit_code)
+
+    def _raise_if_denied(self, exc: KafkaException, denied: list[tuple[str, KafkaError]]) -> None:
+        """Abort and stop on a missing right: retrying the batch would fail the same way.
+
+        A refused write shows up as the commit's "message(s) failed delivery" with
+        TOPIC_AUTHORIZATION_FAILED in the record's delivery report; a refused group
+        or transactional id as the transaction's own error.
+        """
+        error: KafkaError = exc.args[0]
+        if not denied and not is_authorization_failure(error):
+            return
+        assert self._producer is not None
+        with contextlib.suppress(KafkaException):
+            self._producer.abort_transaction(self.settings.connect_timeout_s)
+        self.stats.aborted += 1
+        if denied:
+            topic, error = denied[0]
+            failure = authorization_error(self.settings, error, operation="WRITE", resource=topic)
+        elif error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            failure = authorization_error(
+                self.settings, error, operation="READ", resource=self.group_id
+            )
+        else:  # the transactional id, or a topic the delivery reports did not name
+            resource = self.transactional_id
+            if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                resource = "(one written in this transaction)"
+            failure = authorization_error(
+                self.settings, error, operation="WRITE", resource=resource
+            )
+        self.telemetry.log(
+            "transaction", f"transaction aborted: {failure}", level=logging.ERROR, outcome="denied"
+        )
+        raise failure from exc
 
     def _on_transaction_error(self, exc: KafkaException) -> None:
         assert self._producer is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -30,7 +31,12 @@ from sagalog.errors import (
     SagalogError,
     ServiceUnavailableError,
 )
+from sagalog.flows.loader import load_flows
+from sagalog.flows.model import Flow
 from sagalog.settings import ClientSettings
+from sagalog.topology.acl_apply import NOT_ENFORCED, create_acl, current_acls, delete_acl
+from sagalog.topology.acl_plan import plan_acls
+from sagalog.topology.acls import AclRule, derive_acls
 from sagalog.topology.model import TopicSpec, Topology
 from sagalog.topology.plan import (
     Change,
@@ -105,14 +111,41 @@ class TopologyClient:
                 )
         return states
 
-    def plan(self, topology: Topology) -> Plan:
+    def acls(self) -> list[AclRule] | None:
+        """Every ACL binding on the cluster; None when it has no authorizer."""
+        return current_acls(self.admin, broker_ids=self._metadata.brokers, timeout=self.timeout)
+
+    def plan(self, topology: Topology, *, flows: Iterable[Flow] | None = None) -> Plan:
+        """Topic, schema and ACL changes.
+
+        Args:
+            flows: what the agents' rights derive from; by default the flows in the
+                ``flows/`` folder next to the topology files (read only when the
+                topology declares services).
+        """
         topology = topology.on_cluster(
             replication_factor=self.settings.replication_factor,
             min_insync_replicas=self.settings.min_insync_replicas,
         )
         changes = plan_topics(topology, self.topics(topology))
         changes += plan_schemas(topology, self.subjects(topology), self.catalog)
-        return Plan(tuple(changes))
+        notes: list[str] = []
+        if topology.services:
+            desired = derive_acls(topology, self._flows(topology) if flows is None else flows)
+            current = self.acls()
+            if current is None:
+                notes.append(NOT_ENFORCED)
+            else:
+                changes += plan_acls(desired, current, principals=topology.principals)
+        return Plan(tuple(changes), notes=tuple(notes))
+
+    def _flows(self, topology: Topology) -> tuple[Flow, ...]:
+        if not topology.sources:
+            return ()
+        directory = Path(topology.sources[0]).parent / "flows"
+        if not directory.is_dir():
+            return ()
+        return tuple(load_flows(directory, catalog=self.catalog, topology=topology))
 
     def apply(self, plan: Plan, *, force: bool = False, report: Report = print) -> list[Change]:
         """Carry out ``plan``; return the changes made.
@@ -183,6 +216,12 @@ class TopologyClient:
             case ChangeKind.REGISTER_SCHEMA:
                 assert change.event_type is not None
                 self.registry.register(change.target, self.catalog[change.event_type])
+            case ChangeKind.CREATE_ACL:
+                assert change.acl is not None
+                create_acl(self.admin, change.acl, timeout=self.timeout)
+            case ChangeKind.DELETE_ACL:
+                assert change.acl is not None
+                delete_acl(self.admin, change.acl, timeout=self.timeout)
 
     def _create(self, spec: TopicSpec) -> None:
         topic = NewTopic(

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from sagalog.errors import TopologyError
 from sagalog.topology.model import TopicDefaults, TopicSpec, Topology
+from sagalog.topology.services import ServiceSpec, TrackerService
 
-_FILE_KEYS = {"defaults", "topics", "ignore"}
+_FILE_KEYS = {"defaults", "topics", "ignore", "services"}
+_SERVICE: TypeAdapter[ServiceSpec] = TypeAdapter(ServiceSpec)
 
 
 def load_topology(directory: Path, *, known_schemas: Mapping[str, Any] | None = None) -> Topology:
@@ -39,8 +41,16 @@ def load_topology(directory: Path, *, known_schemas: Mapping[str, Any] | None = 
     topics: dict[str, TopicSpec] = {}
     origin: dict[str, Path] = {}
     ignore: list[str] = []
+    services: dict[str, tuple[ServiceSpec, Path]] = {}
     for path in files:
         document = _read(path)
+        for service in _services(path, document.get("services") or {}):
+            if service.name in services:
+                raise TopologyError(
+                    f"{path}, service '{service.name}': already declared in "
+                    f"{services[service.name][1]}"
+                )
+            services[service.name] = (service, path)
         defaults = _defaults(path, document.get("defaults") or {})
         ignore += _ignore(path, document.get("ignore") or [])
         entries = document.get("topics") or {}
@@ -58,11 +68,54 @@ def load_topology(directory: Path, *, known_schemas: Mapping[str, Any] | None = 
                             f"event type '{schema}'; add it under schemas/ or fix the name"
                         )
             topics[topic.name], origin[topic.name] = topic, path
+    _check_services(services, set(topics))
     return Topology(
         topics=tuple(topics.values()),
         ignore=tuple(ignore),
+        services=tuple(service for service, _ in services.values()),
         sources=tuple(str(p) for p in files),
     )
+
+
+def _services(path: Path, raw: Any) -> list[ServiceSpec]:
+    if not isinstance(raw, dict):
+        raise TopologyError(f"{path}: 'services' must be a mapping of service name to settings")
+    services = []
+    for name, entry in raw.items():
+        if entry is None:
+            entry = {}
+        if not isinstance(entry, dict):
+            raise TopologyError(f"{path}, service '{name}': expected a mapping of settings")
+        if entry.get("kind") not in ("agent", "tracker", "gateway"):
+            got = f" (got {entry['kind']!r})" if "kind" in entry else ""
+            raise TopologyError(
+                f"{path}, service '{name}', field 'kind': say agent, tracker or gateway{got}"
+            )
+        try:
+            services.append(_SERVICE.validate_python({**entry, "name": str(name)}))
+        except ValidationError as exc:
+            raise TopologyError(_describe(path, f"service '{name}'", exc, strip=1)) from exc
+    return services
+
+
+def _check_services(services: Mapping[str, tuple[ServiceSpec, Path]], topics: set[str]) -> None:
+    """What one entry cannot check alone: named topics exist, a gateway's tracker exists."""
+    app_ids = {s.app_id for s, _ in services.values() if isinstance(s, TrackerService)}
+    for service, path in services.values():
+        for field in ("reads", "writes"):
+            for topic in getattr(service, field):
+                if topic not in topics:
+                    raise TopologyError(
+                        f"{path}, service '{service.name}', field '{field}': topic '{topic}' is "
+                        "not declared under topics:; declare it or fix the name"
+                    )
+        tracker = getattr(service, "tracker_app_id", None)
+        if tracker is not None and tracker not in app_ids:
+            known = ", ".join(sorted(app_ids)) or "none declared"
+            raise TopologyError(
+                f"{path}, service '{service.name}', field 'tracker_app_id': no tracker with app "
+                f"id '{tracker}' (trackers: {known}); declare it with kind: tracker"
+            )
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -116,10 +169,11 @@ def _topic(path: Path, name: str, entry: Any, defaults: TopicDefaults) -> TopicS
         raise TopologyError(_describe(path, f"topic '{name}'", exc)) from exc
 
 
-def _describe(path: Path, entry: str, exc: ValidationError) -> str:
+def _describe(path: Path, entry: str, exc: ValidationError, *, strip: int = 0) -> str:
+    """``strip``: leading location parts to drop (a tagged union puts its tag first)."""
     lines = []
     for error in exc.errors():
-        field = ".".join(str(p) for p in error["loc"]) or "(entry)"
+        field = ".".join(str(p) for p in error["loc"][strip:]) or "(entry)"
         got = error.get("input")
         suffix = "" if error["type"] in ("missing", "extra_forbidden") else f" (got {got!r})"
         message = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]

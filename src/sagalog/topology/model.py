@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, field_validator
 
+from sagalog.topology.services import ServiceSpec
+
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -100,12 +102,14 @@ class TopicSpec(BaseModel):
 
 
 class Topology(BaseModel):
-    """Every declared topic, and the cluster topics the plan leaves alone."""
+    """Every declared topic, the cluster topics the plan leaves alone, and the services
+    whose principals' ACLs it manages (none declared: ACLs are not managed)."""
 
     model_config = ConfigDict(frozen=True)
 
     topics: tuple[TopicSpec, ...]
     ignore: tuple[str, ...] = ()
+    services: tuple[ServiceSpec, ...] = ()
     sources: tuple[str, ...] = ()
 
     def topic(self, name: str) -> TopicSpec | None:
@@ -129,3 +133,11 @@ class Topology(BaseModel):
             for spec in self.topics
         )
         return self.model_copy(update={"topics": topics})
+
+    def service(self, name: str) -> ServiceSpec | None:
+        return next((s for s in self.services if s.name == name), None)
+
+    @property
+    def principals(self) -> frozenset[str]:
+        """The principals whose ACLs the plan manages; every other one is left alone."""
+        return frozenset(s.principal for s in self.services)

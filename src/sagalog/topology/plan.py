@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sagalog.contracts.registry import COMPATIBILITY_RULE, same_schema, subject_for
+from sagalog.topology.acls import AclRule
 from sagalog.topology.model import TopicSpec, Topology
 
 
@@ -48,13 +49,17 @@ class ChangeKind(enum.StrEnum):
     DELETE_TOPIC = "delete topic"
     SET_COMPATIBILITY = "set compatibility"
     REGISTER_SCHEMA = "register schema"
+    CREATE_ACL = "create acl"
+    DELETE_ACL = "delete acl"
     UNSUPPORTED = "cannot apply"
 
 
 _SYMBOL = {
     ChangeKind.CREATE_TOPIC: "+",
     ChangeKind.REGISTER_SCHEMA: "+",
+    ChangeKind.CREATE_ACL: "+",
     ChangeKind.DELETE_TOPIC: "-",
+    ChangeKind.DELETE_ACL: "-",
     ChangeKind.RECREATE_TOPIC: "-/+",
     ChangeKind.UNSUPPORTED: "!",
 }
@@ -72,6 +77,7 @@ class Change:
     spec: TopicSpec | None = None
     config: Mapping[str, str] = field(default_factory=dict)
     event_type: str | None = None
+    acl: AclRule | None = None
 
     def describe(self) -> str:
         line = f"{_SYMBOL.get(self.kind, '~')} {self.kind} {self.target}: {self.detail}"
@@ -80,7 +86,10 @@ class Change:
 
 @dataclass(frozen=True)
 class Plan:
+    """``notes``: what was not planned and why (ACLs on a cluster without an authorizer)."""
+
     changes: tuple[Change, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:

@@ -1,0 +1,569 @@
+"""ACLs as code on a real secured broker: applied exactly, sufficient, and least.
+
+One private Kafka 4.4 node with SASL/SCRAM and ``StandardAuthorizer`` (deny by
+default) for the whole module (``secure_broker``, a stand-in until ``sagalog dev up
+--secure`` exists). The project is the repository's own topology: the procurement
+flow, its topics and ``topology/services.yaml``. Every service connects as its own
+SCRAM user, created by ``topology apply --dev-users``. The schema registry is not
+needed for ACLs: an in-memory one stands in for the plan's subject checks, and
+records are raw bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from sagalog.agents.declaration import Agent
+from sagalog.agents.internal_topics import ensure_internal_topics
+from sagalog.agents.settings import AgentSettings
+from sagalog.agents.state_store import StateStore
+from sagalog.agents.worker import AgentWorker, _Outcome
+from sagalog.cli.main import cli
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.contracts.registry import COMPATIBILITY_RULE, RegisteredVersion
+from sagalog.errors import AuthorizationError
+from sagalog.events import GateDecided, StateTransition
+from sagalog.flows.loader import load_flows
+from sagalog.publisher import EventPublisher
+from sagalog.settings import ClientSettings
+from sagalog.topology.acl_apply import NOT_ENFORCED, current_acls, to_binding
+from sagalog.topology.acls import AclRule, Operation, PatternKind, ResourceKind, derive_acls
+from sagalog.topology.dev_users import read_credentials
+from sagalog.topology.loader import load_topology
+
+from .secure_broker import SecureBroker, secure_broker
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOWS = "procurement.events"
+
+
+class InMemoryRegistry:
+    """The plan's registry calls, answered from memory (ACL tests need no registry)."""
+
+    subjects: dict[str, Any] = {}
+
+    def __init__(self, settings: ClientSettings) -> None:
+        pass
+
+    def latest(self, subject: str) -> RegisteredVersion | None:
+        definition = self.subjects.get(subject)
+        return None if definition is None else RegisteredVersion(subject, 1, 1, definition)
+
+    def compatibility(self, subject: str) -> str | None:
+        return COMPATIBILITY_RULE if subject in self.subjects else None
+
+    def set_rule(self, subject: str) -> None:
+        pass
+
+    def register(self, subject: str, schema: Any) -> int:
+        self.subjects[subject] = schema.definition
+        return 1
+
+
+class RawCodec:
+    """Encodes nothing: the bytes are beside the point of an authorization test."""
+
+    def encode(self, topic: str, event_type: str, datum: Any) -> bytes:
+        return b"raw"
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[SecureBroker]:
+    with secure_broker() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("secure-project")
+    shutil.copytree(REPO / "schemas", root / "schemas")
+    shutil.copytree(REPO / "topology", root / "topology")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sagalog.topology.apply.SchemaRegistry", InMemoryRegistry)
+        yield root
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("dev-state")
+
+
+def run(broker: SecureBroker, project: Path, *args: str) -> tuple[int, str]:
+    env = {
+        "SAGALOG_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
+        "SAGALOG_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "SAGALOG_SASL_MECHANISM": "SCRAM-SHA-512",
+        "SAGALOG_SASL_USERNAME": "admin",
+        "SAGALOG_SASL_PASSWORD": broker.admin_password,
+        "SAGALOG_CONNECT_TIMEOUT_S": "15",
+    }
+    result = CliRunner().invoke(cli, ["--project-dir", str(project), *args], env=env)
+    return result.exit_code, result.output
+
+
+def derived(project: Path) -> tuple[AclRule, ...]:
+    catalog = SchemaCatalog.load(project / "schemas")
+    topology = load_topology(project / "topology", known_schemas=catalog)
+    flows = load_flows(project / "topology" / "flows", catalog=catalog, topology=topology)
+    return derive_acls(topology, flows)
+
+
+def cluster_acls(broker: SecureBroker) -> set[AclRule]:
+    acls = current_acls(admin_client(broker), broker_ids=[1], timeout=15)
+    assert acls is not None, "the secure broker has an authorizer"
+    return set(acls)
+
+
+def admin_client(broker: SecureBroker) -> AdminClient:
+    return AdminClient(broker.settings().kafka_config())
+
+
+@pytest.fixture(scope="module")
+def applied(broker: SecureBroker, project: Path, state: Path) -> dict[str, Any]:
+    """The first apply on the empty cluster, and what the cluster held right after."""
+    before = cluster_acls(broker)
+    code, output = run(broker, project, "topology", "apply", "--dev-users", str(state))
+    return {"before": before, "code": code, "output": output, "after": cluster_acls(broker)}
+
+
+def as_service(broker: SecureBroker, state: Path, user: str) -> ClientSettings:
+    credentials = read_credentials(state, user)
+    assert credentials is not None, f"apply --dev-users stored no password for {user}"
+    return broker.settings(user, credentials.password)
+
+
+def produce_as_admin(broker: SecureBroker, topic: str, value: bytes) -> None:
+    producer = Producer(broker.settings().kafka_config())
+    producer.produce(topic, key=b"wf-1", value=value)
+    assert producer.flush(15) == 0
+
+
+def read_all(broker: SecureBroker, topic: str, *, committed: bool = True) -> list[bytes]:
+    """Every record of ``topic`` as the admin sees it, read_committed or not."""
+    isolation = "read_committed" if committed else "read_uncommitted"
+    config = broker.settings().kafka_config(
+        **{
+            "group.id": f"test-reader-{uuid.uuid4()}",
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer = Consumer(config)
+    metadata = consumer.list_topics(topic, timeout=15).topics[topic]
+    consumer.assign([TopicPartition(topic, p, 0) for p in metadata.partitions])
+    values: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 20
+    while len(at_end) < len(metadata.partitions) and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error() is not None:
+            at_end.add(int(message.partition() or 0))
+            continue
+        values.append(bytes(message.value() or b""))
+    consumer.close()
+    return values
+
+
+# -- plan and apply ---------------------------------------------------------------------
+
+
+def test_apply_on_an_empty_cluster_creates_exactly_the_derived_bindings(
+    applied: dict[str, Any], project: Path, state: Path, broker: SecureBroker
+) -> None:
+    assert applied["code"] == 0, applied["output"]
+    assert applied["before"] == set()
+    rules = derived(project)
+    assert applied["after"] == set(rules)
+    assert len(rules) == 101
+    output = applied["output"]
+    assert (
+        "done: + create acl User:gateway: ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'"
+        in (output)
+    )
+    # Every principal got its SCRAM user; the passwords are in 0600 files, never printed.
+    for principal in {r.principal for r in rules}:
+        user = principal.removeprefix("User:")
+        credentials = read_credentials(state, user)
+        assert credentials is not None
+        path = state / "scram" / f"{user}.json"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert credentials.password not in output
+        assert f"SCRAM-SHA-512 user {user} (password in {path}" in output
+
+
+def test_a_second_plan_and_apply_change_nothing(
+    applied: dict[str, Any], broker: SecureBroker, project: Path, state: Path
+) -> None:
+    code, output = run(broker, project, "topology", "plan", "--detailed-exitcode")
+    assert (code, output.strip()) == (0, "nothing to change: the cluster matches the topology")
+    code, output = run(broker, project, "topology", "apply", "--dev-users", str(state))
+    assert (code, output.strip()) == (0, "nothing to change: the cluster matches the topology")
+
+
+def test_a_hand_added_binding_is_removed_only_with_force(
+    applied: dict[str, Any], broker: SecureBroker, project: Path
+) -> None:
+    admin = admin_client(broker)
+    hand_made = AclRule(
+        "User:intake-agent",
+        ResourceKind.TOPIC,
+        PatternKind.LITERAL,
+        "sagalog.agent.risk-agent.retry",
+        Operation.READ,
+    )
+    operators = AclRule(
+        "User:ops", ResourceKind.TOPIC, PatternKind.PREFIXED, "sagalog.", Operation.READ
+    )
+    for future in admin.create_acls([to_binding(hand_made), to_binding(operators)]).values():
+        future.result(timeout=15)
+
+    code, output = run(broker, project, "topology", "plan", "--detailed-exitcode")
+    assert code == 10, output
+    line = (
+        "- delete acl User:intake-agent: ALLOW READ on TOPIC LITERAL "
+        "'sagalog.agent.risk-agent.retry'"
+    )
+    assert line in output
+    assert "User:ops" not in output  # not a declared principal: left alone
+    assert "1 change(s), 1 need --force" in output
+
+    code, output = run(broker, project, "topology", "apply")
+    assert code == 4, output
+    assert "refused 1 change(s) that need --force (0 other change(s) applied)" in output
+    assert line in output
+    assert hand_made in cluster_acls(broker)
+
+    code, output = run(broker, project, "topology", "apply", "--force")
+    assert code == 0, output
+    acls = cluster_acls(broker)
+    assert hand_made not in acls and operators in acls
+    assert {a for a in acls if a.principal != "User:ops"} == set(derived(project))
+
+
+# -- the derived rights are sufficient ------------------------------------------------------
+
+
+def test_an_agent_consumes_and_produces_in_a_transaction_as_itself(
+    applied: dict[str, Any], broker: SecureBroker, state: Path
+) -> None:
+    agent = as_service(broker, state, "intake-agent")
+    # The runtime's own start: check the inputs and dead-letter topic, create the retry topic.
+    partitions = ensure_internal_topics(
+        agent,
+        inputs=[WORKFLOWS],
+        retry_topic="sagalog.agent.intake-agent.retry",
+        deadletter_topic="sagalog.deadletter",
+    )
+    assert partitions == 6
+    marker = f"submitted-{uuid.uuid4()}".encode()
+    produce_as_admin(broker, WORKFLOWS, marker)
+
+    consumer = Consumer(
+        agent.kafka_config(
+            **{
+                "group.id": "sagalog-agent-intake-agent",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+    )
+    consumer.subscribe([WORKFLOWS, "sagalog.agent.intake-agent.retry"])
+    found = None
+    deadline = time.monotonic() + 30
+    while found is None and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None and message.value() == marker:
+            found = message
+        assert message is None or message.error() is None, message.error()
+    assert found is not None
+    producer = Producer(
+        agent.kafka_config(
+            **{"transactional.id": "sagalog-agent-intake-agent-it-1", "enable.idempotence": True}
+        )
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(WORKFLOWS, key=b"wf-1", value=b"classified-" + marker)
+    producer.send_offsets_to_transaction(
+        consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
+    )
+    producer.commit_transaction(30)
+    consumer.close()
+    assert b"classified-" + marker in read_all(broker, WORKFLOWS)
+
+
+def test_the_tracker_creates_its_prefixed_topics_and_writes_idempotently(
+    applied: dict[str, Any], broker: SecureBroker, state: Path
+) -> None:
+    tracker = as_service(broker, state, "saga-tracker")
+    admin = AdminClient(tracker.kafka_config())
+    changelog = NewTopic(
+        "saga-tracker-records-changelog", 6, 1, config={"cleanup.policy": "compact"}
+    )
+    [created] = admin.create_topics([changelog], request_timeout=15).values()
+    created.result(timeout=15)
+    [outside] = admin.create_topics([NewTopic("other-app-records-changelog", 1, 1)]).values()
+    with pytest.raises(KafkaException, match=r"(?i)authoriz"):
+        outside.result(timeout=15)
+    # An idempotent (non-transactional) producer with no CLUSTER right (KIP-679).
+    producer = Producer(tracker.kafka_config(**{"enable.idempotence": True, "acks": "all"}))
+    errors: list[Any] = []
+    producer.produce("sagalog.transitions", value=b"t", on_delivery=lambda e, m: errors.append(e))
+    producer.produce(
+        changelog.topic, key=b"k", value=b"v", on_delivery=lambda e, m: errors.append(e)
+    )
+    assert producer.flush(30) == 0
+    assert errors == [None, None]
+
+
+def test_the_gateway_follows_with_assign_and_publishes_decisions(
+    applied: dict[str, Any], broker: SecureBroker, state: Path, project: Path
+) -> None:
+    gateway = as_service(broker, state, "gateway")
+    errors: list[Any] = []
+    consumer = Consumer(
+        gateway.kafka_config(
+            **{
+                "group.id": f"sagalog-gateway-it-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": True,
+                "error_cb": errors.append,
+            }
+        )
+    )
+    consumer.assign([TopicPartition("sagalog.transitions", 0, 0)])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None:
+            assert message.error() is None or message.error().code() < 0, message.error()
+    consumer.close()
+    assert errors == []
+    catalog = SchemaCatalog.load(project / "schemas")
+    publisher = EventPublisher(gateway, catalog=catalog, source="gateway", codec=RawCodec())  # type: ignore[arg-type]
+    decided = GateDecided(gate="g", token="t", decision="APPROVED", decided_by="me")  # type: ignore[arg-type]
+    assert publisher.publish_event(WORKFLOWS, decided).topic == WORKFLOWS
+    publisher.close()
+
+
+# -- the derived rights are least --------------------------------------------------------------
+
+
+def test_an_agent_writing_a_topic_it_may_not_is_denied_and_its_transaction_aborted(
+    applied: dict[str, Any], broker: SecureBroker, state: Path, project: Path, tmp_path: Path
+) -> None:
+    credentials = read_credentials(state, "intake-agent")
+    assert credentials is not None
+    settings = AgentSettings(
+        **broker.settings("intake-agent", credentials.password).model_dump(),
+        instance_id="it-denied",
+        data_dir=tmp_path / "data",
+    )
+    settings = settings.model_copy(update={"project_dir": str(project)})
+    agent = Agent("intake-agent", topics=[WORKFLOWS])
+    worker = AgentWorker(agent, settings, catalog=SchemaCatalog.load(project / "schemas"))
+    worker._producer = worker._new_producer()
+    worker._consumer = Consumer(
+        settings.kafka_config(
+            **{
+                "group.id": worker.group_id,
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+    )
+    worker._consumer.assign([TopicPartition(WORKFLOWS, 0, 0)])
+    worker._consumer.poll(1)
+    marker = f"would-be-output-{uuid.uuid4()}".encode()
+    outcome = _Outcome(
+        "ok",
+        records=[
+            (WORKFLOWS, b"wf-1", marker, []),  # allowed, but in the same transaction
+            ("sagalog.alerts", b"wf-1", marker, []),  # the tracker's topic: no WRITE
+        ],
+    )
+    with pytest.raises(AuthorizationError) as caught:
+        worker._commit([outcome])
+    message = str(caught.value)
+    assert caught.value.exit_code == 6
+    assert message.startswith("User:intake-agent may not WRITE topic 'sagalog.alerts'"), message
+    assert worker.stats.aborted == 1
+    # Aborted: written to the log, but never visible to a read_committed reader.
+    assert marker in read_all(broker, WORKFLOWS, committed=False)
+    assert marker not in read_all(broker, WORKFLOWS)
+    worker._producer.begin_transaction()  # the producer is ready again: nothing left open
+    worker._producer.abort_transaction(15)
+    worker._consumer.close()
+
+
+def test_an_agent_reading_another_agents_retry_topic_is_denied(
+    applied: dict[str, Any], broker: SecureBroker, state: Path, project: Path, tmp_path: Path
+) -> None:
+    admin = admin_client(broker)
+    [created] = admin.create_topics([NewTopic("sagalog.agent.risk-agent.retry", 6, 1)]).values()
+    try:
+        created.result(timeout=15)
+    except KafkaException as exc:
+        assert "already exists" in str(exc).lower()
+    credentials = read_credentials(state, "intake-agent")
+    assert credentials is not None
+    settings = AgentSettings(
+        **broker.settings("intake-agent", credentials.password).model_dump(),
+        instance_id="it-reader",
+        data_dir=tmp_path / "data",
+    )
+    worker = AgentWorker(
+        Agent("intake-agent", topics=[WORKFLOWS]),
+        settings,
+        catalog=SchemaCatalog.load(project / "schemas"),
+    )
+    worker._consumer = Consumer(
+        settings.kafka_config(**{"group.id": worker.group_id, "enable.auto.commit": False})
+    )
+    worker.store = StateStore(tmp_path / "store", folded_types=None)
+    worker._consumer.subscribe(["sagalog.agent.risk-agent.retry"])
+    deadline = time.monotonic() + 30
+    with pytest.raises(AuthorizationError) as caught:
+        while time.monotonic() < deadline:
+            worker._iteration()
+    worker._consumer.close()
+    worker.store.close()
+    message = str(caught.value)
+    assert caught.value.exit_code == 6
+    assert message.startswith(
+        "User:intake-agent may not READ topic 'sagalog.agent.risk-agent.retry'"
+    ), message
+
+
+def test_the_gateway_may_not_write_transitions(
+    applied: dict[str, Any], broker: SecureBroker, state: Path, project: Path
+) -> None:
+    gateway = as_service(broker, state, "gateway")
+    catalog = SchemaCatalog.load(project / "schemas")
+    publisher = EventPublisher(gateway, catalog=catalog, source="gateway", codec=RawCodec())  # type: ignore[arg-type]
+    transition = StateTransition(
+        flow="procurement",
+        flow_version=1,
+        from_state="running",
+        to_state="completed",
+        cause_event_id="e",
+        time_in_previous_state_ms=1,
+        at="2026-01-01T00:00:00Z",  # type: ignore[arg-type]
+    )
+    with pytest.raises(AuthorizationError) as caught:
+        publisher.publish_event("sagalog.transitions", transition)
+    assert str(caught.value).startswith("User:gateway may not WRITE topic 'sagalog.transitions'"), (
+        caught.value
+    )
+    assert caught.value.exit_code == 6
+
+
+def test_faust_runs_as_the_tracker_with_only_the_derived_rights(
+    applied: dict[str, Any], broker: SecureBroker, state: Path, tmp_path: Path
+) -> None:
+    """faust creates its changelog and assignor topics, joins, reads, writes its table and
+    commits: CREATE/READ/WRITE/DESCRIBE on '<app id>-' and READ on the group suffice
+    (no DESCRIBE_CONFIGS, ALTER_CONFIGS or CLUSTER right)."""
+    credentials = read_credentials(state, "saga-tracker")
+    assert credentials is not None
+    key = f"wf-faust-{uuid.uuid4()}".encode()
+    producer = Producer(broker.settings().kafka_config())
+    producer.produce(WORKFLOWS, key=key, value=b"submitted")
+    assert producer.flush(15) == 0
+    env = {
+        **os.environ,
+        "FAUST_APP_ID": "saga-tracker",
+        "FAUST_BOOTSTRAP": broker.bootstrap_servers,
+        "FAUST_USERNAME": "saga-tracker",
+        "FAUST_PASSWORD": credentials.password,
+        "FAUST_DATA_DIR": str(tmp_path / "faust"),
+        "FAUST_TOPIC": WORKFLOWS,
+    }
+    log = (tmp_path / "faust.log").open("wb")
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("faust_as_tracker.py")),
+            "worker",
+            "-l",
+            "warn",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and worker.poll() is None:
+            topics = admin_client(broker).list_topics(timeout=15).topics
+            if "saga-tracker-records-changelog" in topics and b"submitted" in read_all(
+                broker, "saga-tracker-records-changelog"
+            ):
+                break
+            time.sleep(1)
+        text = (tmp_path / "faust.log").read_text(errors="replace")
+        assert worker.poll() is None, text[-3000:]
+        assert "saga-tracker-__assignor-__leader" in topics, text[-3000:]
+        assert b"submitted" in read_all(broker, "saga-tracker-records-changelog"), text[-3000:]
+        assert "authorization" not in text.lower(), text[-3000:]
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        log.close()
+
+
+def test_the_plain_dev_stack_skips_acls(settings: ClientSettings) -> None:
+    """Read-only against the shared PLAINTEXT stack: no authorizer, so no ACL is planned."""
+    result = CliRunner().invoke(cli, ["--project-dir", str(REPO), "topology", "plan"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(NOT_ENFORCED)
+    assert "acl" not in result.output.replace(NOT_ENFORCED, "").lower()
+
+
+def test_a_principal_the_topology_does_not_declare_may_do_nothing(
+    applied: dict[str, Any], broker: SecureBroker
+) -> None:
+    """Deny by default: a user with a valid login and no derived binding sees no topic,
+    and the agent runtime's start says so instead of calling the topic missing."""
+    upsert = UserScramCredentialUpsertion(
+        "stranger", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"stranger-pw"
+    )
+    admin = admin_client(broker)  # kept: a collected client fails its futures
+    [future] = admin.alter_user_scram_credentials([upsert]).values()
+    future.result(timeout=15)
+    stranger = broker.settings("stranger", "stranger-pw")
+    assert not [t for t in AdminClient(stranger.kafka_config()).list_topics(timeout=15).topics]
+    with pytest.raises(AuthorizationError) as caught:
+        ensure_internal_topics(
+            stranger,
+            inputs=[WORKFLOWS],
+            retry_topic="sagalog.agent.stranger.retry",
+            deadletter_topic="sagalog.deadletter",
+        )
+    assert str(caught.value).startswith(
+        f"User:stranger may not DESCRIBE topic '{WORKFLOWS}' (or it does not exist"
+    ), caught.value
