@@ -50,7 +50,7 @@ def running(stack: LocalStack) -> Iterator[LocalStack]:
         stack.down()
 
 
-def cli_environment(stack: LocalStack, extra: Mapping[str, str] = ()) -> dict[str, str]:  # type: ignore[assignment]
+def cli_environment(stack: LocalStack, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a ``sagalog`` subprocess pointed at this stack's state dir."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SAGALOG_")}
     settings = stack.settings
@@ -61,7 +61,7 @@ def cli_environment(stack: LocalStack, extra: Mapping[str, str] = ()) -> dict[st
         "SAGALOG_DEV_STATE_DIR": str(settings.state_dir),
         "SAGALOG_CONNECT_TIMEOUT_S": "15",
     }
-    environment.update(extra)
+    environment.update(extra or {})
     return environment
 
 
