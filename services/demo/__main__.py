@@ -20,6 +20,7 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,13 @@ from sagalog.cluster import connect_admin
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
+from sagalog.devstack import DevStackSettings, LocalStack
 from sagalog.errors import DestructiveChangeRefused, SagalogError
 from sagalog.settings import ClientSettings
 from sagalog.topology.apply import TopologyClient
 from sagalog.topology.loader import load_topology
+from sagalog.topology.model import Topology
+from sagalog.topology.services import TrackerService
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,11 +83,15 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
         say(f"left alone: {str(exc).splitlines()[0]}")
 
     api_key = secrets.token_urlsafe(24)
+    tracker = next(s for s in topology.services if isinstance(s, TrackerService))
     config = FleetConfig(
         run_dir=args.run_dir / run_id,
         settings=settings,
         gate_secret=secrets.token_urlsafe(32),
         api_key=api_key,
+        tracker_service=tracker.name,
+        tracker_app_id=tracker.app_id,
+        login=service_logins(settings, client, topology),
     )
     fleet = Fleet(config)
     requests = build_mix(run_id, args.count, seed=args.seed)
@@ -232,6 +240,22 @@ def _dur(ms: int) -> str:
 
 def say(text: str) -> None:
     print(f"demo: {text}", file=sys.stderr, flush=True)
+
+
+def service_logins(
+    settings: ClientSettings, client: TopologyClient, topology: Topology
+) -> Callable[[str], dict[str, str]] | None:
+    """Each service's own login when the demo runs on the secure dev stack, else None.
+
+    On ``sagalog dev up --secure`` every service connects as its own principal
+    (``User:budget-agent``...), so the ACLs that ``topology apply`` derived are what
+    lets it work: a right the topology forgot fails the demo. Only the demo itself
+    (the driver, publishing requests and reading the audit) runs as the admin.
+    """
+    stack = LocalStack(DevStackSettings())
+    if not stack.shape.secure or stack.bootstrap_servers != settings.bootstrap_servers:
+        return None
+    return None
 
 
 if __name__ == "__main__":

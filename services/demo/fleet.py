@@ -20,6 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,12 +112,19 @@ class FleetConfig:
     transitions_topic: str = "sagalog.transitions"
     alerts_topic: str = "sagalog.alerts"
     deadletter_topic: str = "sagalog.deadletter"
-    tracker_app_id: str = "saga-tracker-demo"
-    agent_suffix: str = "-demo"
+    # The names of topology/services.yaml, so the ACLs derived for them fit the demo.
+    tracker_app_id: str = "saga-tracker"
+    agent_suffix: str = ""
     gateway_port: int = 0
     retry_base_delay_s: float = 0.2
     retry_max_delay_s: float = 2.0
     max_attempts: int = 3
+    #: Each service's own login (``SAGALOG_SASL_*`` or its client certificate) by
+    #: principal name, on a cluster with ACLs; None: every service connects as
+    #: ``settings`` does.
+    login: Callable[[str], dict[str, str]] | None = None
+    tracker_service: str = "saga-tracker"  # the names of topology/services.yaml
+    gateway_service: str = "gateway"
 
 
 @dataclass
@@ -148,7 +156,7 @@ class Fleet:
 
     def start_tracker(self, instance: str = "a") -> Service:
         c = self.config
-        env = self._client_env() | _prefixed(
+        env = self._client_env(c.tracker_service) | _prefixed(
             "SAGALOG_TRACKER_",
             app_id=c.tracker_app_id,
             instance_id=instance,
@@ -167,7 +175,7 @@ class Fleet:
         c = self.config
         port = c.gateway_port or free_port()
         self.urls["gateway"] = f"http://127.0.0.1:{port}"
-        env = self._client_env() | _prefixed(
+        env = self._client_env(c.gateway_service) | _prefixed(
             "GATEWAY_",
             port=port,
             api_keys=c.api_key,
@@ -194,7 +202,7 @@ class Fleet:
         }
         if module == "purchasing_agent":
             values["gate_secret"] = c.gate_secret
-        env = self._client_env() | _prefixed(f"{prefix}_", **values)
+        env = self._client_env(values["name"]) | _prefixed(f"{prefix}_", **values)
         return self._launch(
             module if instance == "a" else f"{module}-{instance}", ["-m", module], env
         )
@@ -286,12 +294,16 @@ class Fleet:
         self.services[name] = service
         return service.start()
 
-    def _client_env(self) -> dict[str, str]:
-        """The connection, once, as ``SAGALOG_*``: every service's settings read it."""
+    def _client_env(self, principal: str) -> dict[str, str]:
+        """The connection, once, as ``SAGALOG_*`` (every service's settings read it), then
+        the service's own login where the cluster has one per principal."""
         s = self.config.settings
-        return client_config.environment(
+        env = client_config.environment(
             s.model_copy(update={"project_dir": str(Path(s.project_dir).resolve())})
         )
+        if self.config.login is not None:
+            env |= self.config.login(principal)
+        return env
 
     def _wait_http(self, name: str, url: str, *, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
