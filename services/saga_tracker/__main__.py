@@ -1,6 +1,8 @@
 """``python -m saga_tracker``: run one tracker worker until SIGTERM.
 
-Exit codes: 0 stopped, 2 bad configuration or flows, 3 Kafka/registry unreachable.
+Exit codes: 0 stopped, 2 bad configuration or flows, 3 Kafka/registry unreachable,
+6 a right the cluster denied (at start or on a write; a restart does not help), 70
+a batch failed or a partition stalled (restart it; see ``exits``).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from saga_tracker import fetch_state
 from saga_tracker.backlog import BacklogProbe
 from saga_tracker.batching import drained_batches
 from saga_tracker.clock import TrackerClock
+from saga_tracker.exits import exit_for
 from saga_tracker.lag import LagWatch
 from saga_tracker.offsets import OffsetBook
 from saga_tracker.rocks import BudgetedRocksDBOptions
@@ -228,8 +229,8 @@ class Tracker:
             async for events in batches:
                 try:
                     await self.run_batch(events)
-                except Exception:
-                    crash("a batch failed")
+                except Exception as exc:
+                    crash("a batch failed", exc)
 
         app.agent(source, name=f"{settings.app_id}.track", concurrency=1)(track)
         if not self.clock.virtual:
@@ -492,16 +493,30 @@ class Tracker:
         )
 
 
-def crash(why: str) -> NoReturn:
+def crash(why: str, error: BaseException | None = None) -> NoReturn:
     """Exit at once, storing and committing nothing more: the batch will be consumed again.
 
     faust would restart a crashed agent inside the process, past the records it had
     taken, so they would wait for the next rebalance. Exiting (code 70) hands them
-    to a restarted or surviving worker now; the order of writes makes that safe.
+    to a restarted or surviving worker now; the order of writes makes that safe. A
+    right the cluster denies exits 6 instead, since no restart gets past it
+    (``exits.exit_for`` decides).
     """
-    log.critical("%s; exiting so that it is processed again", why, exc_info=True)
+    decision = exit_for(why, error)
+    log.critical(
+        "%s",
+        decision.message,
+        exc_info=True,
+        extra={
+            "sagalog": {
+                "agent": "saga-tracker",
+                "action": "exit",
+                "outcome": f"exit {decision.code}",
+            }
+        },
+    )
     logging.shutdown()
-    os._exit(70)
+    os._exit(decision.code)
 
 
 def _sealed(message: Any, event_id: str) -> SealedEvent:

@@ -1,9 +1,10 @@
-"""A minimal faust app shaped like the tracker, run as a principal given in the environment.
+"""A minimal faust app shaped like the tracker, run as the principal of its ``SAGALOG_*``.
 
 ``test_acls_secure`` starts it as ``User:saga-tracker`` with only the derived ACLs:
 faust must create its changelog and assignor topics, join its group, read the
-workflow topic, write its table and commit, with nothing else granted. The tracker
-itself does not pass SASL settings to faust yet (see README, "Principals and ACLs").
+workflow topic, write its table and commit, with nothing else granted. It reaches
+the secure dev stack as the tracker does, through ``client_config`` (SASL_SSL with
+the stack's CA), so what it proves holds for the tracker's own faust app.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ import os
 
 import faust
 
+from sagalog import client_config
+from sagalog.settings import ClientSettings
+
+settings = ClientSettings()
 app = faust.App(
     os.environ["FAUST_APP_ID"],
-    broker=f"kafka://{os.environ['FAUST_BOOTSTRAP']}",
-    broker_credentials=faust.SASLCredentials(
-        username=os.environ["FAUST_USERNAME"],
-        password=os.environ["FAUST_PASSWORD"],
-        mechanism="SCRAM-SHA-512",
-    ),
+    broker=client_config.faust_broker(settings),
+    broker_credentials=client_config.faust_credentials(settings),
     store="rocksdb://",
     datadir=os.environ["FAUST_DATA_DIR"],
     web_enabled=False,

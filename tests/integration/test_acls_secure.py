@@ -1,17 +1,21 @@
-"""ACLs as code on a real secured broker: applied exactly, sufficient, and least.
+"""ACLs as code on the secure dev stack: applied exactly, sufficient, and least.
 
-One private Kafka 4.4 node with SASL/SCRAM and ``StandardAuthorizer`` (deny by
-default) for the whole module (``secure_broker``, a stand-in until ``sagalog dev up
---secure`` exists). The project is the repository's own topology: the procurement
-flow, its topics and ``topology/services.yaml``. Every service connects as its own
-SCRAM user, created by ``topology apply --dev-users``. The schema registry is not
-needed for ACLs: an in-memory one stands in for the plan's subject checks, and
-records are raw bytes.
+One private secure ``LocalStack`` for the module (1 broker; SASL_SSL with SCRAM-SHA-512
+and the stack's CA; ``StandardAuthorizer``, deny by default; registry behind basic
+auth) on ports of its own (47092 SASL_SSL, 47102 mTLS, 47093 controller, registry
+47081; ``SAGALOG_TEST_ACLS_*`` moves them) and a tmp state dir, stopped at the end.
+The project is the repository's own topology: the procurement flow, its topics and
+``topology/services.yaml``. ``apply`` runs as the stack's admin; every service
+connects as its own SCRAM user, created by ``sagalog topology apply --dev-users``
+with the stack's passwords (``LocalStack.service_credential``, the ones ``sagalog dev
+env --principal NAME`` prints). Records are raw bytes: the bytes are beside the
+point of an authorization test.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -32,52 +36,34 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from pydantic import SecretStr
 
+from sagalog import client_config
 from sagalog.agents.declaration import Agent
 from sagalog.agents.internal_topics import ensure_internal_topics
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.worker import AgentWorker, _Outcome
 from sagalog.cli.main import cli
+from sagalog.cluster import connect_admin
 from sagalog.contracts.catalog import SchemaCatalog
-from sagalog.contracts.registry import COMPATIBILITY_RULE, RegisteredVersion
+from sagalog.devstack import LocalStack
+from sagalog.devstack.credentials import SCRAM_ITERATIONS
 from sagalog.errors import AuthorizationError
 from sagalog.events import GateDecided, StateTransition
 from sagalog.flows.loader import load_flows
 from sagalog.publisher import EventPublisher
 from sagalog.settings import ClientSettings
-from sagalog.topology.acl_apply import NOT_ENFORCED, current_acls, to_binding
+from sagalog.topology.acl_apply import current_acls, to_binding
 from sagalog.topology.acls import AclRule, Operation, PatternKind, ResourceKind, derive_acls
-from sagalog.topology.dev_users import read_credentials
 from sagalog.topology.loader import load_topology
 
-from .secure_broker import SecureBroker, secure_broker
+from .private_stack import cli_environment, client_settings, private_settings, running, sagalog
+
+pytestmark = [pytest.mark.integration, pytest.mark.private_stack]
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = "procurement.events"
-
-
-class InMemoryRegistry:
-    """The plan's registry calls, answered from memory (ACL tests need no registry)."""
-
-    subjects: dict[str, Any] = {}
-
-    def __init__(self, settings: ClientSettings) -> None:
-        pass
-
-    def latest(self, subject: str) -> RegisteredVersion | None:
-        definition = self.subjects.get(subject)
-        return None if definition is None else RegisteredVersion(subject, 1, 1, definition)
-
-    def compatibility(self, subject: str) -> str | None:
-        return COMPATIBILITY_RULE if subject in self.subjects else None
-
-    def set_rule(self, subject: str) -> None:
-        pass
-
-    def register(self, subject: str, schema: Any) -> int:
-        self.subjects[subject] = schema.definition
-        return 1
 
 
 class RawCodec:
@@ -88,37 +74,53 @@ class RawCodec:
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[SecureBroker]:
-    with secure_broker() as running:
-        yield running
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    state_dir = tmp_path_factory.mktemp("acls") / "state"
+    settings = private_settings(name="acls", base=47092, state_dir=state_dir)
+    with running(LocalStack(settings, secure=True)) as secure:
+        yield secure
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("secure-project")
     shutil.copytree(REPO / "schemas", root / "schemas")
     shutil.copytree(REPO / "topology", root / "topology")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("sagalog.topology.apply.SchemaRegistry", InMemoryRegistry)
-        yield root
+    return root
 
 
-@pytest.fixture(scope="module")
-def state(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("dev-state")
+def as_admin(stack: LocalStack) -> ClientSettings:
+    """The stack's super user, as ``sagalog dev env`` exports it."""
+    return client_settings(stack.client_environment())
 
 
-def run(broker: SecureBroker, project: Path, *args: str) -> tuple[int, str]:
-    env = {
-        "SAGALOG_BOOTSTRAP_SERVERS": broker.bootstrap_servers,
-        "SAGALOG_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
-        "SAGALOG_SASL_MECHANISM": "SCRAM-SHA-512",
-        "SAGALOG_SASL_USERNAME": "admin",
-        "SAGALOG_SASL_PASSWORD": broker.admin_password,
-        "SAGALOG_CONNECT_TIMEOUT_S": "15",
-    }
+def as_service(stack: LocalStack, user: str) -> ClientSettings:
+    """``user``'s own SCRAM login, with the password ``apply --dev-users`` gave the brokers."""
+    credential = stack.service_credential(user)
+    return as_admin(stack).model_copy(
+        update={"sasl_username": credential.username, "sasl_password": credential.password}
+    )
+
+
+def admin_client(stack: LocalStack) -> AdminClient:
+    return AdminClient(as_admin(stack).kafka_config())
+
+
+def run(stack: LocalStack, project: Path, *args: str) -> tuple[int, str]:
+    """``sagalog`` in-process as the stack's admin, with nothing of the caller's SAGALOG_*."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("SAGALOG_")}
+    env |= {k: v for k, v in cli_environment(stack).items() if k.startswith("SAGALOG_")}
+    env |= stack.client_environment()
     result = CliRunner().invoke(cli, ["--project-dir", str(project), *args], env=env)
     return result.exit_code, result.output
+
+
+def exports(stack: LocalStack, *args: str) -> dict[str, str]:
+    """What ``eval "$(sagalog dev env ARGS)"`` would set, from the real command."""
+    printed = sagalog("dev", "env", *args, env=cli_environment(stack))
+    assert printed.returncode == 0, printed.stderr
+    pairs = (shlex.split(line.removeprefix("export "))[0] for line in printed.stdout.splitlines())
+    return dict(pair.split("=", 1) for pair in pairs)
 
 
 def derived(project: Path) -> tuple[AclRule, ...]:
@@ -128,40 +130,34 @@ def derived(project: Path) -> tuple[AclRule, ...]:
     return derive_acls(topology, flows)
 
 
-def cluster_acls(broker: SecureBroker) -> set[AclRule]:
-    acls = current_acls(admin_client(broker), broker_ids=[1], timeout=15)
-    assert acls is not None, "the secure broker has an authorizer"
+def cluster_acls(stack: LocalStack) -> set[AclRule]:
+    acls = current_acls(admin_client(stack), broker_ids=[1], timeout=15)
+    assert acls is not None, "the secure stack has an authorizer"
     return set(acls)
 
 
-def admin_client(broker: SecureBroker) -> AdminClient:
-    return AdminClient(broker.settings().kafka_config())
+def topics_of(principal: str, rules: tuple[AclRule, ...], existing: set[str]) -> set[str]:
+    """The existing topics the authorizer lets ``principal`` see (any right implies DESCRIBE)."""
+    mine = [r for r in rules if r.principal == principal and r.resource_type is ResourceKind.TOPIC]
+    return {
+        topic
+        for topic in existing
+        for rule in mine
+        if topic == rule.resource_name
+        or (rule.pattern_type is PatternKind.PREFIXED and topic.startswith(rule.resource_name))
+    }
 
 
-@pytest.fixture(scope="module")
-def applied(broker: SecureBroker, project: Path, state: Path) -> dict[str, Any]:
-    """The first apply on the empty cluster, and what the cluster held right after."""
-    before = cluster_acls(broker)
-    code, output = run(broker, project, "topology", "apply", "--dev-users", str(state))
-    return {"before": before, "code": code, "output": output, "after": cluster_acls(broker)}
-
-
-def as_service(broker: SecureBroker, state: Path, user: str) -> ClientSettings:
-    credentials = read_credentials(state, user)
-    assert credentials is not None, f"apply --dev-users stored no password for {user}"
-    return broker.settings(user, credentials.password)
-
-
-def produce_as_admin(broker: SecureBroker, topic: str, value: bytes) -> None:
-    producer = Producer(broker.settings().kafka_config())
-    producer.produce(topic, key=b"wf-1", value=value)
+def produce_as_admin(stack: LocalStack, topic: str, value: bytes, key: bytes = b"wf-1") -> None:
+    producer = Producer(as_admin(stack).kafka_config())
+    producer.produce(topic, key=key, value=value)
     assert producer.flush(15) == 0
 
 
-def read_all(broker: SecureBroker, topic: str, *, committed: bool = True) -> list[bytes]:
+def read_all(stack: LocalStack, topic: str, *, committed: bool = True) -> list[bytes]:
     """Every record of ``topic`` as the admin sees it, read_committed or not."""
     isolation = "read_committed" if committed else "read_uncommitted"
-    config = broker.settings().kafka_config(
+    config = as_admin(stack).kafka_config(
         **{
             "group.id": f"test-reader-{uuid.uuid4()}",
             "isolation.level": isolation,
@@ -186,11 +182,31 @@ def read_all(broker: SecureBroker, topic: str, *, committed: bool = True) -> lis
     return values
 
 
+@pytest.fixture(scope="module")
+def applied(stack: LocalStack, project: Path) -> dict[str, Any]:
+    """The first ``sagalog topology apply --dev-users`` on the empty stack, as a user runs it.
+
+    ``sagalog dev env --principal budget-agent`` runs first, so that service's password
+    is made by ``dev env`` and the brokers must get that one.
+    """
+    before = cluster_acls(stack)
+    budget_agent = exports(stack, "--principal", "budget-agent")
+    env = cli_environment(stack, stack.client_environment())
+    result = sagalog("--project-dir", str(project), "topology", "apply", "--dev-users", env=env)
+    return {
+        "before": before,
+        "code": result.returncode,
+        "output": result.stdout + result.stderr,
+        "after": cluster_acls(stack),
+        "budget-agent": budget_agent,
+    }
+
+
 # -- plan and apply ---------------------------------------------------------------------
 
 
 def test_apply_on_an_empty_cluster_creates_exactly_the_derived_bindings(
-    applied: dict[str, Any], project: Path, state: Path, broker: SecureBroker
+    applied: dict[str, Any], project: Path, stack: LocalStack
 ) -> None:
     assert applied["code"] == 0, applied["output"]
     assert applied["before"] == set()
@@ -200,32 +216,55 @@ def test_apply_on_an_empty_cluster_creates_exactly_the_derived_bindings(
     output = applied["output"]
     assert (
         "done: + create acl User:gateway: ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'"
-        in (output)
+        in output
     )
-    # Every principal got its SCRAM user; the passwords are in 0600 files, never printed.
+    # Every principal got its SCRAM user; the passwords are the stack's 0600 files, never
+    # printed by apply.
     for principal in {r.principal for r in rules}:
         user = principal.removeprefix("User:")
-        credentials = read_credentials(state, user)
-        assert credentials is not None
-        path = state / "scram" / f"{user}.json"
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        assert credentials.password not in output
-        assert f"SCRAM-SHA-512 user {user} (password in {path}" in output
+        credential = stack.credentials.existing(user)
+        assert credential is not None, f"apply --dev-users made no password for {user}"
+        assert stat.S_IMODE(stack.credentials.path(user).stat().st_mode) == 0o600
+        assert credential.password.get_secret_value() not in output
+        assert (
+            f"SCRAM-SHA-512 user {user} (password: `sagalog dev env --principal {user}`)" in output
+        )
 
 
 def test_a_second_plan_and_apply_change_nothing(
-    applied: dict[str, Any], broker: SecureBroker, project: Path, state: Path
+    applied: dict[str, Any], stack: LocalStack, project: Path
 ) -> None:
-    code, output = run(broker, project, "topology", "plan", "--detailed-exitcode")
+    code, output = run(stack, project, "topology", "plan", "--detailed-exitcode")
     assert (code, output.strip()) == (0, "nothing to change: the cluster matches the topology")
-    code, output = run(broker, project, "topology", "apply", "--dev-users", str(state))
+    code, output = run(stack, project, "topology", "apply", "--dev-users")
     assert (code, output.strip()) == (0, "nothing to change: the cluster matches the topology")
+
+
+def test_dev_env_gives_the_logins_apply_made_the_brokers_accept(
+    applied: dict[str, Any], stack: LocalStack, project: Path
+) -> None:
+    """End to end, as a user runs it: ``apply --dev-users``, then ``eval "$(sagalog dev env
+    --principal NAME)"``: the client gets in as ``User:NAME`` and sees what NAME may see,
+    whether ``dev env`` made the password before ``apply`` (budget-agent) or after."""
+    rules = derived(project)
+    _, everything = connect_admin(as_admin(stack))
+    existing = set(everything.topics)
+    for user, environment in (
+        ("intake-agent", exports(stack, "--principal", "intake-agent")),
+        ("budget-agent", applied["budget-agent"]),
+    ):
+        assert environment["SAGALOG_SASL_USERNAME"] == user
+        assert environment["SAGALOG_SECURITY_PROTOCOL"] == "SASL_SSL"
+        _, metadata = connect_admin(client_settings(environment))
+        visible = set(metadata.topics)
+        assert visible == topics_of(f"User:{user}", rules, existing), user
+        assert WORKFLOWS in visible and "sagalog.transitions" not in visible
 
 
 def test_a_hand_added_binding_is_removed_only_with_force(
-    applied: dict[str, Any], broker: SecureBroker, project: Path
+    applied: dict[str, Any], stack: LocalStack, project: Path
 ) -> None:
-    admin = admin_client(broker)
+    admin = admin_client(stack)
     hand_made = AclRule(
         "User:intake-agent",
         ResourceKind.TOPIC,
@@ -239,7 +278,7 @@ def test_a_hand_added_binding_is_removed_only_with_force(
     for future in admin.create_acls([to_binding(hand_made), to_binding(operators)]).values():
         future.result(timeout=15)
 
-    code, output = run(broker, project, "topology", "plan", "--detailed-exitcode")
+    code, output = run(stack, project, "topology", "plan", "--detailed-exitcode")
     assert code == 10, output
     line = (
         "- delete acl User:intake-agent: ALLOW READ on TOPIC LITERAL "
@@ -249,15 +288,15 @@ def test_a_hand_added_binding_is_removed_only_with_force(
     assert "User:ops" not in output  # not a declared principal: left alone
     assert "1 change(s), 1 need --force" in output
 
-    code, output = run(broker, project, "topology", "apply")
+    code, output = run(stack, project, "topology", "apply")
     assert code == 4, output
     assert "refused 1 change(s) that need --force (0 other change(s) applied)" in output
     assert line in output
-    assert hand_made in cluster_acls(broker)
+    assert hand_made in cluster_acls(stack)
 
-    code, output = run(broker, project, "topology", "apply", "--force")
+    code, output = run(stack, project, "topology", "apply", "--force")
     assert code == 0, output
-    acls = cluster_acls(broker)
+    acls = cluster_acls(stack)
     assert hand_made not in acls and operators in acls
     assert {a for a in acls if a.principal != "User:ops"} == set(derived(project))
 
@@ -266,9 +305,9 @@ def test_a_hand_added_binding_is_removed_only_with_force(
 
 
 def test_an_agent_consumes_and_produces_in_a_transaction_as_itself(
-    applied: dict[str, Any], broker: SecureBroker, state: Path
+    applied: dict[str, Any], stack: LocalStack
 ) -> None:
-    agent = as_service(broker, state, "intake-agent")
+    agent = as_service(stack, "intake-agent")
     # The runtime's own start: check the inputs and dead-letter topic, create the retry topic.
     partitions = ensure_internal_topics(
         agent,
@@ -278,7 +317,7 @@ def test_an_agent_consumes_and_produces_in_a_transaction_as_itself(
     )
     assert partitions == 6
     marker = f"submitted-{uuid.uuid4()}".encode()
-    produce_as_admin(broker, WORKFLOWS, marker)
+    produce_as_admin(stack, WORKFLOWS, marker)
 
     consumer = Consumer(
         agent.kafka_config(
@@ -312,13 +351,13 @@ def test_an_agent_consumes_and_produces_in_a_transaction_as_itself(
     )
     producer.commit_transaction(30)
     consumer.close()
-    assert b"classified-" + marker in read_all(broker, WORKFLOWS)
+    assert b"classified-" + marker in read_all(stack, WORKFLOWS)
 
 
 def test_the_tracker_creates_its_prefixed_topics_and_writes_idempotently(
-    applied: dict[str, Any], broker: SecureBroker, state: Path
+    applied: dict[str, Any], stack: LocalStack
 ) -> None:
-    tracker = as_service(broker, state, "saga-tracker")
+    tracker = as_service(stack, "saga-tracker")
     admin = AdminClient(tracker.kafka_config())
     changelog = NewTopic(
         "saga-tracker-records-changelog", 6, 1, config={"cleanup.policy": "compact"}
@@ -340,9 +379,9 @@ def test_the_tracker_creates_its_prefixed_topics_and_writes_idempotently(
 
 
 def test_the_gateway_follows_with_assign_and_publishes_decisions(
-    applied: dict[str, Any], broker: SecureBroker, state: Path, project: Path
+    applied: dict[str, Any], stack: LocalStack, project: Path
 ) -> None:
-    gateway = as_service(broker, state, "gateway")
+    gateway = as_service(stack, "gateway")
     errors: list[Any] = []
     consumer = Consumer(
         gateway.kafka_config(
@@ -373,12 +412,10 @@ def test_the_gateway_follows_with_assign_and_publishes_decisions(
 
 
 def test_an_agent_writing_a_topic_it_may_not_is_denied_and_its_transaction_aborted(
-    applied: dict[str, Any], broker: SecureBroker, state: Path, project: Path, tmp_path: Path
+    applied: dict[str, Any], stack: LocalStack, project: Path, tmp_path: Path
 ) -> None:
-    credentials = read_credentials(state, "intake-agent")
-    assert credentials is not None
     settings = AgentSettings(
-        **broker.settings("intake-agent", credentials.password).model_dump(),
+        **as_service(stack, "intake-agent").model_dump(),
         instance_id="it-denied",
         data_dir=tmp_path / "data",
     )
@@ -412,26 +449,24 @@ def test_an_agent_writing_a_topic_it_may_not_is_denied_and_its_transaction_abort
     assert message.startswith("User:intake-agent may not WRITE topic 'sagalog.alerts'"), message
     assert worker.stats.aborted == 1
     # Aborted: written to the log, but never visible to a read_committed reader.
-    assert marker in read_all(broker, WORKFLOWS, committed=False)
-    assert marker not in read_all(broker, WORKFLOWS)
+    assert marker in read_all(stack, WORKFLOWS, committed=False)
+    assert marker not in read_all(stack, WORKFLOWS)
     worker._producer.begin_transaction()  # the producer is ready again: nothing left open
     worker._producer.abort_transaction(15)
     worker._consumer.close()
 
 
 def test_an_agent_reading_another_agents_retry_topic_is_denied(
-    applied: dict[str, Any], broker: SecureBroker, state: Path, project: Path, tmp_path: Path
+    applied: dict[str, Any], stack: LocalStack, project: Path, tmp_path: Path
 ) -> None:
-    admin = admin_client(broker)
+    admin = admin_client(stack)
     [created] = admin.create_topics([NewTopic("sagalog.agent.risk-agent.retry", 6, 1)]).values()
     try:
         created.result(timeout=15)
     except KafkaException as exc:
         assert "already exists" in str(exc).lower()
-    credentials = read_credentials(state, "intake-agent")
-    assert credentials is not None
     settings = AgentSettings(
-        **broker.settings("intake-agent", credentials.password).model_dump(),
+        **as_service(stack, "intake-agent").model_dump(),
         instance_id="it-reader",
         data_dir=tmp_path / "data",
     )
@@ -459,9 +494,9 @@ def test_an_agent_reading_another_agents_retry_topic_is_denied(
 
 
 def test_the_gateway_may_not_write_transitions(
-    applied: dict[str, Any], broker: SecureBroker, state: Path, project: Path
+    applied: dict[str, Any], stack: LocalStack, project: Path
 ) -> None:
-    gateway = as_service(broker, state, "gateway")
+    gateway = as_service(stack, "gateway")
     catalog = SchemaCatalog.load(project / "schemas")
     publisher = EventPublisher(gateway, catalog=catalog, source="gateway", codec=RawCodec())  # type: ignore[arg-type]
     transition = StateTransition(
@@ -482,23 +517,19 @@ def test_the_gateway_may_not_write_transitions(
 
 
 def test_faust_runs_as_the_tracker_with_only_the_derived_rights(
-    applied: dict[str, Any], broker: SecureBroker, state: Path, tmp_path: Path
+    applied: dict[str, Any], stack: LocalStack, tmp_path: Path
 ) -> None:
     """faust creates its changelog and assignor topics, joins, reads, writes its table and
     commits: CREATE/READ/WRITE/DESCRIBE on '<app id>-' and READ on the group suffice
     (no DESCRIBE_CONFIGS, ALTER_CONFIGS or CLUSTER right)."""
-    credentials = read_credentials(state, "saga-tracker")
-    assert credentials is not None
     key = f"wf-faust-{uuid.uuid4()}".encode()
-    producer = Producer(broker.settings().kafka_config())
+    producer = Producer(as_admin(stack).kafka_config())
     producer.produce(WORKFLOWS, key=key, value=b"submitted")
     assert producer.flush(15) == 0
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("SAGALOG_")},
+        **client_config.environment(as_service(stack, "saga-tracker")),
         "FAUST_APP_ID": "saga-tracker",
-        "FAUST_BOOTSTRAP": broker.bootstrap_servers,
-        "FAUST_USERNAME": "saga-tracker",
-        "FAUST_PASSWORD": credentials.password,
         "FAUST_DATA_DIR": str(tmp_path / "faust"),
         "FAUST_TOPIC": WORKFLOWS,
     }
@@ -519,16 +550,16 @@ def test_faust_runs_as_the_tracker_with_only_the_derived_rights(
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and worker.poll() is None:
-            topics = admin_client(broker).list_topics(timeout=15).topics
+            topics = admin_client(stack).list_topics(timeout=15).topics
             if "saga-tracker-records-changelog" in topics and b"submitted" in read_all(
-                broker, "saga-tracker-records-changelog"
+                stack, "saga-tracker-records-changelog"
             ):
                 break
             time.sleep(1)
         text = (tmp_path / "faust.log").read_text(errors="replace")
         assert worker.poll() is None, text[-3000:]
         assert "saga-tracker-__assignor-__leader" in topics, text[-3000:]
-        assert b"submitted" in read_all(broker, "saga-tracker-records-changelog"), text[-3000:]
+        assert b"submitted" in read_all(stack, "saga-tracker-records-changelog"), text[-3000:]
         assert "authorization" not in text.lower(), text[-3000:]
     finally:
         worker.terminate()
@@ -536,26 +567,22 @@ def test_faust_runs_as_the_tracker_with_only_the_derived_rights(
         log.close()
 
 
-def test_the_plain_dev_stack_skips_acls(settings: ClientSettings) -> None:
-    """Read-only against the shared PLAINTEXT stack: no authorizer, so no ACL is planned."""
-    result = CliRunner().invoke(cli, ["--project-dir", str(REPO), "topology", "plan"])
-    assert result.exit_code == 0, result.output
-    assert result.output.startswith(NOT_ENFORCED)
-    assert "acl" not in result.output.replace(NOT_ENFORCED, "").lower()
-
-
 def test_a_principal_the_topology_does_not_declare_may_do_nothing(
-    applied: dict[str, Any], broker: SecureBroker
+    applied: dict[str, Any], stack: LocalStack
 ) -> None:
     """Deny by default: a user with a valid login and no derived binding sees no topic,
     and the agent runtime's start says so instead of calling the topic missing."""
     upsert = UserScramCredentialUpsertion(
-        "stranger", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"stranger-pw"
+        "stranger",
+        ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS),
+        b"stranger-pw",
     )
-    admin = admin_client(broker)  # kept: a collected client fails its futures
+    admin = admin_client(stack)  # kept: a collected client fails its futures
     [future] = admin.alter_user_scram_credentials([upsert]).values()
     future.result(timeout=15)
-    stranger = broker.settings("stranger", "stranger-pw")
+    stranger = as_admin(stack).model_copy(
+        update={"sasl_username": "stranger", "sasl_password": SecretStr("stranger-pw")}
+    )
     assert not [t for t in AdminClient(stranger.kafka_config()).list_topics(timeout=15).topics]
     with pytest.raises(AuthorizationError) as caught:
         ensure_internal_topics(

@@ -9,9 +9,11 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from sagalog.cli.main import cli
 from sagalog.cluster import connect_admin
 from sagalog.errors import DestructiveChangeRefused
+from sagalog.settings import ClientSettings
+from sagalog.topology.acl_apply import NOT_ENFORCED
 from sagalog.topology.plan import ChangeKind
 
-from .conftest import Project
+from .conftest import REPO, Project
 
 
 def partitions(project: Project, topic: str) -> int:
@@ -119,3 +121,11 @@ def test_safe_changes_are_made_even_when_a_stray_topic_is_refused(project: Proje
     assert "(1 other change(s) applied)" in str(caught.value)
     _, metadata = connect_admin(project.settings)
     assert fresh in metadata.topics and stray in metadata.topics
+
+
+def test_the_plain_dev_stack_skips_acls(settings: ClientSettings) -> None:
+    """Read-only against the shared PLAINTEXT stack: no authorizer, so no ACL is planned."""
+    result = CliRunner().invoke(cli, ["--project-dir", str(REPO), "topology", "plan"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(NOT_ENFORCED)
+    assert "acl" not in result.output.replace(NOT_ENFORCED, "").lower()

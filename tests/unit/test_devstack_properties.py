@@ -14,7 +14,7 @@ from sagalog.devstack.commands import (
     registry_login_properties,
     registry_system_properties,
 )
-from sagalog.devstack.credentials import ScramCredential
+from sagalog.devstack.credentials import SCRAM_ITERATIONS, ScramCredential
 from sagalog.devstack.lockfile import RegistryDistribution
 from sagalog.devstack.nodes import kafka_nodes
 from sagalog.devstack.settings import DevStackSettings
@@ -121,7 +121,8 @@ def test_one_secure_broker_keeps_the_one_broker_profile() -> None:
 
 def test_the_admin_is_seeded_at_format_time() -> None:
     admin = ScramCredential(username="admin", password=SecretStr("pw"))
-    assert add_scram_argument(admin) == "SCRAM-SHA-512=[name=admin,password=pw]"
+    seeded = f"SCRAM-SHA-512=[name=admin,iterations={SCRAM_ITERATIONS},password=pw]"
+    assert add_scram_argument(admin) == seeded
     command = kafka_format_command(
         java=Path("/jdk/bin/java"),
         jar_dir=Path("/jars"),
@@ -130,7 +131,7 @@ def test_the_admin_is_seeded_at_format_time() -> None:
         cluster_id="abc",
         scram_users=[admin],
     )
-    assert command[-2:] == ["--add-scram", "SCRAM-SHA-512=[name=admin,password=pw]"]
+    assert command[-2:] == ["--add-scram", seeded]
 
 
 def test_the_registry_reads_its_logins_from_a_file_not_the_command_line() -> None:

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-import stat
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    ScramMechanism,
+    UserScramCredentialsDescription,
+    UserScramCredentialUpsertion,
+)
 
 from sagalog.authorization import authorization_error, principal_of
 from sagalog.cli.main import cli
 from sagalog.contracts.catalog import SchemaCatalog
-from sagalog.errors import AuthorizationError, TopologyError
+from sagalog.devstack.credentials import SCRAM_ITERATIONS, CredentialStore
+from sagalog.devstack.shape import StackShape, write_shape
+from sagalog.errors import AuthorizationError, ConfigurationError, TopologyError
 from sagalog.flows.loader import load_flows
 from sagalog.flows.model import Flow
 from sagalog.settings import ClientSettings
@@ -27,13 +34,7 @@ from sagalog.topology.acls import (
     ResourceKind,
     derive_acls,
 )
-from sagalog.topology.dev_users import (
-    DevCredentials,
-    credentials_path,
-    read_credentials,
-    store_credentials,
-    user_of,
-)
+from sagalog.topology.dev_users import ensure_dev_users, user_of
 from sagalog.topology.loader import load_topology
 from sagalog.topology.model import Topology
 from sagalog.topology.plan import ChangeKind
@@ -313,19 +314,73 @@ def test_host_and_pattern_are_part_of_a_binding() -> None:
 # -- dev users and the authorization error ---------------------------------------------
 
 
-def test_dev_credentials_are_kept_owner_only(tmp_path: Path) -> None:
-    path = store_credentials(tmp_path / "state", DevCredentials("intake-agent", "s3cret"))
-    assert path == credentials_path(tmp_path / "state", "intake-agent")
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    assert read_credentials(tmp_path / "state", "intake-agent") == DevCredentials(
-        "intake-agent", "s3cret"
+class ScramAdmin:
+    """The two SCRAM calls of ``AdminClient``, over a dict of user -> upsertion."""
+
+    def __init__(self) -> None:
+        self.users: dict[str, UserScramCredentialUpsertion] = {}
+
+    def describe_user_scram_credentials(
+        self, users: list[str], request_timeout: float
+    ) -> dict[str, Future[Any]]:
+        answers: dict[str, Future[Any]] = {}
+        for user in users:
+            answers[user] = Future()
+            if user in self.users:
+                info = self.users[user].scram_credential_info
+                answers[user].set_result(UserScramCredentialsDescription(user, [info]))
+            else:
+                missing = KafkaError(KafkaError.RESOURCE_NOT_FOUND, "no such user")
+                answers[user].set_exception(KafkaException(missing))
+        return answers
+
+    def alter_user_scram_credentials(
+        self, alterations: list[UserScramCredentialUpsertion], request_timeout: float
+    ) -> dict[str, Future[None]]:
+        done: dict[str, Future[None]] = {}
+        for upsert in alterations:
+            self.users[upsert.user] = upsert
+            done[upsert.user] = Future()
+            done[upsert.user].set_result(None)
+        return done
+
+
+def test_dev_users_get_the_dev_stacks_passwords_once(tmp_path: Path) -> None:
+    """The password ``sagalog dev env --principal`` shows is the one the brokers get,
+    whichever ran first; a second run changes nothing; a lost password is replaced."""
+    store = CredentialStore(tmp_path / "passwords")
+    shown_before = store.credential("intake-agent").password.get_secret_value()  # dev env
+    admin = ScramAdmin()
+    lines: list[str] = []
+    principals = ["User:intake-agent", "User:gateway", "User:intake-agent"]
+    created = ensure_dev_users(admin, principals, store, timeout=1, report=lines.append)  # type: ignore[arg-type]
+    assert created == ["gateway", "intake-agent"]
+    assert admin.users["intake-agent"].password == shown_before.encode()
+    gateway = store.existing("gateway")
+    assert gateway is not None
+    assert admin.users["gateway"].password == gateway.password.get_secret_value().encode()
+    info = admin.users["gateway"].scram_credential_info
+    assert (info.mechanism, info.iterations) == (ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
+    assert lines[0] == (
+        "done: SCRAM-SHA-512 user gateway (password: `sagalog dev env --principal gateway`)"
     )
-    assert read_credentials(tmp_path / "state", "nobody") is None
-    path.chmod(0o644)  # a rewrite tightens a loosened file
-    store_credentials(tmp_path / "state", DevCredentials("intake-agent", "new"))
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not any(shown_before in line for line in lines)
+
+    assert ensure_dev_users(admin, principals, store, timeout=1, report=lines.append) == []  # type: ignore[arg-type]
+    store.path("gateway").unlink()
+    assert ensure_dev_users(admin, principals, store, timeout=1, report=lines.append) == [  # type: ignore[arg-type]
+        "gateway"
+    ]
+    renewed = store.existing("gateway")
+    assert renewed is not None and renewed != gateway
+    assert admin.users["gateway"].password == renewed.password.get_secret_value().encode()
+
+
+def test_only_user_principals_get_a_scram_user() -> None:
     assert user_of("User:intake-agent") == "intake-agent"
+    for principal in ("Group:ops", "User:", "intake-agent"):
+        with pytest.raises(ConfigurationError, match="is not User:<name>"):
+            user_of(principal)
 
 
 def test_authorization_error_names_principal_operation_and_resource() -> None:
@@ -403,3 +458,28 @@ def test_a_cluster_without_an_authorizer_has_no_acls_to_plan() -> None:
     assert current_acls(_Admin(_Done([]), ""), broker_ids=[1], timeout=1) is None  # type: ignore[arg-type]
     enforced = _Admin(_Done([]), "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
     assert current_acls(enforced, broker_ids=[1], timeout=1) == []  # type: ignore[arg-type]
+
+
+def test_dev_users_are_refused_unless_the_dev_stack_is_secure_and_the_target(
+    repo_root: Path, tmp_path: Path
+) -> None:
+    """Checked before any cluster is asked: a plaintext stack has no SCRAM users, and
+    the dev stack's passwords belong on the dev stack's brokers only."""
+    plain = {"SAGALOG_DEV_STATE_DIR": str(tmp_path / "plain"), "SAGALOG_DEV_KAFKA_PORT": "47192"}
+    arguments = ["--project-dir", str(repo_root), "topology", "apply", "--dev-users"]
+    result = CliRunner().invoke(cli, arguments, env=plain)
+    assert result.exit_code == 2, result.output  # ConfigurationError
+    assert "--dev-users needs a secure dev stack" in result.output
+    assert f"the dev stack in {tmp_path / 'plain'} is plaintext" in result.output
+
+    secure = tmp_path / "secure"
+    write_shape(secure, StackShape(brokers=1, secure=True))
+    elsewhere = {
+        "SAGALOG_DEV_STATE_DIR": str(secure),
+        "SAGALOG_DEV_KAFKA_PORT": "47192",
+        "SAGALOG_BOOTSTRAP_SERVERS": "kafka.example.com:9093",
+    }
+    result = CliRunner().invoke(cli, arguments, env=elsewhere)
+    assert result.exit_code == 2, result.output
+    assert "SAGALOG_BOOTSTRAP_SERVERS is kafka.example.com:9093" in result.output
+    assert not (secure / "security").exists()  # no password was made for the wrong cluster

@@ -47,8 +47,11 @@ def _variable(field: str) -> str:
     return field if field.isupper() else f"SAGALOG_DEV_{field.upper()}"
 
 
-def _settings() -> DevStackSettings:
-    """Read ``SAGALOG_DEV_*``; a bad value is a configuration error, not a traceback."""
+def dev_stack_settings() -> DevStackSettings:
+    """Read ``SAGALOG_DEV_*``; a bad value is a configuration error, not a traceback.
+
+    Public because ``topology apply --dev-users`` finds the stack the same way.
+    """
     try:
         return DevStackSettings()
     except ValidationError as exc:
@@ -63,7 +66,7 @@ def _settings() -> DevStackSettings:
 
 def _stack(*, brokers: int | None = None, secure: bool | None = None) -> LocalStack:
     """The stack of ``SAGALOG_DEV_STATE_DIR`` in its recorded shape (or the one asked)."""
-    return LocalStack(_settings(), brokers=brokers, secure=secure, progress=_progress)
+    return LocalStack(dev_stack_settings(), brokers=brokers, secure=secure, progress=_progress)
 
 
 @click.group(cls=_DevGroup)
@@ -167,7 +170,7 @@ def _status_line(component: ComponentStatus) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status(as_json: bool) -> None:
     """Show whether each component runs and answers; exit 0 only if all do."""
-    stack = LocalStack(_settings())
+    stack = LocalStack(dev_stack_settings())
     stack_status = stack.status()
     if as_json:
         click.echo(json.dumps(stack_status.to_dict(), indent=2))
@@ -193,7 +196,7 @@ def status(as_json: bool) -> None:
 )
 def logs(component: str | None, keep_following: bool, count: int) -> None:
     """Print the log of one component (kafka or kafka-1..3, registry), or of all."""
-    stack = LocalStack(_settings())
+    stack = LocalStack(dev_stack_settings())
     components = (*(node.component for node in stack.nodes), REGISTRY)
     if component is not None and component not in components:
         raise ConfigurationError(
@@ -230,7 +233,7 @@ def kafka(tool: str, arguments: tuple[str, ...]) -> None:
     a main class of the classpath (org.apache.kafka.tools.TopicCommand). Exits with
     the tool's exit code.
     """
-    command = LocalStack(_settings()).kafka_tool_command(tool, list(arguments))
+    command = LocalStack(dev_stack_settings()).kafka_tool_command(tool, list(arguments))
     completed = subprocess.run(command, check=False)
     raise click.exceptions.Exit(completed.returncode)
 

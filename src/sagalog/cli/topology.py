@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from sagalog.cli.context import Project, pass_project
+from sagalog.errors import ConfigurationError
 from sagalog.flows.loader import load_flows
 from sagalog.topology.acls import derive_acls
 from sagalog.topology.apply import TopologyClient
-from sagalog.topology.dev_users import ensure_dev_users
 from sagalog.topology.plan import Plan
+
+if TYPE_CHECKING:
+    from sagalog.devstack.credentials import CredentialStore
 
 
 @click.group()
@@ -62,28 +65,30 @@ def plan(project: Project, detailed_exitcode: bool) -> None:
 @click.option(
     "--dev-users",
     "dev_users",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="SAGALOG_DEV_USERS_DIR",
-    default=None,
-    help="Dev mode: also create each declared principal's SCRAM-SHA-512 user, with a "
-    "random password kept in DIR/scram/<user>.json (0600, never printed).",
+    is_flag=True,
+    help="Dev mode: also create each declared principal's SCRAM-SHA-512 user on the secure "
+    "dev stack of SAGALOG_DEV_STATE_DIR, with the password `sagalog dev env --principal "
+    "NAME` prints (made on first use, never printed here).",
 )
 @pass_project
-def apply(project: Project, force: bool, dev_users: Path | None) -> None:
+def apply(project: Project, force: bool, dev_users: bool) -> None:
     """Create and update topics, register schemas and grant ACLs, idempotently.
 
     Changes that delete a topic, change a topic's partition count or remove an ACL
     the topology does not derive are refused (listed, exit 4) unless --force is given;
     the safe changes are made either way.
     """
+    passwords = _dev_stack_passwords(project) if dev_users else None
     client = TopologyClient(project.settings, project.catalog)
     result = client.plan(project.topology)
     created = []
-    if dev_users is not None:
+    if passwords is not None:
+        from sagalog.topology.dev_users import ensure_dev_users
+
         created = ensure_dev_users(
             client.admin,
             sorted(project.topology.principals),
-            dev_users,
+            passwords,
             timeout=client.timeout,
             report=click.echo,
         )
@@ -95,7 +100,39 @@ def apply(project: Project, force: bool, dev_users: Path | None) -> None:
     client.apply(result, force=force, report=click.echo)
     click.secho(f"applied {len(result.changes)} change(s)", fg="green")
     if created:
-        click.echo(f"{len(created)} SCRAM user(s) created in {dev_users}")
+        click.echo(f"{len(created)} SCRAM user(s) created on the dev stack")
+
+
+def _dev_stack_passwords(project: Project) -> CredentialStore:
+    """The password store of the secure dev stack that ``--dev-users`` creates users on.
+
+    Refused unless the stack of ``SAGALOG_DEV_STATE_DIR`` is secure and the cluster
+    ``apply`` talks to is that stack: the dev stack's passwords must not become logins
+    of another cluster (a shared or a production one) by a stale variable.
+
+    Raises:
+        ConfigurationError: a plaintext stack, or a cluster that is not the stack.
+    """
+    from sagalog.cli.dev import dev_stack_settings
+    from sagalog.devstack import LocalStack
+
+    stack = LocalStack(dev_stack_settings())
+    where = f"the dev stack in {stack.settings.state_dir}"
+    if not stack.shape.secure:
+        raise ConfigurationError(
+            f"--dev-users needs a secure dev stack, and {where} is plaintext (it has no "
+            f"SCRAM users); start one with `sagalog dev up --secure` in another "
+            f"SAGALOG_DEV_STATE_DIR, or drop --dev-users"
+        )
+    ours = set(stack.bootstrap_servers.split(","))
+    theirs = set(project.settings.bootstrap_servers.split(","))
+    if not ours & theirs:
+        raise ConfigurationError(
+            f"--dev-users creates the users of {where} ({stack.bootstrap_servers}), but "
+            f"SAGALOG_BOOTSTRAP_SERVERS is {project.settings.bootstrap_servers}; run "
+            f'`eval "$(sagalog dev env)"` first, or drop --dev-users on another cluster'
+        )
+    return stack.credentials
 
 
 @topology.command()

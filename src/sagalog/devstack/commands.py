@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagalog.devstack.credentials import SCRAM_MECHANISM, ScramCredential
+from sagalog.devstack.credentials import SCRAM_ITERATIONS, SCRAM_MECHANISM, ScramCredential
 from sagalog.devstack.layout import KAFKA, LOOPBACK, REGISTRY
 from sagalog.devstack.lockfile import RegistryDistribution
 from sagalog.devstack.nodes import KafkaNode
@@ -206,9 +206,16 @@ def kafka_classpath_flags(*, jar_dir: Path, log4j_config: Path) -> list[str]:
 
 
 def add_scram_argument(credential: ScramCredential) -> str:
-    """StorageTool's ``--add-scram`` value that seeds one SCRAM-SHA-512 user."""
+    """StorageTool's ``--add-scram`` value that seeds one SCRAM-SHA-512 user.
+
+    The iteration count is given, not left to the tool's default, so the admin and
+    the users ``topology apply --dev-users`` creates share the one ``SCRAM_ITERATIONS``.
+    """
     password = credential.password.get_secret_value()
-    return f"{SCRAM_MECHANISM}=[name={credential.username},password={password}]"
+    return (
+        f"{SCRAM_MECHANISM}=[name={credential.username},iterations={SCRAM_ITERATIONS},"
+        f"password={password}]"
+    )
 
 
 def kafka_format_command(

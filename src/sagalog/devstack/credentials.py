@@ -1,10 +1,12 @@
 """Passwords of the secure stack: generated at random, kept in the state directory, 0600.
 
-The admin's password is made before the first node is formatted (its SCRAM
-credential is seeded into the metadata by ``kafka-storage format --add-scram``); a
-service's password is made the first time anyone asks for it, and ``topology apply``
-creates the SCRAM user with it. Nothing here prints or logs a password: the only
-place one is shown is ``sagalog dev env`` (and ``up``'s exports), for ``eval``.
+The one store of the stack's SCRAM passwords. The admin's is made before the first
+node is formatted (its SCRAM credential is seeded into the metadata by ``kafka-storage
+format --add-scram``); a service's is made the first time anyone asks for it, either
+``sagalog dev env --principal NAME`` or ``sagalog topology apply --dev-users`` (which
+creates the SCRAM user on the brokers with it), so the two always agree. Nothing here
+prints or logs a password: the only place one is shown is ``sagalog dev env`` (and
+``up``'s exports), for ``eval``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from sagalog.devstack.certificates import check_principal_name, write_private
 
 ADMIN = "admin"
 SCRAM_MECHANISM = "SCRAM-SHA-512"
-#: SCRAM's own iteration count floor for SHA-512 in Kafka; more costs every connect.
+#: Kafka's floor for SCRAM-SHA-512, for every user of the stack (the seeded admin and
+#: the services' users alike); more costs every connect.
 SCRAM_ITERATIONS = 4096
 
 

@@ -204,8 +204,8 @@ class LocalStack:
 
         Without ``principal``: the admin (over SASL_SSL on the secure stack). With it:
         that service's SCRAM user, whose password is generated now if it has none
-        (``topology apply`` creates the user on the brokers), or with ``mtls`` its
-        client certificate, issued now if it has none.
+        (``topology apply --dev-users`` creates the user on the brokers with it), or
+        with ``mtls`` its client certificate, issued now if it has none.
 
         Raises:
             ConfigurationError: a principal or mTLS asked of a plaintext stack.
@@ -249,7 +249,10 @@ class LocalStack:
         return self.security.admin()
 
     def service_credential(self, name: str) -> ScramCredential:
-        """The SCRAM password of service ``name``, generated and stored on first use."""
+        """The SCRAM login of service ``name``, generated and stored on first use.
+
+        The brokers know it once ``topology apply --dev-users`` created the user.
+        """
         self._require_secure("SCRAM users")
         return self.security.service(name)
 

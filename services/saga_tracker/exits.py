@@ -1,0 +1,65 @@
+"""How a crashed tracker exits: 70 when a restart helps, the error's own code when not.
+
+A failed batch or a stalled partition exits the process at once (``app.crash``), so
+a restarted or surviving worker takes the records over. That is right for a broker
+away or a faust bug, and wrong for a right the cluster denies: the new process would
+be refused the same write and exit again, in a loop an operator reads as flakiness.
+A denied right exits with ``AuthorizationError``'s code (6) and its message (the
+principal, the operation, the resource) instead; a supervisor can tell the two apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sagalog.errors import AuthorizationError
+
+#: ``EX_SOFTWARE``: exited so that another worker processes the batch again.
+RESTART = 70
+
+
+@dataclass(frozen=True)
+class Exit:
+    """The code the tracker exits with, and the line it logs first.
+
+    Attributes:
+        code: the process exit code.
+        message: what went wrong; a denied right's names the principal, the operation
+            and the resource (the traceback is logged with it either way).
+        restart_helps: whether a new process could get past it.
+    """
+
+    code: int
+    message: str
+    restart_helps: bool
+
+
+def exit_for(why: str, error: BaseException | None) -> Exit:
+    """The exit of a tracker that crashed for ``why`` while handling ``error``.
+
+    The cause chain is searched (``raise ... from`` and exceptions raised while
+    handling another), because a denied write can surface wrapped in the error of
+    whatever called the sink.
+    """
+    denied = _denied(error)
+    if denied is not None:
+        return Exit(
+            code=denied.exit_code,
+            message=f"{why}: {denied}; a restart would be refused the same way",
+            restart_helps=False,
+        )
+    return Exit(
+        code=RESTART,
+        message=f"{why}; exiting so that it is processed again",
+        restart_helps=True,
+    )
+
+
+def _denied(error: BaseException | None) -> AuthorizationError | None:
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, AuthorizationError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
