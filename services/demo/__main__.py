@@ -46,6 +46,7 @@ from sagalog.devstack import DevStackSettings, LocalStack
 from sagalog.errors import DestructiveChangeRefused, SagalogError
 from sagalog.settings import ClientSettings
 from sagalog.topology.apply import TopologyClient
+from sagalog.topology.dev_users import ensure_dev_users
 from sagalog.topology.loader import load_topology
 from sagalog.topology.model import Topology
 from sagalog.topology.services import TrackerService
@@ -255,7 +256,25 @@ def service_logins(
     stack = LocalStack(DevStackSettings())
     if not stack.shape.secure or stack.bootstrap_servers != settings.bootstrap_servers:
         return None
-    return None
+    created = ensure_dev_users(
+        client.admin,
+        sorted(topology.principals),
+        stack.security.credentials,
+        timeout=client.timeout,
+        report=lambda _: None,
+    )
+    say(f"secure cluster: each service logs in as itself ({len(created)} SCRAM user(s) created)")
+    names = {principal.removeprefix("User:") for principal in topology.principals}
+
+    def login(name: str) -> dict[str, str]:
+        if name not in names:
+            raise SagalogError(
+                f"service {name!r} is not declared in topology/services.yaml, so it has no "
+                "login and no rights on the secure cluster; declare it there"
+            )
+        return stack.client_environment(principal=name)
+
+    return login
 
 
 if __name__ == "__main__":

@@ -222,9 +222,9 @@ def test_apply_on_an_empty_cluster_creates_exactly_the_derived_bindings(
     # printed by apply.
     for principal in {r.principal for r in rules}:
         user = principal.removeprefix("User:")
-        credential = stack.credentials.existing(user)
+        credential = stack.security.credentials.existing(user)
         assert credential is not None, f"apply --dev-users made no password for {user}"
-        assert stat.S_IMODE(stack.credentials.path(user).stat().st_mode) == 0o600
+        assert stat.S_IMODE(stack.security.credentials.path(user).stat().st_mode) == 0o600
         assert credential.password.get_secret_value() not in output
         assert (
             f"SCRAM-SHA-512 user {user} (password: `sagalog dev env --principal {user}`)" in output

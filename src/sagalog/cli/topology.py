@@ -132,7 +132,7 @@ def _dev_stack_passwords(project: Project) -> CredentialStore:
             f"SAGALOG_BOOTSTRAP_SERVERS is {project.settings.bootstrap_servers}; run "
             f'`eval "$(sagalog dev env)"` first, or drop --dev-users on another cluster'
         )
-    return stack.credentials
+    return stack.security.credentials
 
 
 @topology.command()
