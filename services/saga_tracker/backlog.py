@@ -15,6 +15,12 @@ The offsets are asked every watch (three small admin requests); the read, which
 costs a consumer, only for a partition whose committed offset stood still for
 ``stall_timeout_s`` with records past it (``stall.judge``), and a verdict of
 "only markers there" is remembered for the same offsets.
+
+While the broker is away every one of those calls fails, and they fail two ways: a
+``KafkaException`` from librdkafka, or a ``TimeoutError`` from ``future.result``
+when the answer does not come within ``TIMEOUT_S`` (the latter once killed the
+tracker, exit 1, because the watch caught only the former). Both leave here as one
+``ServiceUnavailableError``: "the broker did not answer", which the watch rides out.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from saga_tracker.settings import TrackerSettings
+from sagalog.errors import ServiceUnavailableError
 
 TIMEOUT_S = 10.0
 
@@ -56,11 +63,17 @@ class BacklogProbe:
         past the group's committed offset (blocking; run it in a thread).
 
         Raises:
-            KafkaException: the broker did not answer within ``TIMEOUT_S``.
+            ServiceUnavailableError: the broker did not answer within ``TIMEOUT_S``.
         """
         tps = [TopicPartition(topic, partition) for topic, partition in partitions]
         if not tps:
             return {}
+        try:
+            return self._behind(tps)
+        except (KafkaException, TimeoutError) as exc:
+            raise self._unavailable("the group's offsets and the partitions' ends", exc) from exc
+
+    def _behind(self, tps: list[TopicPartition]) -> dict[Position, Span]:
         stable = self._offsets(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
         earliest = self._offsets(tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
         [future] = self.admin.list_consumer_group_offsets(
@@ -80,9 +93,16 @@ class BacklogProbe:
         return behind
 
     def readable(self, spans: dict[Position, Span]) -> set[Position]:
-        """The partitions where a committed record can be read inside its span."""
+        """The partitions where a committed record can be read inside its span.
+
+        Raises:
+            ServiceUnavailableError: the broker did not answer.
+        """
         unknown = {key: span for key, span in spans.items() if self._unreadable.get(key) != span}
-        found = self._read(unknown)
+        try:
+            found = self._read(unknown)
+        except (KafkaException, TimeoutError) as exc:
+            raise self._unavailable("a read of the records past the group's offset", exc) from exc
         for key, span in unknown.items():
             if key not in found:
                 self._unreadable[key] = span
@@ -126,6 +146,13 @@ class BacklogProbe:
         finally:
             reader.close()
         return found
+
+    def _unavailable(self, what: str, exc: BaseException) -> ServiceUnavailableError:
+        reason = exc.args[0].str() if isinstance(exc, KafkaException) and exc.args else exc
+        return ServiceUnavailableError(
+            f"Kafka at {self.settings.bootstrap_servers} did not answer for {what} within "
+            f"{TIMEOUT_S:g}s ({reason or type(exc).__name__})"
+        )
 
     def _offsets(self, tps: list[TopicPartition], spec: OffsetSpec) -> dict[Position, int]:
         futures = self.admin.list_offsets(
