@@ -231,17 +231,20 @@ class Agent:
 
         Exits the process with code 70 when fenced by a newer instance with the same
         instance id: this one is a zombie, and a supervisor must not mistake that for
-        a crash to retry in a loop; also with 70 after a fatal consumer error (the
-        client cannot go on; a fresh process can, from the committed offsets).
+        a crash to retry in a loop; also with 70 when the consumer was fenced more
+        often than ``max_rejoins`` allows (each fencing before that is cured in-process
+        by new clients, see ``recovery``); with 3 when Kafka did not answer for
+        ``outage_limit_s``.
         """
         import sys
 
         from sagalog.agents.settings import AgentSettings
         from sagalog.agents.worker import AgentWorker, ConsumerFailed, ZombieFenced
+        from sagalog.errors import ServiceUnavailableError
 
         worker = AgentWorker(self, settings or AgentSettings())
         try:
             worker.run()
-        except (ZombieFenced, ConsumerFailed) as exc:
+        except (ZombieFenced, ConsumerFailed, ServiceUnavailableError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             sys.exit(exc.exit_code)

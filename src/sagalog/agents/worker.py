@@ -16,6 +16,11 @@ If the transaction aborts, nothing it produced is visible and the consumer rewin
 to the committed offsets: the batch runs again, and the effect ledger keeps
 confirmed side effects from repeating. A fenced producer means another instance with
 the same ``transactional.id`` took over: this one is a zombie and stops.
+
+A broker's loss and return is ridden out in-process: a fatal consumer (a static
+member fenced by its own rejoin) or a client call that timed out outside the
+transaction closes both clients and builds new ones, with backoff, for up to
+``outage_limit_s``; see ``recovery`` for why and what that keeps.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import contextlib
 import logging
 import os
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -44,7 +50,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from sagalog.agents.backoff import RetryPolicy
+from sagalog.agents.backoff import RetryPolicy, retry_within
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
 from sagalog.agents.context import HandlerContext
 from sagalog.agents.declaration import Agent, HandlerSpec
@@ -54,6 +60,7 @@ from sagalog.agents.hydration import hydrate
 from sagalog.agents.internal_topics import ensure_internal_topics
 from sagalog.agents.priority import Priority, schedule
 from sagalog.agents.records import headers_of, offset_of, partition_of, topic_of
+from sagalog.agents.recovery import FENCED_INSTANCE_ID, RejoinBudget
 from sagalog.agents.routing import (
     dead_letter_headers,
     read_mark,
@@ -74,10 +81,18 @@ from sagalog.contracts.hash_chain import content_hash, signed
 from sagalog.contracts.headers import H_TYPE, EventHeaders, header_value
 from sagalog.contracts.models import Event
 from sagalog.contracts.registry import SchemaRegistry
-from sagalog.errors import EventValidationError, SagalogError, SchemaError
+from sagalog.errors import (
+    EventValidationError,
+    SagalogError,
+    SchemaError,
+    ServiceUnavailableError,
+)
 from sagalog.events import StepFailed
+from sagalog.health import Health, HealthBook
 
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+_BROKER_AWAY = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT}
+_OUTAGE_BACKOFF = RetryPolicy(base_delay_s=0.5, max_delay_s=10.0)
 OutRecord = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes | str | None]]]
 
 
@@ -93,12 +108,13 @@ def _fatal(error: KafkaError) -> bool:
 
 
 class ConsumerFailed(SagalogError):
-    """The consumer hit a fatal error (librdkafka cannot go on with it): exit and be restarted.
+    """The consumer hit a fatal error (librdkafka cannot go on with it).
 
     Seen when the broker restarts under a static member: the consumer comes back
     "fenced by other consumer with same group.instance.id" (itself, rejoining), and a
     fatal consumer refuses every later call, so an agent that only logged it would
-    sit alive and idle while its workflows waited.
+    sit alive and idle while its workflows waited. The worker builds new clients
+    (``recovery``); it exits 70 with this only past ``max_rejoins``.
     """
 
     exit_code = 70
@@ -185,6 +201,8 @@ class AgentWorker:
         self._batch_started = float("-inf")
         self._loop = asyncio.new_event_loop()
         self._helper = ThreadPoolExecutor(1, thread_name_prefix=f"sagalog-{agent.name}-bounded")
+        self.health = HealthBook(clock=clock, on_change=self._health_changed)
+        self.rejoins = RejoinBudget(limit=settings.max_rejoins)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -214,8 +232,115 @@ class AgentWorker:
             self.settings.data_dir / self.agent.name / self.settings.instance_id,
             folded_types=self.agent.folded_types(),
         )
-        self._producer = self._new_producer()
-        self._consumer = Consumer(
+        self._connect()
+        self.telemetry.log("start", f"agent {self.agent.name} started", outcome="ok")
+        started_stopping: float | None = None
+        try:
+            while not self._stopping:
+                try:
+                    self._iteration()
+                except ConsumerFailed as exc:
+                    self._recover(exc, fenced=True)
+                except (KafkaException, ServiceUnavailableError) as exc:
+                    self._recover(exc, fenced=False)
+            started_stopping = self.clock()
+        finally:
+            self._shutdown(started_stopping)
+
+    def _connect(self) -> None:
+        """A transactional producer and a subscribed consumer, retried with backoff
+        while the broker does not answer, for at most ``outage_limit_s``.
+
+        Raises:
+            ServiceUnavailableError: the broker did not answer within the bound (exit 3).
+        """
+
+        def attempt() -> None:
+            # The producer first: its init_transactions fences a predecessor with the
+            # same transactional.id (an earlier client of this process included) and
+            # aborts the transaction it left open.
+            self._producer = self._new_producer()
+            self._consumer = self._new_consumer()
+
+        def retrying(attempt: int, exc: BaseException, delay: float) -> None:
+            self.health.degrade("kafka", str(exc))
+            self.telemetry.log(
+                "connect",
+                f"the broker did not answer ({exc}); trying again in {delay:.1f}s",
+                level=logging.WARNING,
+                outcome="retry",
+                attempt=attempt,
+            )
+
+        try:
+            retry_within(
+                attempt,
+                policy=_OUTAGE_BACKOFF,
+                within_s=self.settings.outage_limit_s,
+                retry_on=(KafkaException,),
+                on_retry=retrying,
+            )
+        except KafkaException as exc:
+            raise ServiceUnavailableError(
+                f"agent '{self.agent.name}' instance '{self.settings.instance_id}': Kafka at "
+                f"{self.settings.bootstrap_servers} did not answer for "
+                f"{self.settings.outage_limit_s:g}s (SAGALOG_AGENT_OUTAGE_LIMIT_S): {exc}"
+            ) from exc
+
+    def _recover(self, exc: SagalogError | KafkaException, *, fenced: bool) -> None:
+        """Close both clients and build new ones; the projection and the ledger stay.
+
+        Raises:
+            ConsumerFailed: fenced more than ``max_rejoins`` times in ten minutes.
+            ServiceUnavailableError: the broker did not answer for ``outage_limit_s``.
+        """
+        if fenced and not self.rejoins.take(self.clock()):
+            raise ConsumerFailed(
+                f"agent '{self.agent.name}' instance '{self.settings.instance_id}': the "
+                f"consumer was fenced {self.settings.max_rejoins + 1} times in ten minutes "
+                f"({exc}); another live instance may have this instance id. Give every "
+                f"instance its own SAGALOG_AGENT_INSTANCE_ID; exiting {ConsumerFailed.exit_code}"
+            ) from exc
+        self.stats.rebuilt += 1
+        self.health.degrade("kafka", str(exc))
+        self.telemetry.log(
+            "recover",
+            f"{exc}; closing the consumer and the producer and building new ones (offsets "
+            "resume from the committed ones, the projection stays)",
+            level=logging.WARNING,
+            outcome="rebuild",
+        )
+        self._drop_clients()
+        self._connect()
+
+    def _drop_clients(self) -> None:
+        """Forget the clients; close them in a thread that may hang without holding us.
+
+        The old producer is not flushed nor its transaction aborted (both wait for the
+        broker): the next producer's init_transactions aborts it on the broker.
+        """
+        consumer, producer = self._consumer, self._producer
+        self._consumer = self._producer = None
+        self._consumer_fatal = None
+        self._paused_until.clear()
+        self._to_hydrate.clear()
+        self._uncommitted_since = None  # the skipped records are read again: harmless
+        self.flow.rebalance(assigned=0, total=self.partitions)
+
+        def close() -> None:
+            with contextlib.suppress(Exception):
+                if consumer is not None:
+                    consumer.close()
+            with contextlib.suppress(Exception):
+                if producer is not None:
+                    producer.purge()
+
+        closing = threading.Thread(target=close, name="sagalog-close-clients", daemon=True)
+        closing.start()
+        closing.join(self.settings.connect_timeout_s)
+
+    def _new_consumer(self) -> Consumer:
+        consumer = Consumer(
             self.settings.kafka_config(
                 **{
                     "group.id": self.group_id,
@@ -244,25 +369,43 @@ class AgentWorker:
                 }
             )
         )
-        self._consumer.subscribe(
+        consumer.subscribe(
             [*self.agent.topics, self.retry_topic],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_revoke,
         )
-        self.telemetry.log("start", f"agent {self.agent.name} started", outcome="ok")
-        started_stopping: float | None = None
-        try:
-            while not self._stopping:
-                self._iteration()
-            started_stopping = self.clock()
-        finally:
-            self._shutdown(started_stopping)
+        return consumer
 
     def _on_consumer_error(self, error: KafkaError) -> None:
-        """librdkafka's client-level errors; a fatal one ends this process (``ConsumerFailed``)."""
+        """librdkafka's client-level errors: a fatal one rebuilds the clients
+        (``ConsumerFailed``); all brokers away degrades the health."""
         if _fatal(error):
             self._consumer_fatal = error
+        elif error.code() in _BROKER_AWAY:
+            self.health.degrade("kafka", error.str())
+
+    def _health_changed(self, before: Health, after: Health, why: str) -> None:
+        self.telemetry.log(
+            "health",
+            f"health {before} -> {after}: {why}",
+            level=logging.WARNING if after is Health.DEGRADED else logging.INFO,
+            transition=f"{before}->{after}",
+            outcome=str(after),
+        )
+
+    def _answered(self) -> None:
+        """The broker answered the group or a transaction: the outage, if any, is over."""
+        if not self.health.started:
+            self.health.ready()
+        down_s = self.health.recover("kafka")
+        if down_s is not None:
+            self.telemetry.log(
+                "recovered",
+                f"the broker answers again after {down_s:.1f}s",
+                duration_ms=round(down_s * 1000, 1),
+                outcome="ok",
+            )
 
     def _raise_if_consumer_failed(self, error: KafkaError | None = None) -> None:
         error = error if error is not None and _fatal(error) else self._consumer_fatal
@@ -271,10 +414,17 @@ class AgentWorker:
         self.telemetry.log(
             "consume", f"fatal consumer error: {error.str()}", level=logging.ERROR, outcome="error"
         )
+        if error.code() == FENCED_INSTANCE_ID:
+            self.telemetry.log(
+                "consume",
+                "the static member was fenced by its own rejoin (the group coordinator moved "
+                "or restarted; see sagalog.agents.recovery)",
+                level=logging.WARNING,
+                outcome="fenced",
+            )
         raise ConsumerFailed(
             f"agent '{self.agent.name}' instance '{self.settings.instance_id}': fatal consumer "
-            f"error ({error.str()}); exiting {ConsumerFailed.exit_code} to be restarted: "
-            "nothing uncommitted is lost, the batch is redelivered"
+            f"error ({error.str()}): nothing uncommitted is lost, the batch is redelivered"
         )
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -350,6 +500,7 @@ class AgentWorker:
             f"assigned {len(partitions)} partition(s), {len(behind)} to hydrate",
             outcome="assigned",
         )
+        self._answered()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -880,6 +1031,8 @@ class AgentWorker:
             return False
         self.stats.transactions += 1
         self._uncommitted_since = None  # every assigned partition's position went with it
+        if self.health.problems:
+            self._answered()
         return True
 
     def _commit_waiting_offsets(self) -> None:
