@@ -305,6 +305,7 @@ class Fleet:
                     [str(SERVICES_DIR), os.environ.get("PYTHONPATH", "")]
                 ),
                 "PYTHONUNBUFFERED": "1",
+                "PYTHONFAULTHANDLER": "1",  # a native crash (exit -11) logs its stacks
                 **env,
             },
             log=self.config.run_dir / "logs" / f"{name}.log",

@@ -197,6 +197,7 @@ class AgentWorker:
         self._stopping = False
         self._stop_requested_at: float | None = None
         self._consumer_fatal: KafkaError | None = None  # set by librdkafka's error callback
+        self._assign_failed: KafkaException | None = None  # set by the assignment callback
         self._uncommitted_since: float | None = None  # skipped records' offsets wait since
         self._batch_started = float("-inf")
         self._loop = asyncio.new_event_loop()
@@ -322,6 +323,7 @@ class AgentWorker:
         consumer, producer = self._consumer, self._producer
         self._consumer = self._producer = None
         self._consumer_fatal = None
+        self._assign_failed = None
         self._paused_until.clear()
         self._to_hydrate.clear()
         self._uncommitted_since = None  # the skipped records are read again: harmless
@@ -481,9 +483,21 @@ class AgentWorker:
         assert self.store is not None
         consumer.assign(partitions)
         inputs = [tp for tp in partitions if tp.topic in self.agent.topics]
-        committed = (
-            consumer.committed(inputs, timeout=self.settings.connect_timeout_s) if inputs else []
-        )
+        try:
+            committed = (
+                consumer.committed(inputs, timeout=self.settings.connect_timeout_s)
+                if inputs
+                else []
+            )
+        except KafkaException as exc:
+            # Raised inside librdkafka's callback it would leave poll() as a bare
+            # KafkaError, which no except clause catches (seen: the agent died, exit 1,
+            # "Failed to get committed offsets: Local: Timed out" after a broker restart).
+            # Nothing flows unchecked: the partitions stay paused until the clients are
+            # built anew (the iteration raises it, the run loop rebuilds).
+            consumer.pause(partitions)
+            self._assign_failed = exc
+            return
         behind = []
         for tp in committed:
             checkpoint = self.store.checkpoint(tp.topic, tp.partition)
@@ -540,6 +554,8 @@ class AgentWorker:
         self._resume_due()
         self._hydrate_pending()
         messages = self._poll()
+        if self._assign_failed is not None:
+            raise self._assign_failed
         records = []
         for message in messages:
             error = message.error()

@@ -86,10 +86,19 @@ class GatewayClient:
         suffix = f"?{urllib.parse.urlencode(params)}" if params else ""
         return self._call("GET", f"{path}{suffix}", None)
 
-    def post(self, path: str, body: dict[str, Any]) -> Any:
-        return self._call("POST", path, body)
+    def post(
+        self, path: str, body: dict[str, Any], *, headers: dict[str, str] | None = None
+    ) -> Any:
+        """``headers``: e.g. an ``Idempotency-Key``, which makes a retried webhook land once."""
+        return self._call("POST", path, body, headers)
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         """The JSON answer of a 2xx; a 503 is retried after its ``Retry-After``.
 
         Raises:
@@ -103,7 +112,7 @@ class GatewayClient:
         while True:
             tries += 1
             try:
-                return self._once(method, path, body)
+                return self._once(method, path, body, headers or {})
             except _Unavailable as exc:
                 spent = self._clock() - started
                 wait = exc.retry_after_s
@@ -117,7 +126,9 @@ class GatewayClient:
                 self.retried += 1
                 self._sleep(wait)
 
-    def _once(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+    def _once(
+        self, method: str, path: str, body: dict[str, Any] | None, headers: dict[str, str]
+    ) -> Any:
         if self.settings.api_key is None:
             raise ConfigurationError(
                 "no gateway API key: set SAGALOG_GATEWAY_API_KEY (or pass --api-key)"
@@ -130,6 +141,7 @@ class GatewayClient:
                 "X-API-Key": self.settings.api_key.get_secret_value(),
                 "Accept": "application/json",
                 **({"Content-Type": "application/json"} if body is not None else {}),
+                **headers,
             },
         )
         try:
