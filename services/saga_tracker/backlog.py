@@ -11,7 +11,8 @@ where they differ, whether a record can actually be read from there. The second
 look matters because agents write in transactions: the commit marker after their
 last record takes an offset that no reader ever receives, so a tracker that
 processed everything still has its committed offset one short of the end.
-The offsets are asked every watch (three small admin requests); the read, which
+The offsets are asked every watch (two small admin requests and one offset fetch);
+the read, which
 costs a consumer, only for a partition whose committed offset stood still for
 ``stall_timeout_s`` with records past it (``stall.judge``), and a verdict of
 "only markers there" is remembered for the same offsets.
@@ -21,6 +22,16 @@ While the broker is away every one of those calls fails, and they fail two ways:
 when the answer does not come within ``TIMEOUT_S`` (the latter once killed the
 tracker, exit 1, because the watch caught only the former). Both leave here as one
 ``ServiceUnavailableError``: "the broker did not answer", which the watch rides out.
+
+The group's committed offsets are read with a consumer of the group that never
+subscribes (so never joins it), not with ``AdminClient.list_consumer_group_offsets``:
+an admin client's offset fetch answered NOT_COORDINATOR, which a restarted broker
+answers while it loads the group, makes librdkafka dereference the consumer-group
+handle an admin client does not have (``rd_kafka_cgrp_op(rkcg=0x0)`` from
+``rd_kafka_handle_OffsetFetch``, confluentinc/confluent-kafka-javascript#374; the
+same call's segfaults in confluent-kafka-python#1982). Seen here: the tracker
+died of SIGSEGV (exit -11) at the first watch after a broker restart, twice in
+three runs, with the watch's previous call timed out.
 """
 
 from __future__ import annotations
@@ -28,13 +39,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from confluent_kafka import (
-    Consumer,
-    ConsumerGroupTopicPartitions,
-    IsolationLevel,
-    KafkaException,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from saga_tracker.settings import TrackerSettings
@@ -57,6 +62,15 @@ class BacklogProbe:
             settings.kafka_config(**{"client.id": f"{settings.app_id}-backlog-probe"})
         )
         self._unreadable: dict[Position, Span] = {}
+        config = settings.kafka_config(
+            **{
+                "group.id": self.group,  # the tracker's group, read and never joined
+                "enable.auto.commit": False,
+                "client.id": f"{settings.app_id}-backlog-probe",
+            }
+        )
+        config.pop("partitioner", None)  # a producer setting; a consumer warns about it
+        self._group_offsets = Consumer(config)
 
     def behind(self, partitions: Iterable[Position]) -> dict[Position, Span]:
         """``{(topic, partition): (committed, end)}`` where the read_committed end lies
@@ -76,12 +90,9 @@ class BacklogProbe:
     def _behind(self, tps: list[TopicPartition]) -> dict[Position, Span]:
         stable = self._offsets(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
         earliest = self._offsets(tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
-        [future] = self.admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(self.group, tps)], request_timeout=TIMEOUT_S
-        ).values()
         committed = {
             (tp.topic, tp.partition): tp.offset
-            for tp in future.result(timeout=TIMEOUT_S).topic_partitions
+            for tp in self._group_offsets.committed(tps, timeout=TIMEOUT_S)
         }
         behind = {}
         for key, end in stable.items():

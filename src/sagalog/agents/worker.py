@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import threading
 import time
@@ -116,6 +115,13 @@ class ConsumerFailed(SagalogError):
     sit alive and idle while its workflows waited. The worker builds new clients
     (``recovery``); it exits 70 with this only past ``max_rejoins``.
     """
+
+    exit_code = 70
+
+
+class ClientHung(SagalogError):
+    """A librdkafka call blocked past its bound; the worker abandons it and builds new
+    clients (exit 70 only if that, too, fails for ``outage_limit_s``: see ``_connect``)."""
 
     exit_code = 70
 
@@ -242,7 +248,7 @@ class AgentWorker:
                     self._iteration()
                 except ConsumerFailed as exc:
                     self._recover(exc, fenced=True)
-                except (KafkaException, ServiceUnavailableError) as exc:
+                except (KafkaException, ServiceUnavailableError, ClientHung) as exc:
                     self._recover(exc, fenced=False)
             started_stopping = self.clock()
         finally:
@@ -1062,30 +1068,49 @@ class AgentWorker:
             self._commit([])
 
     def _bounded(self, call: Callable[[], None], *, timeout_s: float, what: str) -> None:
-        """Run a librdkafka call that may block past its own timeout; exit 70 if it does.
+        """Run a librdkafka call that may block past its own timeout; abandon it if it does.
 
         librdkafka's ``send_offsets_to_transaction`` ignores its timeout when the group
-        coordinator goes away mid-call (confluentinc/librdkafka#5456, #5511): after a
-        broker restart, an agent sat in it for good, alive and doing nothing. A C call
-        cannot be interrupted, so the process exits (70: restart me) and a fresh one
-        resumes from the committed offsets; the open transaction is aborted by the
-        broker when the new instance initialises the same transactional id.
+        coordinator goes away mid-call (confluentinc/librdkafka#5456, #5511), and it
+        hangs as well when the consumer whose group metadata it carries is fenced
+        meanwhile (seen on one broker: the fencing arrived during the call, which never
+        returned). A C call cannot be interrupted, and whether a replacement producer
+        with the same transactional.id would release it does not matter: the call is
+        left to its thread, and the clients are built anew (``ClientHung`` or
+        ``ConsumerFailed`` to the run loop). The new producer's init_transactions bumps
+        the epoch, so the abandoned producer can never commit, and aborts its open
+        transaction on the broker; the new consumer resumes from the committed offsets.
+        Until 2026-12 this exited the process (70) instead.
         """
         future = self._helper.submit(call)  # one long-lived thread: a new one per call cost
-        try:  # more than the call itself at a transaction per batch
-            future.result(timeout_s)  # the call's own error is raised here
-        except TimeoutError:
-            if future.done():
-                raise  # the call itself raised it
+        deadline = self.clock() + timeout_s  # more than the call itself at a txn per batch
+        while True:
+            try:
+                future.result(min(0.5, max(0.0, deadline - self.clock())))
+                return  # the call's own error is raised by result()
+            except TimeoutError:
+                if future.done():
+                    raise  # the call itself raised it
+            if self._consumer_fatal is None and self.clock() < deadline:
+                continue
+            # Abandoned: its thread may never come back, so later calls get a new one.
+            self._helper.shutdown(wait=False)
+            self._helper = ThreadPoolExecutor(
+                1, thread_name_prefix=f"sagalog-{self.agent.name}-bounded"
+            )
+            if self._consumer_fatal is not None:
+                self._raise_if_consumer_failed()
             self.telemetry.log(
                 "transaction",
                 f"{what} still blocked after {timeout_s:g}s (librdkafka ignores its timeout when "
-                f"the coordinator went away); exiting {ZombieFenced.exit_code} to be restarted",
+                "the coordinator went away); abandoning it and building new clients",
                 level=logging.ERROR,
                 outcome="hung",
             )
-            logging.shutdown()
-            os._exit(ZombieFenced.exit_code)
+            raise ClientHung(
+                f"agent '{self.agent.name}' instance '{self.settings.instance_id}': {what} "
+                f"blocked past {timeout_s:g}s"
+            )
 
     def _on_transaction_error(self, exc: KafkaException) -> None:
         assert self._producer is not None
@@ -1108,8 +1133,12 @@ class AgentWorker:
                 self._producer.abort_transaction(self.settings.connect_timeout_s)
             self._producer = self._new_producer()
         else:
-            with contextlib.suppress(KafkaException):
-                self._producer.abort_transaction(self.settings.connect_timeout_s)
+            # An abort that times out stays "in progress" in librdkafka, and every later
+            # transactional call is refused as conflicting with it ("Conflicting
+            # abort_transaction API call is already in progress", every 10 s for good
+            # after a broker SIGSTOP): the error goes to the run loop, which builds new
+            # clients, whose init_transactions aborts the transaction on the broker.
+            self._producer.abort_transaction(self.settings.connect_timeout_s)
         self._rewind()
 
     def _rewind(self) -> None:
