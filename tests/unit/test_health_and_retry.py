@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sagalog.agents.backoff import RetryPolicy, retry_within
+from sagalog.agents.recovery import RejoinBudget
 from sagalog.errors import ServiceUnavailableError
 from sagalog.health import Health, HealthBook
 
@@ -93,3 +94,10 @@ def test_errors_not_named_are_not_retried() -> None:
 
     with pytest.raises(ValueError):
         retry_within(broken, policy=RetryPolicy(), within_s=10, retry_on=(ServiceUnavailableError,))
+
+
+def test_rejoins_after_a_fencing_are_bounded_per_window() -> None:
+    budget = RejoinBudget(limit=2, window_s=600)
+    assert budget.take(0) and budget.take(10)
+    assert not budget.take(20)  # a third within ten minutes: another live instance?
+    assert budget.take(605)  # the first has left the window

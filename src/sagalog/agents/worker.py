@@ -336,6 +336,13 @@ class AgentWorker:
         self.flow.rebalance(assigned=0, total=self.partitions)
 
         def close() -> None:
+            # The old producer's transaction is aborted here if it can be (its calls
+            # done, the broker there), before the next producer exists: a request of
+            # the old one that lands after the next one's init_transactions can leave
+            # an offset commit hanging (``_resolve_hanging_offsets``).
+            with contextlib.suppress(Exception):
+                if producer is not None:
+                    producer.abort_transaction(min(5.0, self.settings.connect_timeout_s))
             with contextlib.suppress(Exception):
                 if consumer is not None:
                     consumer.close()
@@ -561,7 +568,10 @@ class AgentWorker:
         self._hydrate_pending()
         messages = self._poll()
         if self._assign_failed is not None:
-            raise self._assign_failed
+            failed = self._assign_failed
+            if failed.args and failed.args[0].code() == KafkaError._TIMED_OUT:
+                self._resolve_hanging_offsets()
+            raise failed
         records = []
         for message in messages:
             error = message.error()
@@ -1056,6 +1066,53 @@ class AgentWorker:
         if self.health.problems:
             self._answered()
         return True
+
+    def _resolve_hanging_offsets(self) -> None:
+        """End a transactional offset commit left hanging on the group, with a transaction
+        of our own over the group's offsets that is aborted at once.
+
+        A read_committed consumer reads committed offsets only once no transaction
+        holds offsets of the group pending, and retries until its timeout while one
+        does (UNSTABLE_OFFSET_COMMIT). One can hang for good: a producer abandoned in a
+        rebuild (its call hung, its consumer fenced) whose TxnOffsetCommit reached the
+        group after the new producer's init_transactions had aborted its transaction,
+        so no marker ever ends it (seen after two broker kills: an agent's every
+        assignment timed out for minutes, and a consumer of its group outside the
+        agent timed out alike). The coordinator ends a producer id's pending offsets on
+        any marker of that producer id, so this abort, ours with a newer epoch, ends
+        them: checked by hand on that broker, the offsets read at once afterwards.
+        """
+        assert self._producer is not None and self._consumer is not None
+        producer, consumer = self._producer, self._consumer
+        first = self.agent.topics[0]
+        timeout_s = self.settings.connect_timeout_s
+        try:
+            producer.begin_transaction()
+            self._bounded(
+                lambda: producer.send_offsets_to_transaction(
+                    [TopicPartition(first, 0, 0)],  # any offset: the abort discards it
+                    consumer.consumer_group_metadata(),
+                    timeout_s,
+                ),
+                timeout_s=timeout_s + 10,
+                what="send_offsets_to_transaction (resolving hanging offsets)",
+            )
+            producer.abort_transaction(timeout_s)
+        except (KafkaException, ClientHung, ConsumerFailed) as exc:
+            self.telemetry.log(
+                "recover",
+                f"could not end a hanging offset commit of the group: {exc}",
+                level=logging.WARNING,
+                outcome="error",
+            )
+            return
+        self.telemetry.log(
+            "recover",
+            "the group's committed offsets did not answer (a transactional offset commit "
+            "pending); ended it with an aborted transaction of this transactional id",
+            level=logging.WARNING,
+            outcome="resolved",
+        )
 
     def _commit_waiting_offsets(self) -> None:
         """Commit the offsets of skipped records once they have waited ``offsets_commit_s``.
