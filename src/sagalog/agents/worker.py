@@ -126,6 +126,12 @@ class ClientHung(SagalogError):
     exit_code = 70
 
 
+class TransactionTimedOut(SagalogError):
+    """The coordinator aborted a transaction that outlived its timeout; new clients cure it."""
+
+    exit_code = 70
+
+
 @dataclass
 class _Item:
     """One record this agent handles in the current batch."""
@@ -204,6 +210,7 @@ class AgentWorker:
         self._stop_requested_at: float | None = None
         self._consumer_fatal: KafkaError | None = None  # set by librdkafka's error callback
         self._assign_failed: KafkaException | None = None  # set by the assignment callback
+        self._txn_started = float("inf")  # when the open transaction began (clock)
         self._uncommitted_since: float | None = None  # skipped records' offsets wait since
         self._batch_started = float("-inf")
         self._loop = asyncio.new_event_loop()
@@ -248,7 +255,12 @@ class AgentWorker:
                     self._iteration()
                 except ConsumerFailed as exc:
                     self._recover(exc, fenced=True)
-                except (KafkaException, ServiceUnavailableError, ClientHung) as exc:
+                except (
+                    KafkaException,
+                    ServiceUnavailableError,
+                    ClientHung,
+                    TransactionTimedOut,
+                ) as exc:
                     self._recover(exc, fenced=False)
             started_stopping = self.clock()
         finally:
@@ -1040,8 +1052,10 @@ class AgentWorker:
         """
         assert self._producer is not None and self._consumer is not None
         producer, consumer = self._producer, self._consumer
+        self._txn_started = float("inf")  # a begin that fails is no old transaction
         try:
             producer.begin_transaction()
+            self._txn_started = self.clock()
             for outcome in outcomes:
                 for topic, key, value, headers in outcome.records:
                     producer.produce(topic, key=key, value=value, headers=headers)
@@ -1179,6 +1193,18 @@ class AgentWorker:
             level=logging.WARNING,
             outcome="aborted",
         )
+        open_s = self.clock() - self._txn_started
+        if error.code() in _FENCED and open_s >= self.settings.transaction_timeout_s:
+            # Not a newer instance: the coordinator aborted this transaction because it
+            # outlived transaction.timeout.ms (a broker outage in its middle) and bumped
+            # the epoch, which librdkafka reports as fenced (seen: budget_agent, 15 s
+            # timeout, exit 70 after a broker restart). A genuine takeover fences a
+            # young transaction; this one is cured by new clients.
+            raise TransactionTimedOut(
+                f"the transaction was open {open_s:.0f}s, past transaction.timeout.ms "
+                f"({self.settings.transaction_timeout_s:g}s), and the coordinator aborted it "
+                f"({error.str()})"
+            ) from exc
         if error.code() in _FENCED:
             raise ZombieFenced(
                 f"instance '{self.settings.instance_id}' of agent '{self.agent.name}' was fenced: "
