@@ -104,7 +104,11 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
         fleet.faults("erp", reject_when={"vendor": FAILING_VENDOR})
         fleet.wait_gateway_ready()
         gateway = GatewayClient(
-            GatewayClientSettings(url=fleet.urls["gateway"], api_key=api_key, timeout_s=30)
+            # A broker lost and back is an outage the gateway answers 503 + Retry-After
+            # to; the driver waits it out, up to three minutes in all per request.
+            GatewayClientSettings(
+                url=fleet.urls["gateway"], api_key=api_key, timeout_s=30, retry_for_s=180
+            )
         )
         say(f"{len(requests)} requests: {dict(Counter(r.plan.value for r in requests))}")
         driver = Driver(
@@ -116,7 +120,21 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
             requests=requests,
             progress=bar,
         )
-        driver.run()
+        try:
+            driver.run()
+        except SagalogError as exc:
+            # Say where it stopped and what was done, rather than exit with no summary.
+            done = ", ".join(f"{p.name} {p.done}/{p.of}" for p in driver.phases) or "none"
+            summary = {
+                "submitted": len(requests),
+                "gave_up": str(exc),
+                "phases": [phase.__dict__ for phase in driver.phases],
+                "states": dict(Counter(driver.states.values())),
+                "elapsed_s": round(time.monotonic() - started, 1),
+            }
+            args.summary.write_text(json.dumps(summary, indent=2) + "\n")
+            say(f"the driver gave up ({exc}); phases done: {done}; summary in {args.summary}")
+            return exc.exit_code
         ends = driver.end_states()
         summary = summarize(requests, ends, driver, gateway, time.monotonic() - started)
         print_summary(summary)

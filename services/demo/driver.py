@@ -19,19 +19,24 @@ from __future__ import annotations
 
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from demo.scenario import Plan, Request
+from sagalog.agents.backoff import RetryPolicy, retry_within
 from sagalog.cli.gateway_client import GatewayClient
 from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.errors import ServiceUnavailableError
 from sagalog.publisher import EventPublisher
 from sagalog.settings import ClientSettings
 from sagalog.tracker.ticks import clock_topic, last_tick_ms, tick_all
 
 HOUR_MS = 3_600_000
+SUBMIT_RETRY_S = 180.0
+SUBMIT_BACKOFF = RetryPolicy(base_delay_s=0.5, max_delay_s=10.0)
 TERMINAL = frozenset({"completed", "compensated", "failed", "timed_out"})
 
 
@@ -102,15 +107,26 @@ class Driver:
             tick_all(self.settings, topic, now)
 
     def _submit(self) -> None:
+        """Each request once; a broker away is waited out (``SUBMIT_RETRY_S`` per request).
+
+        The event id is the request's own, so a retry of a send that landed after all
+        is the same event, which the tracker takes once.
+        """
         publisher = EventPublisher(self.settings, catalog=self.catalog, source="demo/requesters")
         try:
             for request in self.requests:
-                publisher.publish(
-                    self.topic,
-                    "procurement.v1.RequestSubmitted",
-                    request.payload,
-                    workflow_id=request.workflow_id,
-                    priority=request.priority,
+                retry_within(
+                    lambda request=request: publisher.publish(  # type: ignore[misc]
+                        self.topic,
+                        "procurement.v1.RequestSubmitted",
+                        request.payload,
+                        workflow_id=request.workflow_id,
+                        priority=request.priority,
+                        event_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"demo/{request.workflow_id}")),
+                    ),
+                    policy=SUBMIT_BACKOFF,
+                    within_s=SUBMIT_RETRY_S,
+                    retry_on=(ServiceUnavailableError,),
                 )
         finally:
             publisher.close()

@@ -62,6 +62,8 @@ class Service:
     log: Path
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    reaped: int = 0
+    """The start whose exit was last counted (``Fleet.reap``)."""
 
     def start(self) -> Service:
         self.log.parent.mkdir(parents=True, exist_ok=True)
@@ -82,11 +84,13 @@ class Service:
             assert self.process is not None
             self.process.kill()
             self.process.wait(10)
+        self.reaped = self.starts  # killed on purpose: not an exit of its own
 
     def stop(self, timeout: float = 30) -> None:
         if not self.alive:
             return
         assert self.process is not None
+        self.reaped = self.starts  # stopped on purpose: not an exit of its own
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(timeout)
@@ -133,6 +137,8 @@ class Fleet:
     services: dict[str, Service] = field(default_factory=dict)
     urls: dict[str, str] = field(default_factory=dict)
     restarted: Counter[str] = field(default_factory=Counter)
+    exits: list[tuple[str, int]] = field(default_factory=list)
+    """Every exit a service made on its own, ``(name, exit code)``, in order (``reap``)."""
     _supervisor_stop: threading.Event | None = None
 
     # -- starting ----------------------------------------------------------------
@@ -190,7 +196,7 @@ class Fleet:
         c = self.config
         prefix, standins = AGENTS[module]
         values: dict[str, Any] = {
-            "name": module.replace("_", "-") + c.agent_suffix,
+            "name": self.agent_name(module),
             "topic": c.topic,
             "instance_id": instance,
             "data_dir": c.run_dir / "data" / f"{module}-{instance}",
@@ -206,6 +212,10 @@ class Fleet:
         return self._launch(
             module if instance == "a" else f"{module}-{instance}", ["-m", module], env
         )
+
+    def agent_name(self, module: str) -> str:
+        """The agent's name (and so its group, ``sagalog-agent-<name>``) in this fleet."""
+        return module.replace("_", "-") + self.config.agent_suffix
 
     def restart(self, name: str) -> Service:
         service = self.services[name]
@@ -225,13 +235,30 @@ class Fleet:
 
         def loop() -> None:
             while not stop.wait(every_s):
-                for service in list(self.services.values()):
-                    process = service.process
-                    if process is not None and process.poll() == RESTART_ME:
-                        service.start()
-                        self.restarted[service.name] += 1
+                for name, code in self.reap():
+                    if code == RESTART_ME:
+                        self.services[name].start()
+                        self.restarted[name] += 1
 
         threading.Thread(target=loop, name="demo-supervisor", daemon=True).start()
+
+    def reap(self, *, skip: frozenset[str] = frozenset()) -> list[tuple[str, int]]:
+        """The exits not counted yet (each start's exit once), appended to ``exits``.
+
+        A service stopped on purpose (``stop``, ``kill``) is not an exit of its own:
+        those go through ``Service.stop``/``kill`` and are marked reaped there.
+        """
+        found = []
+        for name, service in list(self.services.items()):
+            process = service.process
+            if name in skip or process is None or service.reaped == service.starts:
+                continue
+            code = process.poll()
+            if code is not None:
+                service.reaped = service.starts
+                found.append((name, code))
+        self.exits.extend(found)
+        return found
 
     # -- the stand-ins -------------------------------------------------------------
 
@@ -287,6 +314,7 @@ class Fleet:
                     [str(SERVICES_DIR), os.environ.get("PYTHONPATH", "")]
                 ),
                 "PYTHONUNBUFFERED": "1",
+                "PYTHONFAULTHANDLER": "1",  # a native crash (exit -11) logs its stacks
                 **env,
             },
             log=self.config.run_dir / "logs" / f"{name}.log",

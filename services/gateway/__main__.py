@@ -50,7 +50,13 @@ def main() -> int:
         topology = load_topology(root / "topology", known_schemas=catalog)
         flows = load_flows(root / "topology" / "flows", catalog=catalog, topology=topology)
         codec = EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
-        publisher = EventPublisher(settings, catalog=catalog, source=SOURCE, codec=codec)
+        publisher = EventPublisher(
+            settings,
+            catalog=catalog,
+            source=SOURCE,
+            codec=codec,
+            ack_timeout_s=settings.publish_timeout_s,
+        )
     except SagalogError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return exc.exit_code

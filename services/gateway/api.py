@@ -155,10 +155,11 @@ def create_app(
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
     def health() -> JSONResponse:
-        """Readiness: 200 once the read model has caught up with the tracker, else 503."""
-        status = gateway.status()
-        body = Health(**status.__dict__)
-        return JSONResponse(body.model_dump(mode="json"), status_code=200 if status.ready else 503)
+        """200 once the read model has caught up with the tracker (``status`` ``ok``, or
+        ``degraded`` while the broker is away: reads are served, writes answer 503 with
+        Retry-After), 503 before (``starting``)."""
+        body = Health(**gateway.health())
+        return JSONResponse(body.model_dump(mode="json"), status_code=200 if body.ready else 503)
 
     app.include_router(v1)
     app.include_router(reviews_router(gateway, api_keys=api_keys))
@@ -167,17 +168,21 @@ def create_app(
     return app
 
 
-def error_response(status: int, message: str, detail: Any = None) -> JSONResponse:
+def error_response(
+    status: int, message: str, detail: Any = None, *, retry_after_s: int | None = None
+) -> JSONResponse:
+    headers = {"Retry-After": str(retry_after_s)} if retry_after_s is not None else None
     return JSONResponse(
         ErrorBody(error=message, detail=jsonable_encoder(detail)).model_dump(),
         status_code=status,
+        headers=headers,
     )
 
 
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(GatewayError)
     async def refused(request: Request, exc: GatewayError) -> JSONResponse:
-        return error_response(exc.status, str(exc), exc.detail)
+        return error_response(exc.status, str(exc), exc.detail, retry_after_s=exc.retry_after_s)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -34,6 +35,8 @@ from sagalog.tracker.record import WorkflowRecord
 from sagalog.tracker.seal import chain_head
 
 SOURCE = "sagalog/gateway"
+PUBLISH_PROBLEM_S = 30.0
+"""A failed publish keeps the gateway ``degraded`` this long, unless one succeeds first."""
 
 
 class Publisher(Protocol):
@@ -60,6 +63,26 @@ class Gateway:
         self.status = status
         self.now = now
         self._lock = threading.Lock()
+        self._publish_problem: tuple[float, str] | None = None  # (monotonic time, error)
+
+    def health(self) -> dict[str, Any]:
+        """What ``/healthz`` reports: the follower's status, and ``status`` ``starting``
+        (not caught up yet: 503), ``ok``, or ``degraded`` (the broker does not answer
+        the follower, or a publish failed lately) while reads are still served."""
+        status = self.status()
+        body = dict(vars(status))
+        problems = dict(status.problems)
+        problem = self._publish_problem
+        if problem is not None and time.monotonic() - problem[0] < PUBLISH_PROBLEM_S:
+            problems["publish"] = {
+                "for_s": round(time.monotonic() - problem[0], 1),
+                "error": problem[1],
+            }
+        health = status.health
+        if health == "ok" and problems:
+            health = "degraded"
+        body.pop("health", None)
+        return {**body, "status": health, "problems": problems}
 
     def require_ready(self) -> None:
         """Refuse to answer from a read model that has not caught up yet.
@@ -181,7 +204,7 @@ class Gateway:
         """Publish on the workflow's behalf; ``sagalog_chain`` is the chain head of the
         record the request was checked against, so the log shows what the gateway saw."""
         try:
-            return self.publisher.publish_event(
+            published = self.publisher.publish_event(
                 topic,
                 event,
                 workflow_id=record.workflow_id,
@@ -191,11 +214,23 @@ class Gateway:
                 chain=chain_head(record),
             )
         except SagalogError as exc:
+            self._publish_problem = (time.monotonic(), str(exc))
+            again = (
+                "retry the same request after Retry-After: it carries the same event id "
+                "each time, so it is taken once"
+                if event_id is not None
+                else "retry it after Retry-After with an Idempotency-Key header, so that a "
+                "retry cannot publish it twice"
+            )
             raise PublishFailed(
-                f"the event could not be published to {topic}: {exc}; nothing was "
-                "published, so the request can be retried as it is",
+                f"the event was not acknowledged by Kafka ({exc}); {again}",
                 topic=topic,
+                workflow_id=record.workflow_id,
+                event_id=event_id,
+                retry_after_s=PublishFailed.retry_after_s,
             ) from exc
+        self._publish_problem = None
+        return published
 
 
 def _placed(published: PublishedEvent, workflow_id: str) -> dict[str, Any]:

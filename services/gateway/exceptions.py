@@ -1,9 +1,10 @@
 """What the gateway refuses, each with its HTTP status and what the caller should do.
 
 Every refusal is a ``GatewayError``; the API turns it into
-``{"error": <message>, "detail": <data>}`` with ``status``. The message is written
-for the person (or the script's log) that reads it: what was wrong, with which
-input, and what to do next.
+``{"error": <message>, "detail": <data>}`` with ``status``, and a ``Retry-After``
+header when the refusal carries ``retry_after_s`` (a 503: try again then, as it is).
+The message is written for the person (or the script's log) that reads it: what
+was wrong, with which input, and what to do next.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ class GatewayError(SagalogError):
     Attributes:
         status: the HTTP status the API answers with.
         detail: machine-readable context (the workflow, the gate, the state).
+        retry_after_s: seconds after which the same request may succeed (the
+            ``Retry-After`` header); None for a refusal that retrying cannot cure.
     """
 
     status: int = 400
+    retry_after_s: int | None = None
 
     def __init__(self, message: str, **detail: Any) -> None:
         super().__init__(message)
@@ -86,12 +90,15 @@ class NotReady(GatewayError):
     """The read model is still catching up with the tracker; retry in a few seconds."""
 
     status = 503
+    retry_after_s = 5
 
 
 class PublishFailed(GatewayError):
-    """Kafka did not take the event; nothing was published, so the request can be retried."""
+    """Kafka did not acknowledge the event (a broker away, a leader moving): retry the
+    same request after ``Retry-After``; its event id is stable, so it lands once."""
 
     status = 503
+    retry_after_s = 2
 
 
 class FlowNotLoaded(GatewayError):

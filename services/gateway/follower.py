@@ -11,6 +11,17 @@ follower started (the high watermarks it saw then), so the gateway does not answ
 "unknown workflow" for one it simply has not read yet. **Lag** is how many records
 the broker holds beyond what the model has applied, refreshed every
 ``lag_interval_s``.
+
+**A broker away** is an outage the follower rides out: librdkafka's consumer
+reconnects by itself, so the loop keeps running; a watermark or metadata call that
+times out marks the follower ``degraded`` (``/healthz`` says what and since when)
+and is retried with backoff (``RetryPolicy``, 0.5 s up to ``outage_retry_s``), and
+a follower that must start again (its consumer failed) starts from the stored
+offsets. Once ready it stays ready: the read model answers from RocksDB whatever
+the broker does, only later than the log (the lag says by how much). It was not so
+before: one watermark timeout stopped the follower, which then waited for a broker
+that was not there, and the gateway answered 503 to every request for the whole
+outage (14-19 s in a user's three-broker test).
 """
 
 from __future__ import annotations
@@ -23,14 +34,16 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from gateway.read_model import ReadModel, TransitionEntry
 from gateway.settings import GatewaySettings
+from sagalog.agents.backoff import RetryPolicy
 from sagalog.authorization import authorization_error, topic_denied
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_ID, H_WORKFLOW_ID, header_dict
 from sagalog.errors import SagalogError
+from sagalog.health import Health, HealthBook
 from sagalog.memory import release_free_memory
 
 log = logging.getLogger("sagalog.gateway")
@@ -38,7 +51,18 @@ log = logging.getLogger("sagalog.gateway")
 BATCH = 500
 TRIM_AFTER = 10_000  # records applied since the last heap trim
 POLL_S = 0.2
-RESTART_AFTER_S = 5.0
+MEASURE_TIMEOUT_S = 2.0  # per watermark call, on the consuming thread: fail fast, retry later
+BROKER = "kafka"
+OUTAGE_ERRORS = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+    }
+)
 
 
 @dataclass
@@ -46,12 +70,14 @@ class FollowerStatus:
     """What ``/healthz`` reports; replaced, never mutated, so readers need no lock."""
 
     ready: bool = False
+    health: str = "starting"
     lag: int | None = None
     waiting_for: str | None = None
     applied: int = 0
     skipped: int = 0
     last_error: str | None = None
     partitions: dict[str, int] = field(default_factory=dict)
+    problems: dict[str, Any] = field(default_factory=dict)
 
 
 def transition_entry(payload: dict[str, Any], *, event_id: str) -> TransitionEntry:
@@ -88,6 +114,10 @@ class Follower:
         self._applied = 0
         self._applied_at_trim = 0
         self._skipped = 0
+        self.health = HealthBook(on_change=_log_health)  # written by the follower's thread only
+        self.backoff = RetryPolicy(base_delay_s=0.5, max_delay_s=settings.outage_retry_s)
+        self._failures = 0  # consecutive failed tries to reach the broker
+        self._next_measure = 0.0
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -103,10 +133,10 @@ class Follower:
     # -- the loop ------------------------------------------------------------------
 
     def _supervise(self) -> None:
-        """Run the loop; after a failure, start again from the stored offsets."""
+        """Run the loop; after a failure, start again from the stored offsets, with backoff."""
         while not self._stop.is_set():
             self._run()
-            self._stop.wait(RESTART_AFTER_S)
+            self._stop.wait(self._retry_delay())
 
     def _run(self) -> None:
         config = self.settings.kafka_config(
@@ -130,16 +160,24 @@ class Follower:
                 return
             consumer.assign(assignment)
             self._publish_status(last_error=None)
-            next_lag = 0.0
+            self._next_measure = 0.0
             while not self._stop.is_set():
                 messages = consumer.consume(BATCH, POLL_S)
                 self._apply(messages)
-                if time.monotonic() >= next_lag:
+                if time.monotonic() >= self._next_measure:
                     self._measure(consumer, assignment)
-                    next_lag = time.monotonic() + self.settings.lag_interval_s
+        except KafkaException as exc:  # the broker is away or moving: start again later
+            self._degraded(exc)
+            log.warning(
+                "the read model follower starts again (the broker did not answer): %s",
+                exc,
+                extra={"sagalog": {"agent": "gateway", "action": "outage"}},
+            )
         except Exception as exc:  # the thread must report, not vanish
             log.exception("the read model follower stopped")
-            self._publish_status(last_error=f"{exc.__class__.__name__}: {exc}", ready=False)
+            self._failures += 1
+            self.health.degrade("follower", f"{exc.__class__.__name__}: {exc}")
+            self._publish_status(last_error=f"{exc.__class__.__name__}: {exc}")
         finally:
             consumer.close()
 
@@ -150,6 +188,7 @@ class Follower:
         self._caught_up.clear()
         while not self._stop.is_set():
             metadata = consumer.list_topics(timeout=self.settings.connect_timeout_s)
+            self._answered()
             missing = [
                 t for t in self.topics if t not in metadata.topics or metadata.topics[t].error
             ]
@@ -205,6 +244,8 @@ class Follower:
                 if error.code() == KafkaError._PARTITION_EOF:
                     self._caught_up.add(place)
                 else:
+                    if error.code() in OUTAGE_ERRORS:
+                        self.health.degrade(BROKER, error.str())
                     self._publish_status(last_error=error.str())
                 continue
             try:
@@ -226,7 +267,13 @@ class Follower:
         if positions:
             self._applied += batch.size
             batch.commit()
-        ready = bool(self._targets) and self._caught_up >= set(self._targets)
+        # Once caught up, always ready: a follower that starts again after an outage
+        # still has the model it had, and answers from it while it catches up.
+        ready = self.health.started or (
+            bool(self._targets) and self._caught_up >= set(self._targets)
+        )
+        if ready and not self.health.started:
+            self.health.ready()
         if ready != self.status.ready or positions:
             self._publish_status(ready=ready)
 
@@ -246,28 +293,88 @@ class Follower:
         )
 
     def _measure(self, consumer: Consumer, assignment: list[TopicPartition]) -> None:
+        """Lag per partition; a broker that does not answer leaves the last figures and
+        degrades the health until a later try (with backoff) gets an answer."""
         positions = self.model.positions()
         lag, by_partition = 0, {}
         for tp in assignment:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(tp.topic, tp.partition), timeout=self.settings.connect_timeout_s
-            )
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(tp.topic, tp.partition),
+                    timeout=min(self.settings.connect_timeout_s, MEASURE_TIMEOUT_S),
+                )
+            except KafkaException as exc:
+                self._degraded(exc)
+                self._next_measure = time.monotonic() + self._retry_delay()
+                return
             behind = max(0, high - max(low, positions.get((tp.topic, tp.partition), 0)))
             lag += behind
             by_partition[f"{tp.topic}[{tp.partition}]"] = behind
         if lag == 0 and self._applied - self._applied_at_trim >= TRIM_AFTER:
             self._applied_at_trim = self._applied
             release_free_memory()  # caught up after a burst: hand the peak back
+        self._answered()
+        self._next_measure = time.monotonic() + self.settings.lag_interval_s
         self._publish_status(lag=lag, partitions=by_partition)
+
+    # -- health ----------------------------------------------------------------------
+
+    def _degraded(self, exc: KafkaException) -> None:
+        error = exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc
+        self._failures += 1
+        self.health.degrade(BROKER, str(error))
+        self._publish_status(last_error=str(error))
+
+    def _answered(self) -> None:
+        """The broker answered: the backoff starts from the beginning again."""
+        self._failures = 0
+        self.health.recover("follower")
+        down_s = self.health.recover(BROKER)
+        if down_s is not None:
+            log.info(
+                "the broker answers again after %.1f s",
+                down_s,
+                extra={
+                    "sagalog": {
+                        "agent": "gateway",
+                        "action": "recovered",
+                        "duration_ms": int(down_s * 1000),
+                    }
+                },
+            )
+            self._publish_status(last_error=None)
+
+    def _retry_delay(self) -> float:
+        return max(0.2, self.backoff.delay(max(1, self._failures)))
 
     def _publish_status(self, **changes: Any) -> None:
         current = self.status
         self.status = FollowerStatus(
             ready=changes.get("ready", current.ready),
+            health=str(self.health.status),
             lag=changes.get("lag", current.lag),
             waiting_for=changes.get("waiting_for", current.waiting_for),
             applied=self._applied,
             skipped=self._skipped,
             last_error=changes.get("last_error", current.last_error),
             partitions=changes.get("partitions", current.partitions),
+            problems=dict(self.health.describe()["problems"]),  # type: ignore[call-overload]
         )
+
+
+def _log_health(before: Health, after: Health, why: str) -> None:
+    log.log(
+        logging.WARNING if after is Health.DEGRADED else logging.INFO,
+        "read model follower %s -> %s: %s",
+        before,
+        after,
+        why,
+        extra={
+            "sagalog": {
+                "agent": "gateway",
+                "action": "health",
+                "transition": f"{before}->{after}",
+                "outcome": str(after),
+            }
+        },
+    )

@@ -58,6 +58,18 @@ class GatewaySettings(ClientSettings):
     lag_interval_s: float = Field(
         default=2.0, gt=0, description="How often the follower asks the broker for its lag."
     )
+    publish_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How long a decision or webhook waits for Kafka's acknowledgement "
+        "before the gateway answers 503 with Retry-After (the caller retries it as is).",
+    )
+    outage_retry_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="The longest wait between the follower's tries to reach a broker that "
+        "does not answer (backoff with jitter from 0.5 s); it keeps trying for good.",
+    )
     log_level: str = "INFO"
     json_logs: bool = True
 

@@ -8,7 +8,7 @@ Times are ISO 8601 in UTC.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -157,7 +157,12 @@ class GateList(BaseModel):
 
 
 class Health(BaseModel):
+    """``ready``: reads are served. ``status``: ``starting`` (not caught up yet), ``ok``,
+    or ``degraded`` (what in ``problems``, and for how long)."""
+
     ready: bool
+    status: Literal["starting", "ok", "degraded"]
+    problems: dict[str, Any] = {}
     lag: int | None
     waiting_for: str | None
     applied: int

@@ -52,7 +52,9 @@ from sagalog import client_config
 from sagalog.cluster import profile_config
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash
+from sagalog.errors import ServiceUnavailableError
 from sagalog.flows.registry import FlowRegistry
+from sagalog.health import Health, HealthBook
 from sagalog.memory import release_free_memory
 from sagalog.rocksdb_options import MB, MemoryBudget
 from sagalog.tracker import CompensationRetry, due_range
@@ -118,6 +120,7 @@ class Tracker:
         self.last_sla_ms = 0
         self.ready = False
         self.backlog = BacklogProbe(settings)
+        self.health = HealthBook(on_change=_log_health)
         self.suspects: dict[tuple[str, int], Suspect] = {}
         self.watched_generation = -1
         self.inputs_at_trim = 0
@@ -379,6 +382,8 @@ class Tracker:
         while the others flowed. A fresh process recovers; a tracker that silently
         stops is the worst failure, so this worker hands over instead.
         """
+        if self.ready and not self.health.started:
+            self.health.ready()
         generation = self.app.consumer_generation_id
         batches = self.counts["batches"]
         progressed, self.batches_at_watch = batches != self.batches_at_watch, batches
@@ -408,9 +413,31 @@ class Tracker:
             )
             spans = {key: behind[key] for key in candidates}
             stalled = await asyncio.to_thread(self.backlog.readable, spans) if spans else set()
-        except KafkaException as exc:  # the broker is away: nothing can be delivered anyway
-            log.warning("stall check skipped: %s", exc)
+        except (ServiceUnavailableError, KafkaException) as exc:
+            # The broker is away: nothing can be delivered anyway, and the watch runs
+            # again in 5 s (that is its retry). Suspicion starts again once it is back,
+            # or every partition would count the outage as its own stall and exit.
+            self.suspects = {}
+            self.health.degrade("kafka", str(exc))
+            log.warning(
+                "stall check skipped, the broker did not answer: %s",
+                exc,
+                extra={"sagalog": {"agent": "saga-tracker", "action": "outage"}},
+            )
             return
+        down_s = self.health.recover("kafka")
+        if down_s is not None:
+            log.info(
+                "the broker answers again after %.1f s; the stall check resumes",
+                down_s,
+                extra={
+                    "sagalog": {
+                        "agent": "saga-tracker",
+                        "action": "recovered",
+                        "duration_ms": int(down_s * 1000),
+                    }
+                },
+            )
         if not behind and self.counts["inputs"] - self.inputs_at_trim >= TRIM_AFTER:
             # Caught up after a burst (a backlog decided, a flood of starts): the heap's
             # peak is not what a waiting tracker needs, as after a restore.
@@ -484,13 +511,32 @@ class Tracker:
     async def _report(self) -> None:
         outcomes = {str(k): v for k, v in self.processor.outcomes.items()}
         log.info(
-            "tracker stats: %s; outcomes %s; timers fired %d; published %d",
+            "tracker stats: %s; outcomes %s; timers fired %d; published %d; health %s",
             dict(self.counts),
             outcomes,
             self.processor.fired,
             self.sink.sent,
+            self.health.describe(),
             extra={"sagalog": {"agent": "saga-tracker", "action": "stats"}},
         )
+
+
+def _log_health(before: Health, after: Health, why: str) -> None:
+    log.log(
+        logging.WARNING if after is Health.DEGRADED else logging.INFO,
+        "health %s -> %s: %s",
+        before,
+        after,
+        why,
+        extra={
+            "sagalog": {
+                "agent": "saga-tracker",
+                "action": "health",
+                "transition": f"{before}->{after}",
+                "outcome": str(after),
+            }
+        },
+    )
 
 
 def crash(why: str, error: BaseException | None = None) -> NoReturn:

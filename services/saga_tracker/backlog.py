@@ -11,10 +11,27 @@ where they differ, whether a record can actually be read from there. The second
 look matters because agents write in transactions: the commit marker after their
 last record takes an offset that no reader ever receives, so a tracker that
 processed everything still has its committed offset one short of the end.
-The offsets are asked every watch (three small admin requests); the read, which
+The offsets are asked every watch (two small admin requests and one offset fetch);
+the read, which
 costs a consumer, only for a partition whose committed offset stood still for
 ``stall_timeout_s`` with records past it (``stall.judge``), and a verdict of
 "only markers there" is remembered for the same offsets.
+
+While the broker is away every one of those calls fails, and they fail two ways: a
+``KafkaException`` from librdkafka, or a ``TimeoutError`` from ``future.result``
+when the answer does not come within ``TIMEOUT_S`` (the latter once killed the
+tracker, exit 1, because the watch caught only the former). Both leave here as one
+``ServiceUnavailableError``: "the broker did not answer", which the watch rides out.
+
+The group's committed offsets are read with a consumer of the group that never
+subscribes (so never joins it), not with ``AdminClient.list_consumer_group_offsets``:
+an admin client's offset fetch answered NOT_COORDINATOR, which a restarted broker
+answers while it loads the group, makes librdkafka dereference the consumer-group
+handle an admin client does not have (``rd_kafka_cgrp_op(rkcg=0x0)`` from
+``rd_kafka_handle_OffsetFetch``, confluentinc/confluent-kafka-javascript#374; the
+same call's segfaults in confluent-kafka-python#1982). Seen here: the tracker
+died of SIGSEGV (exit -11) at the first watch after a broker restart, twice in
+three runs, with the watch's previous call timed out.
 """
 
 from __future__ import annotations
@@ -22,16 +39,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from confluent_kafka import (
-    Consumer,
-    ConsumerGroupTopicPartitions,
-    IsolationLevel,
-    KafkaException,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from saga_tracker.settings import TrackerSettings
+from sagalog.errors import ServiceUnavailableError
 
 TIMEOUT_S = 10.0
 
@@ -50,25 +62,37 @@ class BacklogProbe:
             settings.kafka_config(**{"client.id": f"{settings.app_id}-backlog-probe"})
         )
         self._unreadable: dict[Position, Span] = {}
+        config = settings.kafka_config(
+            **{
+                "group.id": self.group,  # the tracker's group, read and never joined
+                "enable.auto.commit": False,
+                "client.id": f"{settings.app_id}-backlog-probe",
+            }
+        )
+        config.pop("partitioner", None)  # a producer setting; a consumer warns about it
+        self._group_offsets = Consumer(config)
 
     def behind(self, partitions: Iterable[Position]) -> dict[Position, Span]:
         """``{(topic, partition): (committed, end)}`` where the read_committed end lies
         past the group's committed offset (blocking; run it in a thread).
 
         Raises:
-            KafkaException: the broker did not answer within ``TIMEOUT_S``.
+            ServiceUnavailableError: the broker did not answer within ``TIMEOUT_S``.
         """
         tps = [TopicPartition(topic, partition) for topic, partition in partitions]
         if not tps:
             return {}
+        try:
+            return self._behind(tps)
+        except (KafkaException, TimeoutError) as exc:
+            raise self._unavailable("the group's offsets and the partitions' ends", exc) from exc
+
+    def _behind(self, tps: list[TopicPartition]) -> dict[Position, Span]:
         stable = self._offsets(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
         earliest = self._offsets(tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
-        [future] = self.admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(self.group, tps)], request_timeout=TIMEOUT_S
-        ).values()
         committed = {
             (tp.topic, tp.partition): tp.offset
-            for tp in future.result(timeout=TIMEOUT_S).topic_partitions
+            for tp in self._group_offsets.committed(tps, timeout=TIMEOUT_S)
         }
         behind = {}
         for key, end in stable.items():
@@ -80,9 +104,16 @@ class BacklogProbe:
         return behind
 
     def readable(self, spans: dict[Position, Span]) -> set[Position]:
-        """The partitions where a committed record can be read inside its span."""
+        """The partitions where a committed record can be read inside its span.
+
+        Raises:
+            ServiceUnavailableError: the broker did not answer.
+        """
         unknown = {key: span for key, span in spans.items() if self._unreadable.get(key) != span}
-        found = self._read(unknown)
+        try:
+            found = self._read(unknown)
+        except (KafkaException, TimeoutError) as exc:
+            raise self._unavailable("a read of the records past the group's offset", exc) from exc
         for key, span in unknown.items():
             if key not in found:
                 self._unreadable[key] = span
@@ -126,6 +157,13 @@ class BacklogProbe:
         finally:
             reader.close()
         return found
+
+    def _unavailable(self, what: str, exc: BaseException) -> ServiceUnavailableError:
+        reason = exc.args[0].str() if isinstance(exc, KafkaException) and exc.args else exc
+        return ServiceUnavailableError(
+            f"Kafka at {self.settings.bootstrap_servers} did not answer for {what} within "
+            f"{TIMEOUT_S:g}s ({reason or type(exc).__name__})"
+        )
 
     def _offsets(self, tps: list[TopicPartition], spec: OffsetSpec) -> dict[Position, int]:
         futures = self.admin.list_offsets(

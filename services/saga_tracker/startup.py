@@ -14,11 +14,12 @@ from confluent_kafka import KafkaError, KafkaException
 
 from saga_tracker.clock import TrackerClock
 from saga_tracker.settings import TrackerSettings
+from sagalog.agents.backoff import RetryPolicy, retry_within
 from sagalog.cluster import connect_admin, internal_topic
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
-from sagalog.errors import ConfigurationError, TopologyError
+from sagalog.errors import ConfigurationError, ServiceUnavailableError, TopologyError
 from sagalog.flows.loader import load_flows
 from sagalog.flows.registry import FlowRegistry
 from sagalog.topology.loader import load_topology
@@ -51,9 +52,21 @@ def check_secret(settings: TrackerSettings) -> bytes:
     return secret
 
 
+STARTUP_BACKOFF = RetryPolicy(base_delay_s=0.5, max_delay_s=5.0)
+
+
 def prepare_topics(settings: TrackerSettings, registry: FlowRegistry) -> int:
-    """The common partition count of the workflow topics; creates the clock topic if missing."""
-    admin, metadata = connect_admin(settings)
+    """The common partition count of the workflow topics; creates the clock topic if missing.
+
+    A broker away at start (restarting, its leader moving) is waited for, with backoff,
+    up to six times ``connect_timeout_s``; past that, ``ServiceUnavailableError`` (exit 3).
+    """
+    admin, metadata = retry_within(
+        lambda: connect_admin(settings),
+        policy=STARTUP_BACKOFF,
+        within_s=settings.connect_timeout_s * 6,
+        retry_on=(ServiceUnavailableError,),
+    )
     counts: dict[str, int] = {}
     for topic in sorted({flow.topic for flow in registry}):
         found = metadata.topics.get(topic)
@@ -87,6 +100,12 @@ def prepare_topics(settings: TrackerSettings, registry: FlowRegistry) -> int:
         for future in admin.create_topics(missing).values():
             try:
                 future.result(timeout=settings.connect_timeout_s)
+            except TimeoutError as exc:  # future.result's own timeout, not a KafkaException
+                raise ServiceUnavailableError(
+                    f"Kafka at {settings.bootstrap_servers} did not create the tracker's "
+                    f"topics ({', '.join(t.topic for t in missing)}) within "
+                    f"{settings.connect_timeout_s:g}s; start the tracker again"
+                ) from exc
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another worker
                     raise

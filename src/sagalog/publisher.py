@@ -54,8 +54,16 @@ class EventPublisher:
         catalog: SchemaCatalog,
         source: str,
         codec: EventCodec | None = None,
+        ack_timeout_s: float | None = None,
     ) -> None:
+        """
+        Args:
+            ack_timeout_s: how long ``publish`` waits for the broker's acknowledgement
+                (default three times ``connect_timeout_s``); a server that answers
+                people (the gateway) waits less and tells them to retry.
+        """
         self.settings = settings
+        self.ack_timeout_s = ack_timeout_s or settings.connect_timeout_s * 3
         self.source = source
         self.catalog = catalog
         self.codec = codec or EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
@@ -95,7 +103,8 @@ class EventPublisher:
         Raises:
             EventValidationError: the payload does not match the schema (names the field).
             SchemaError: the event type is unknown or not registered for ``topic``.
-            ServiceUnavailableError: the broker did not acknowledge within the bound.
+            ServiceUnavailableError: the broker did not acknowledge within
+                ``ack_timeout_s``; the record was taken back unless already in flight.
             AuthorizationError: this principal may not write ``topic``.
         """
         datum = to_avro_datum(self.catalog[event_type].definition, payload, event_type=event_type)
@@ -168,11 +177,16 @@ class EventPublisher:
             headers=kafka_headers,
             on_delivery=delivered,
         )
-        remaining = self.producer.flush(timeout=self.settings.connect_timeout_s * 3)
+        remaining = self.producer.flush(timeout=self.ack_timeout_s)
         if remaining or "message" not in outcome:
+            # What was never sent is taken back, so it cannot land after the caller was
+            # told it failed; a record already in flight may still land, which is why a
+            # retry must carry the same event id (consumers take an event id once).
+            self.producer.purge(in_queue=True, in_flight=False)
+            self.producer.poll(0)
             raise ServiceUnavailableError(
                 f"Kafka at {self.settings.bootstrap_servers} did not acknowledge the event "
-                f"to {topic} within {self.settings.connect_timeout_s * 3:g}s"
+                f"to {topic} within {self.ack_timeout_s:g}s"
             )
         error: KafkaError | None = outcome["error"]
         if is_authorization_failure(error):

@@ -12,7 +12,11 @@ module judges it, the way Jepsen's checkers judge a history:
 - **stuck**: a workflow not terminal after its deadline;
 - **illegal transitions**: a move the flow's rules do not allow, a move out of a
   terminal state, or a move whose ``from`` is not where the workflow was;
-- **rebuild mismatches**: live state that a replay of the log does not reproduce.
+- **rebuild mismatches**: live state that a replay of the log does not reproduce;
+- **service exits**: every exit of a service during the round, by service and exit
+  code (the supervisor restarts them, as an orchestrator would, but a restart is the
+  last resort, not the recovery path: a round may set how many it tolerates, and
+  the broker rounds tolerate none).
 
 A round with too few workflows ended as planned fails too, so that a system that
 errors on everything cannot pass by doing nothing.
@@ -166,6 +170,10 @@ class RoundHistory:
     notes: dict[str, Any] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)
     """A fault's own measurements (a rate, a latency), shown in its row."""
+    exits: list[tuple[str, int | None]] = field(default_factory=list)
+    """``(service, exit code)`` of every exit during the round (None: no code known)."""
+    max_exits: int | None = None
+    """How many exits the round tolerates; None: they are counted, not judged."""
 
 
 @dataclass
@@ -184,6 +192,8 @@ class RoundResult:
     wrong_end: int = 0
     missing_effects: int = 0
     unexpected_effects: int = 0
+    exits: int = 0
+    exits_by_service: dict[str, dict[str, int]] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
@@ -208,6 +218,8 @@ class RoundResult:
             "wrong_end": self.wrong_end,
             "missing_effects": self.missing_effects,
             "unexpected_effects": self.unexpected_effects,
+            "exits": self.exits,
+            "exits_by_service": self.exits_by_service,
             "ok": self.ok,
             "failures": self.failures,
             "figures": self.figures,
@@ -328,6 +340,14 @@ def rebuild_mismatches(
     )
 
 
+def service_exits(exits: Iterable[tuple[str, int | None]]) -> dict[str, dict[str, int]]:
+    """``{service: {exit code: times}}``, each sorted: what the supervisor had to restart."""
+    by: dict[str, Counter[str]] = defaultdict(Counter)
+    for service, code in exits:
+        by[service][str(code)] += 1
+    return {name: dict(sorted(codes.items())) for name, codes in sorted(by.items())}
+
+
 def recovery_s(
     injections: Sequence[tuple[float, float]], progress_at: Sequence[float]
 ) -> float | None:
@@ -379,6 +399,8 @@ def check(
         wrong_end=len(wrong),
         missing_effects=len(missing),
         unexpected_effects=len(unexpected),
+        exits=len(history.exits),
+        exits_by_service=service_exits(history.exits),
         figures=dict(history.figures),
     )
     result.details = {
@@ -403,6 +425,16 @@ def check(
         (result.rebuild_mismatches, "live state differs from the rebuild from the log"),
     ]
     result.failures = [f"{n} {what}" for n, what in checks if n]
+    if history.max_exits is not None and result.exits > history.max_exits:
+        listing = ", ".join(
+            f"{name} {code} x{n}"
+            for name, codes in result.exits_by_service.items()
+            for code, n in codes.items()
+        )
+        result.failures.append(
+            f"{result.exits} service exits ({listing}), at most {history.max_exits} allowed: "
+            "the supervisor restarted them, but this fault must be ridden out in-process"
+        )
     if not ids or as_planned < min_ended_as_planned * len(ids):
         result.failures.append(
             f"only {as_planned} of {len(ids)} workflows ended as planned "

@@ -20,6 +20,9 @@ from demo.scenario import Plan, Request
 
 if TYPE_CHECKING:
     from .harness import ChaosRun
+    from .stack import Broker
+
+WORKFLOW_PARTITIONS = 3  # the chaos topology's workflow topic (harness.TOPOLOGY)
 
 AGENTS = (
     "intake_agent",
@@ -75,14 +78,35 @@ def agent_kill(run: ChaosRun, rng: random.Random, window_s: float) -> Injections
     return _every(run, rng, window_s, (4, 8), lambda: run.kill(rng.choice(AGENTS)))
 
 
+Target = Callable[["ChaosRun", random.Random], "Broker"]
+"""Which broker a broker fault hits, asked of the cluster when it strikes."""
+
+
+def workflow_leader(run: ChaosRun, rng: random.Random) -> Broker:
+    """The leader of a random partition of the workflow topic (what the user killed)."""
+    return run.stack.leader_of(run.topic, rng.randrange(WORKFLOW_PARTITIONS))
+
+
+def agent_coordinator(run: ChaosRun, rng: random.Random) -> Broker:
+    """The group coordinator of a random agent (what moves under a static member)."""
+    module = rng.choice(AGENTS)
+    return run.stack.group_coordinator(f"sagalog-agent-{run.fleet.agent_name(module)}")
+
+
 def broker_kill(
-    run: ChaosRun, rng: random.Random, window_s: float, *, limit: int | None = None
+    run: ChaosRun,
+    rng: random.Random,
+    window_s: float,
+    *,
+    limit: int | None = None,
+    target: Target = workflow_leader,
 ) -> Injections:
-    """SIGKILL the broker and start it again (log recovery), every 10-20 s."""
+    """SIGKILL a broker (``target``) and start it again (log recovery), every 10-20 s."""
 
     def act() -> None:
-        run.stack.kill_broker()
-        run.stack.restart_broker()
+        broker = target(run, rng)
+        broker.kill()
+        broker.restart()
 
     return _every(run, rng, window_s, (10, 20), act, limit=limit)
 
@@ -91,15 +115,18 @@ def broker_kill_once(run: ChaosRun, rng: random.Random, window_s: float) -> Inje
     return broker_kill(run, rng, window_s, limit=1)
 
 
-def broker_pause(run: ChaosRun, rng: random.Random, window_s: float) -> Injections:
-    """SIGSTOP the broker for 5-30 s, then SIGCONT; a broker that hangs rather than dies."""
+def broker_pause(
+    run: ChaosRun, rng: random.Random, window_s: float, *, target: Target = workflow_leader
+) -> Injections:
+    """SIGSTOP a broker for 5-30 s, then SIGCONT; a broker that hangs rather than dies."""
 
     def act() -> None:
-        run.stack.pause_broker()
+        broker = target(run, rng)
+        broker.pause()
         try:
             time.sleep(rng.uniform(5, 30))
         finally:
-            run.stack.resume_broker()
+            broker.resume()
 
     return _every(run, rng, window_s, (5, 10), act)
 

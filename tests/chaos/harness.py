@@ -1,11 +1,13 @@
 """A chaos run: the reference workflow's real services on a private stack, faults, a verdict.
 
 ``ChaosRun`` starts the chaos stack (``stack.py``), a throwaway project (topics with
-a run suffix), the demo ``Fleet`` minus the gateway (three stand-ins, the tracker on
-a virtual clock, the six procurement agents, each an OS process), a ``Recorder`` of
-the log and a driver that submits requests and decides gates the way people would.
-A supervisor restarts any service that exits, as Kubernetes would (exit 70 is the
-platform's "restart me").
+a run suffix), the demo ``Fleet`` (three stand-ins, the tracker on a virtual clock,
+the gateway, the six procurement agents, each an OS process), a ``Recorder`` of
+the log, a driver that submits requests and decides gates the way people would,
+and a ``GatewayProbe`` that reads through the gateway all along. A supervisor
+restarts any service that exits, as Kubernetes would (exit 70 is the platform's
+"restart me"), and counts every exit by service and code: a restart is the last
+resort, so each round's row shows them, and a round may fail on them (``max_exits``).
 
 Each ``round`` submits workflows while a fault runs, lets them settle, moves the
 clock past the flow's deadline if some are still open, collects the history and
@@ -47,6 +49,7 @@ from sagalog.topology.loader import load_topology
 from sagalog.tracker.ticks import clock_topic, last_tick_ms, tick_all
 
 from .checker import TERMINAL, Effect, FlowRules, Planned, RoundHistory, RoundResult, check
+from .gateway_probe import GatewayProbe
 from .recorder import Recorder, Sender, Topics
 from .stack import ChaosStack
 
@@ -100,6 +103,8 @@ class Fault:
     """Reshapes the round's requests (their priorities, say) before they are sent."""
     settle_s: float | None = None
     """How long the round's workflows may take to end after the fault; the run's default."""
+    max_exits: int | None = None
+    """Service exits (the supervisor's restarts) the round tolerates; None: counted only."""
 
 
 @dataclass
@@ -123,12 +128,14 @@ class Supervisor:
         last: dict[str, float] = {}
         while not self._stop.wait(0.5):
             with self.lock:
+                # Every exit is counted once, when seen (the fleet's own book); a
+                # crash loop is restarted every 2 s, not spun.
+                self.exits.extend(self.fleet.reap(skip=frozenset(self.held)))
                 for name, service in list(self.fleet.services.items()):
                     if name in self.held or service.process is None or service.alive:
                         continue
                     if time.monotonic() - last.get(name, 0) < 2:
-                        continue  # a crash loop is restarted every 2 s, not spun
-                    self.exits.append((name, service.process.returncode))
+                        continue
                     last[name] = time.monotonic()
                     service.start()
 
@@ -207,6 +214,7 @@ class ChaosRun:
         tracker = self.fleet.start_tracker()
         self.fleet.wait_for_log(tracker, "tables ready", timeout=180)
         tick_all(self.settings, clock_topic(self.app_id), int(time.time() * 1000))
+        self.fleet.start_gateway()
         for module in ("intake_agent", "retrieval_agent", "risk_agent"):
             self.fleet.start_agent(module)
         # A short transaction timeout, so the zombie fault can outlast it in seconds.
@@ -216,12 +224,17 @@ class ChaosRun:
                 self.fleet.start_agent(module)
         finally:
             os.environ.pop("BUDGET_AGENT_TRANSACTION_TIMEOUT_S", None)
+        self.fleet.wait_gateway_ready(timeout=180)
+        self.probe = GatewayProbe(self.fleet.urls["gateway"], self.fleet.config.api_key).start()
         self.supervisor = Supervisor(self.fleet).start()
         threading.Thread(target=self._decide_gates, name="chaos-people", daemon=True).start()
         return self
 
     def close(self) -> None:
         self._stop.set()
+        probe = getattr(self, "probe", None)
+        if probe is not None:
+            probe.stop()
         supervisor = getattr(self, "supervisor", None)
         if supervisor is not None:
             supervisor.stop()
@@ -345,9 +358,10 @@ class ChaosRun:
         history = self.history(fault, requests, states, after, injections, errors)
         history.notes.update(
             seconds=round(time.monotonic() - started, 1),
-            exits=[f"{n}:{rc}" for n, rc in exits],
             crashes=[f"{n}:{rc}" for n, rc in exits if rc not in (0, 70)],
         )
+        history.exits, history.max_exits = list(exits), fault.max_exits
+        history.figures.update(self.probe.figures(started, time.monotonic(), injections))
         return check(history, self.rules)
 
     def history(

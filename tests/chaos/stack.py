@@ -4,6 +4,12 @@ The suite kills, pauses and restarts the broker, so it never runs against the sh
 stack (9092/8081): it starts a second ``LocalStack`` on its own ports and state
 directory (``sagalog dev up`` with other settings) and stops it at the end. Broker
 faults go through the stack's own pid record, so only this stack's JVM is signalled.
+
+Faults name their target as a ``Broker`` (``brokers()``, ``leader_of(topic,
+partition)``, ``group_coordinator(group)``), asked of the cluster's metadata, so a
+round written for one broker picks the right one of three (the leader of a workflow
+partition, an agent group's coordinator) once the stack runs several; today there is
+one, node 1, and every question answers it.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
 
 from sagalog.devstack import DevStackSettings, LocalStack
 from sagalog.devstack.layout import KAFKA
@@ -28,6 +36,26 @@ DEFAULT_PORTS = {
     "proxy_port": 29094,
 }
 SHARED_PORTS = frozenset({9092, 9093, 8081})
+
+
+@dataclass(frozen=True)
+class Broker:
+    """One broker of the chaos stack, as a fault acts on it."""
+
+    node_id: int
+    stack: ChaosStack
+
+    def kill(self) -> None:
+        self.stack.kill_broker(self.node_id)
+
+    def restart(self) -> float:
+        return self.stack.restart_broker(self.node_id)
+
+    def pause(self) -> None:
+        self.stack.pause_broker(self.node_id)
+
+    def resume(self) -> None:
+        self.stack.resume_broker(self.node_id)
 
 
 @dataclass
@@ -95,15 +123,46 @@ class ChaosStack:
             self.proxy.stop()
             self._proxying = False
 
-    def broker_pid(self) -> int:
+    # -- which broker ----------------------------------------------------------------
+
+    def brokers(self) -> list[Broker]:
+        """Every broker of the stack (one: node 1, as ``sagalog dev up`` formats it)."""
+        return [Broker(1, self)]
+
+    def leader_of(self, topic: str, partition: int) -> Broker:
+        """The broker leading ``topic``'s ``partition`` now (the metadata's answer)."""
+        metadata = self._admin().list_topics(topic, timeout=10)
+        leader = metadata.topics[topic].partitions[partition].leader
+        return self._broker(leader)
+
+    def group_coordinator(self, group: str) -> Broker:
+        """The coordinator of a consumer group (an agent's, the tracker's)."""
+        [future] = self._admin().describe_consumer_groups([group], request_timeout=10).values()
+        return self._broker(future.result(timeout=10).coordinator.id)
+
+    def _broker(self, node_id: int) -> Broker:
+        found = [b for b in self.brokers() if b.node_id == node_id]
+        return found[0] if found else self.brokers()[0]
+
+    def _admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.settings.bootstrap_servers})
+
+    # -- signals (one broker today: ``node_id`` is checked, not used) ---------------------
+
+    def broker_pid(self, node_id: int = 1) -> int:
+        self._one(node_id)
         record = self.stack._supervisor.our_record(KAFKA)
         if record is None:
             raise RuntimeError(f"the chaos broker is not running ({self.state_dir})")
         return record.pid
 
-    def kill_broker(self) -> None:
+    def _one(self, node_id: int) -> None:
+        if node_id != 1:
+            raise ValueError(f"the chaos stack runs one broker (node 1), not node {node_id}")
+
+    def kill_broker(self, node_id: int = 1) -> None:
         """SIGKILL: no clean shutdown marker, so the next start recovers its logs."""
-        pid = self.broker_pid()
+        pid = self.broker_pid(node_id)
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (
@@ -111,14 +170,15 @@ class ChaosStack:
         ):
             time.sleep(0.05)
 
-    def restart_broker(self) -> float:
+    def restart_broker(self, node_id: int = 1) -> float:
         """Start the broker again (the registry is left alone); seconds until it answers."""
+        self._one(node_id)
         started = time.monotonic()
         self.stack.up()
         return time.monotonic() - started
 
-    def pause_broker(self) -> None:
-        os.kill(self.broker_pid(), signal.SIGSTOP)
+    def pause_broker(self, node_id: int = 1) -> None:
+        os.kill(self.broker_pid(node_id), signal.SIGSTOP)
 
-    def resume_broker(self) -> None:
-        os.kill(self.broker_pid(), signal.SIGCONT)
+    def resume_broker(self, node_id: int = 1) -> None:
+        os.kill(self.broker_pid(node_id), signal.SIGCONT)

@@ -22,8 +22,8 @@ HERD = ThunderingHerd(rate=40.0, instances=("a", "b", "c"))
 FULL = (
     Fault("tracker SIGKILL", faults.tracker_kill, window_s=45, workflows=40),
     Fault("agent SIGKILL", faults.agent_kill, window_s=45, workflows=40),
-    Fault("broker SIGKILL + restart", faults.broker_kill, window_s=60, workflows=40),
-    Fault("broker SIGSTOP 5-30 s", faults.broker_pause, window_s=60, workflows=40),
+    Fault("broker SIGKILL + restart", faults.broker_kill, window_s=60, workflows=40, max_exits=0),
+    Fault("broker SIGSTOP 5-30 s", faults.broker_pause, window_s=60, workflows=40, max_exits=0),
     Fault("rebalance storm", faults.rebalance_storm, window_s=45, workflows=40),
     Fault("zombie agent", faults.zombie_agent, window_s=50, workflows=30),
     Fault("poison events", faults.poison, window_s=30, workflows=30, verify=faults.poison_verify),
@@ -53,7 +53,13 @@ FULL = (
 SHORT = (
     Fault("tracker SIGKILL", faults.tracker_kill, window_s=25, workflows=20),
     Fault("agent SIGKILL", faults.agent_kill, window_s=20, workflows=20),
-    Fault("broker SIGKILL + restart", faults.broker_kill_once, window_s=20, workflows=20),
+    Fault(
+        "broker SIGKILL + restart",
+        faults.broker_kill_once,
+        window_s=20,
+        workflows=20,
+        max_exits=0,
+    ),
     Fault("poison events", faults.poison, window_s=12, workflows=12, verify=faults.poison_verify),
 )
 
@@ -66,6 +72,8 @@ COLUMNS = (
     ("illegal", "illegal_transitions", 7),
     ("rebuild≠live", "rebuild_mismatches", 12),
     ("recovery s", "recovery_s", 10),
+    ("exits", "exits", 5),
+    ("gw reads ok", "gateway_reads_ok", 12),
     ("dep 1s peak", "dependency_peak", 11),
     ("p50 hi/norm s", "p50_high_normal", 13),
     ("ok", "ok", 4),

@@ -210,3 +210,16 @@ def test_each_broken_invariant_is_counted_and_fails_the_round() -> None:
     assert result.rebuild_mismatches == 5
     assert not result.ok
     assert len(result.failures) >= 4
+
+
+def test_service_exits_are_counted_by_service_and_code_and_fail_a_round_that_allows_none() -> None:
+    exits = [("budget_agent", 70), ("tracker-a", 1), ("budget_agent", 70)]
+    counted = check(history(exits=exits), RULES)
+    assert counted.ok  # no bound: counted, not judged
+    assert counted.exits == 3
+    assert counted.exits_by_service == {"budget_agent": {"70": 2}, "tracker-a": {"1": 1}}
+    assert counted.row()["exits_by_service"] == counted.exits_by_service
+    judged = check(history(exits=exits, max_exits=0), RULES)
+    assert not judged.ok
+    assert "3 service exits (budget_agent 70 x2, tracker-a 1 x1)" in judged.failures[0]
+    assert check(history(exits=[], max_exits=0), RULES).ok

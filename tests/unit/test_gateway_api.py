@@ -107,7 +107,7 @@ def rig(tmp_path: Path, flow: Flow) -> Iterator[Rig]:
     )
     batch.commit()
     publisher = KeptPublisher()
-    statuses = {"now": FollowerStatus(ready=True, lag=0)}
+    statuses = {"now": FollowerStatus(ready=True, health="ok", lag=0)}
     gateway = Gateway(
         model=model,
         publisher=publisher,
@@ -176,8 +176,11 @@ def test_health_and_openapi_need_no_key(rig: Rig) -> None:
 
 def test_while_catching_up_reads_and_decisions_answer_503(rig: Rig) -> None:
     rig.set_status(FollowerStatus(ready=False, lag=42, waiting_for="topic x"))
-    assert rig.client.get("/healthz").status_code == 503
-    body = assert_error(rig.get("/v1/gates"), 503, "still reading", "retry")
+    health = rig.client.get("/healthz")
+    assert health.status_code == 503 and health.json()["status"] == "starting"
+    reply = rig.get("/v1/gates")
+    body = assert_error(reply, 503, "still reading", "retry")
+    assert reply.headers["Retry-After"] == "5"
     assert body["detail"]["lag"] == 42
     assert_error(rig.post("/v1/gates/decisions", decision(rig)), 503)
     assert rig.publisher.sent == []
@@ -264,12 +267,39 @@ def test_malformed_json_is_400_and_a_bad_field_422_naming_it(rig: Rig) -> None:
     assert rig.publisher.sent == []
 
 
-def test_kafka_down_is_503_and_a_retry_then_publishes(rig: Rig) -> None:
+def test_kafka_down_is_503_with_retry_after_and_a_retry_then_publishes(rig: Rig) -> None:
     rig.publisher.down = True
-    assert_error(rig.post("/v1/gates/decisions", decision(rig)), 503, "can be retried")
+    reply = rig.post("/v1/gates/decisions", decision(rig))
+    body = assert_error(reply, 503, "not acknowledged", "retry the same request")
+    assert int(reply.headers["Retry-After"]) >= 1
+    assert body["detail"]["event_id"] == decision_event_id(token_of(rig, "wf-1"), Decision.APPROVE)
+    health = rig.client.get("/healthz")
+    assert health.status_code == 200  # reads are still served
+    assert health.json()["status"] == "degraded" and "publish" in health.json()["problems"]
+    assert rig.get("/v1/workflows/wf-1").status_code == 200
     rig.publisher.down = False
     assert rig.post("/v1/gates/decisions", decision(rig)).status_code == 202
     assert len(rig.publisher.sent) == 1
+    assert rig.client.get("/healthz").json()["status"] == "ok"
+
+
+def test_a_webhook_without_idempotency_key_is_told_to_send_one_when_kafka_is_down(
+    rig: Rig,
+) -> None:
+    rig.publisher.down = True
+    reply = rig.post("/v1/webhooks/signature.completed?workflow_id=wf-3", {"status": "signed"})
+    assert_error(reply, 503, "Idempotency-Key")
+    assert "Retry-After" in reply.headers
+
+
+def test_a_degraded_follower_keeps_reads_served_and_says_so(rig: Rig) -> None:
+    problems = {"kafka": {"for_s": 3.0, "error": "all brokers down"}}
+    rig.set_status(FollowerStatus(ready=True, health="degraded", lag=0, problems=problems))
+    health = rig.client.get("/healthz")
+    assert health.status_code == 200
+    assert health.json()["status"] == "degraded"
+    assert health.json()["problems"]["kafka"]["error"] == "all brokers down"
+    assert rig.get("/v1/gates").status_code == 200
 
 
 # -- webhooks ------------------------------------------------------------------------

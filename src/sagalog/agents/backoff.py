@@ -3,14 +3,18 @@
 Full jitter (a uniform draw between zero and the exponential cap) spreads the
 retries of many workflows that failed together, so a recovering dependency is not
 hit by a synchronized wave (AWS Architecture Blog, "Exponential Backoff and Jitter").
-The random draw is a parameter so tests pin it.
+The random draw is a parameter so tests pin it. ``RetryPolicy`` paces a handler's
+retries through the retry topic; ``retry_within`` paces a client call retried in
+place (a broker away for a few seconds) with the same delays, inside a time bound.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sagalog.errors import ConfigurationError
 
@@ -71,3 +75,43 @@ class RetryPolicy:
     def exhausted(self, attempts_made: int) -> bool:
         """Whether no attempt is left after ``attempts_made`` failed ones."""
         return attempts_made >= self.max_attempts
+
+
+T = TypeVar("T")
+
+
+def retry_within(
+    call: Callable[[], T],
+    *,
+    policy: RetryPolicy,
+    within_s: float,
+    retry_on: tuple[type[BaseException], ...],
+    on_retry: Callable[[int, BaseException, float], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    draw: Callable[[], float] = random.random,
+) -> T:
+    """``call()``, retried on ``retry_on`` with the policy's delays for at most ``within_s``.
+
+    The bound is time, not attempts: a broker that is away for 20 s is ridden out
+    by the same code whether its clients time out after 1 s or 10 s. A retry whose
+    delay would end past the bound is not made; the last error is raised instead,
+    so the caller decides what an outage longer than the bound means.
+
+    Args:
+        on_retry: told ``(attempt, error, delay_s)`` before each wait (a log line, a
+            health report).
+    """
+    deadline = clock() + within_s
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except retry_on as exc:
+            attempt += 1
+            delay = max(policy.delay(attempt, draw=draw), min(policy.base_delay_s, 0.05))
+            if clock() + delay > deadline:
+                raise
+            if on_retry is not None:
+                on_retry(attempt, exc, delay)
+            sleep(delay)

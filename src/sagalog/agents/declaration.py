@@ -231,20 +231,22 @@ class Agent:
 
         Exits the process with code 70 when fenced by a newer instance with the same
         instance id: this one is a zombie, and a supervisor must not mistake that for
-        a crash to retry in a loop; also with 70 after a fatal consumer error (the
-        client cannot go on; a fresh process can, from the committed offsets); with 6
-        when the cluster denies it a right (the message names principal, operation
-        and resource; a restart would not help until the ACLs are applied).
+        a crash to retry in a loop; also with 70 when the consumer was fenced more
+        often than ``max_rejoins`` allows (each fencing before that is cured in-process
+        by new clients, see ``recovery``); with 3 when Kafka did not answer for
+        ``outage_limit_s``; with 6 when the cluster denies it a right (the message names
+        principal, operation and resource; a restart would not help until the ACLs are
+        applied).
         """
         import sys
 
         from sagalog.agents.settings import AgentSettings
         from sagalog.agents.worker import AgentWorker, ConsumerFailed, ZombieFenced
-        from sagalog.errors import AuthorizationError
+        from sagalog.errors import AuthorizationError, ServiceUnavailableError
 
         worker = AgentWorker(self, settings or AgentSettings())
         try:
             worker.run()
-        except (ZombieFenced, ConsumerFailed, AuthorizationError) as exc:
+        except (ZombieFenced, ConsumerFailed, ServiceUnavailableError, AuthorizationError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             sys.exit(exc.exit_code)

@@ -85,6 +85,19 @@ class AgentSettings(ClientSettings):
         "peak's growth, three times the time).",
     )
     shutdown_timeout_s: float = Field(default=20.0, gt=0)
+    outage_limit_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="How long the agent rides out a broker that does not answer (rebuilding "
+        "its clients with backoff, health 'degraded') before it exits 3 (Kafka unreachable).",
+    )
+    max_rejoins: int = Field(
+        default=5,
+        ge=0,
+        description="In-process rejoins after the consumer was fenced (static membership) "
+        "within ten minutes; one more exits 70, as a second live instance with this "
+        "instance id would keep fencing this one.",
+    )
     deadletter_topic: str = "sagalog.deadletter"
     tracing: bool = Field(
         default=True,

@@ -95,6 +95,8 @@ class AgentStats:
     ignored: int = 0
     transactions: int = 0
     aborted: int = 0
+    rebuilt: int = 0
+    """Times the consumer and producer were closed and built anew in-process (an outage)."""
 
 
 class AgentTelemetry:

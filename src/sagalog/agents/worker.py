@@ -16,6 +16,11 @@ If the transaction aborts, nothing it produced is visible and the consumer rewin
 to the committed offsets: the batch runs again, and the effect ledger keeps
 confirmed side effects from repeating. A fenced producer means another instance with
 the same ``transactional.id`` took over: this one is a zombie and stops.
+
+A broker's loss and return is ridden out in-process: a fatal consumer (a static
+member fenced by its own rejoin) or a client call that timed out outside the
+transaction closes both clients and builds new ones, with backoff, for up to
+``outage_limit_s``; see ``recovery`` for why and what that keeps.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -44,7 +49,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from sagalog.agents.backoff import RetryPolicy
+from sagalog.agents.backoff import RetryPolicy, retry_within
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
 from sagalog.agents.context import HandlerContext
 from sagalog.agents.declaration import Agent, HandlerSpec
@@ -54,6 +59,7 @@ from sagalog.agents.hydration import hydrate
 from sagalog.agents.internal_topics import ensure_internal_topics
 from sagalog.agents.priority import Priority, schedule
 from sagalog.agents.records import headers_of, offset_of, partition_of, topic_of
+from sagalog.agents.recovery import FENCED_INSTANCE_ID, RejoinBudget
 from sagalog.agents.routing import (
     dead_letter_headers,
     read_mark,
@@ -75,10 +81,18 @@ from sagalog.contracts.hash_chain import content_hash, signed
 from sagalog.contracts.headers import H_TYPE, EventHeaders, header_value
 from sagalog.contracts.models import Event
 from sagalog.contracts.registry import SchemaRegistry
-from sagalog.errors import EventValidationError, SagalogError, SchemaError
+from sagalog.errors import (
+    EventValidationError,
+    SagalogError,
+    SchemaError,
+    ServiceUnavailableError,
+)
 from sagalog.events import StepFailed
+from sagalog.health import Health, HealthBook
 
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+_BROKER_AWAY = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT}
+_OUTAGE_BACKOFF = RetryPolicy(base_delay_s=0.5, max_delay_s=10.0)
 OutRecord = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes | str | None]]]
 
 
@@ -94,13 +108,27 @@ def _fatal(error: KafkaError) -> bool:
 
 
 class ConsumerFailed(SagalogError):
-    """The consumer hit a fatal error (librdkafka cannot go on with it): exit and be restarted.
+    """The consumer hit a fatal error (librdkafka cannot go on with it).
 
     Seen when the broker restarts under a static member: the consumer comes back
     "fenced by other consumer with same group.instance.id" (itself, rejoining), and a
     fatal consumer refuses every later call, so an agent that only logged it would
-    sit alive and idle while its workflows waited.
+    sit alive and idle while its workflows waited. The worker builds new clients
+    (``recovery``); it exits 70 with this only past ``max_rejoins``.
     """
+
+    exit_code = 70
+
+
+class ClientHung(SagalogError):
+    """A librdkafka call blocked past its bound; the worker abandons it and builds new
+    clients (exit 70 only if that, too, fails for ``outage_limit_s``: see ``_connect``)."""
+
+    exit_code = 70
+
+
+class TransactionTimedOut(SagalogError):
+    """The coordinator aborted a transaction that outlived its timeout; new clients cure it."""
 
     exit_code = 70
 
@@ -182,10 +210,14 @@ class AgentWorker:
         self._stopping = False
         self._stop_requested_at: float | None = None
         self._consumer_fatal: KafkaError | None = None  # set by librdkafka's error callback
+        self._assign_failed: KafkaException | None = None  # set by the assignment callback
+        self._txn_started = float("inf")  # when the open transaction began (clock)
         self._uncommitted_since: float | None = None  # skipped records' offsets wait since
         self._batch_started = float("-inf")
         self._loop = asyncio.new_event_loop()
         self._helper = ThreadPoolExecutor(1, thread_name_prefix=f"sagalog-{agent.name}-bounded")
+        self.health = HealthBook(clock=clock, on_change=self._health_changed)
+        self.rejoins = RejoinBudget(limit=settings.max_rejoins)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -215,8 +247,128 @@ class AgentWorker:
             self.settings.data_dir / self.agent.name / self.settings.instance_id,
             folded_types=self.agent.folded_types(),
         )
-        self._producer = self._new_producer()
-        self._consumer = Consumer(
+        self._connect()
+        self.telemetry.log("start", f"agent {self.agent.name} started", outcome="ok")
+        started_stopping: float | None = None
+        try:
+            while not self._stopping:
+                try:
+                    self._iteration()
+                except ConsumerFailed as exc:
+                    self._recover(exc, fenced=True)
+                except (
+                    KafkaException,
+                    ServiceUnavailableError,
+                    ClientHung,
+                    TransactionTimedOut,
+                ) as exc:
+                    self._recover(exc, fenced=False)
+            started_stopping = self.clock()
+        finally:
+            self._shutdown(started_stopping)
+
+    def _connect(self) -> None:
+        """A transactional producer and a subscribed consumer, retried with backoff
+        while the broker does not answer, for at most ``outage_limit_s``.
+
+        Raises:
+            ServiceUnavailableError: the broker did not answer within the bound (exit 3).
+        """
+
+        def attempt() -> None:
+            # The producer first: its init_transactions fences a predecessor with the
+            # same transactional.id (an earlier client of this process included) and
+            # aborts the transaction it left open.
+            self._producer = self._new_producer()
+            self._consumer = self._new_consumer()
+
+        def retrying(attempt: int, exc: BaseException, delay: float) -> None:
+            self.health.degrade("kafka", str(exc))
+            self.telemetry.log(
+                "connect",
+                f"the broker did not answer ({exc}); trying again in {delay:.1f}s",
+                level=logging.WARNING,
+                outcome="retry",
+                attempt=attempt,
+            )
+
+        try:
+            retry_within(
+                attempt,
+                policy=_OUTAGE_BACKOFF,
+                within_s=self.settings.outage_limit_s,
+                retry_on=(KafkaException,),
+                on_retry=retrying,
+            )
+        except KafkaException as exc:
+            raise ServiceUnavailableError(
+                f"agent '{self.agent.name}' instance '{self.settings.instance_id}': Kafka at "
+                f"{self.settings.bootstrap_servers} did not answer for "
+                f"{self.settings.outage_limit_s:g}s (SAGALOG_AGENT_OUTAGE_LIMIT_S): {exc}"
+            ) from exc
+
+    def _recover(self, exc: SagalogError | KafkaException, *, fenced: bool) -> None:
+        """Close both clients and build new ones; the projection and the ledger stay.
+
+        Raises:
+            ConsumerFailed: fenced more than ``max_rejoins`` times in ten minutes.
+            ServiceUnavailableError: the broker did not answer for ``outage_limit_s``.
+        """
+        if fenced and not self.rejoins.take(self.clock()):
+            raise ConsumerFailed(
+                f"agent '{self.agent.name}' instance '{self.settings.instance_id}': the "
+                f"consumer was fenced {self.settings.max_rejoins + 1} times in ten minutes "
+                f"({exc}); another live instance may have this instance id. Give every "
+                f"instance its own SAGALOG_AGENT_INSTANCE_ID; exiting {ConsumerFailed.exit_code}"
+            ) from exc
+        self.stats.rebuilt += 1
+        self.health.degrade("kafka", str(exc))
+        self.telemetry.log(
+            "recover",
+            f"{exc}; closing the consumer and the producer and building new ones (offsets "
+            "resume from the committed ones, the projection stays)",
+            level=logging.WARNING,
+            outcome="rebuild",
+        )
+        self._drop_clients()
+        self._connect()
+
+    def _drop_clients(self) -> None:
+        """Forget the clients; close them in a thread that may hang without holding us.
+
+        The old producer is not flushed nor its transaction aborted (both wait for the
+        broker): the next producer's init_transactions aborts it on the broker.
+        """
+        consumer, producer = self._consumer, self._producer
+        self._consumer = self._producer = None
+        self._consumer_fatal = None
+        self._assign_failed = None
+        self._paused_until.clear()
+        self._to_hydrate.clear()
+        self._uncommitted_since = None  # the skipped records are read again: harmless
+        self.flow.rebalance(assigned=0, total=self.partitions)
+
+        def close() -> None:
+            # The old producer's transaction is aborted here if it can be (its calls
+            # done, the broker there), before the next producer exists: a request of
+            # the old one that lands after the next one's init_transactions can leave
+            # an offset commit hanging (``_resolve_hanging_offsets``).
+            with contextlib.suppress(Exception):
+                if producer is not None:
+                    producer.abort_transaction(min(5.0, self.settings.connect_timeout_s))
+            with contextlib.suppress(Exception):
+                if consumer is not None:
+                    consumer.close()
+            with contextlib.suppress(Exception):
+                if producer is not None:
+                    producer.purge()
+
+        closing = threading.Thread(target=close, name="sagalog-close-clients", daemon=True)
+        closing.start()
+        closing.join(self.settings.connect_timeout_s)
+
+    def _new_consumer(self) -> Consumer:
+        consumer = Consumer(
             self.settings.kafka_config(
                 **{
                     "group.id": self.group_id,
@@ -245,25 +397,43 @@ class AgentWorker:
                 }
             )
         )
-        self._consumer.subscribe(
+        consumer.subscribe(
             [*self.agent.topics, self.retry_topic],
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_revoke,
         )
-        self.telemetry.log("start", f"agent {self.agent.name} started", outcome="ok")
-        started_stopping: float | None = None
-        try:
-            while not self._stopping:
-                self._iteration()
-            started_stopping = self.clock()
-        finally:
-            self._shutdown(started_stopping)
+        return consumer
 
     def _on_consumer_error(self, error: KafkaError) -> None:
-        """librdkafka's client-level errors; a fatal one ends this process (``ConsumerFailed``)."""
+        """librdkafka's client-level errors: a fatal one rebuilds the clients
+        (``ConsumerFailed``); all brokers away degrades the health."""
         if _fatal(error):
             self._consumer_fatal = error
+        elif error.code() in _BROKER_AWAY:
+            self.health.degrade("kafka", error.str())
+
+    def _health_changed(self, before: Health, after: Health, why: str) -> None:
+        self.telemetry.log(
+            "health",
+            f"health {before} -> {after}: {why}",
+            level=logging.WARNING if after is Health.DEGRADED else logging.INFO,
+            transition=f"{before}->{after}",
+            outcome=str(after),
+        )
+
+    def _answered(self) -> None:
+        """The broker answered the group or a transaction: the outage, if any, is over."""
+        if not self.health.started:
+            self.health.ready()
+        down_s = self.health.recover("kafka")
+        if down_s is not None:
+            self.telemetry.log(
+                "recovered",
+                f"the broker answers again after {down_s:.1f}s",
+                duration_ms=round(down_s * 1000, 1),
+                outcome="ok",
+            )
 
     def _raise_if_consumer_failed(self, error: KafkaError | None = None) -> None:
         error = error if error is not None and _fatal(error) else self._consumer_fatal
@@ -272,10 +442,17 @@ class AgentWorker:
         self.telemetry.log(
             "consume", f"fatal consumer error: {error.str()}", level=logging.ERROR, outcome="error"
         )
+        if error.code() == FENCED_INSTANCE_ID:
+            self.telemetry.log(
+                "consume",
+                "the static member was fenced by its own rejoin (the group coordinator moved "
+                "or restarted; see sagalog.agents.recovery)",
+                level=logging.WARNING,
+                outcome="fenced",
+            )
         raise ConsumerFailed(
             f"agent '{self.agent.name}' instance '{self.settings.instance_id}': fatal consumer "
-            f"error ({error.str()}); exiting {ConsumerFailed.exit_code} to be restarted: "
-            "nothing uncommitted is lost, the batch is redelivered"
+            f"error ({error.str()}): nothing uncommitted is lost, the batch is redelivered"
         )
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -337,9 +514,21 @@ class AgentWorker:
         assert self.store is not None
         consumer.assign(partitions)
         inputs = [tp for tp in partitions if tp.topic in self.agent.topics]
-        committed = (
-            consumer.committed(inputs, timeout=self.settings.connect_timeout_s) if inputs else []
-        )
+        try:
+            committed = (
+                consumer.committed(inputs, timeout=self.settings.connect_timeout_s)
+                if inputs
+                else []
+            )
+        except KafkaException as exc:
+            # Raised inside librdkafka's callback it would leave poll() as a bare
+            # KafkaError, which no except clause catches (seen: the agent died, exit 1,
+            # "Failed to get committed offsets: Local: Timed out" after a broker restart).
+            # Nothing flows unchecked: the partitions stay paused until the clients are
+            # built anew (the iteration raises it, the run loop rebuilds).
+            consumer.pause(partitions)
+            self._assign_failed = exc
+            return
         behind = []
         for tp in committed:
             checkpoint = self.store.checkpoint(tp.topic, tp.partition)
@@ -356,6 +545,7 @@ class AgentWorker:
             f"assigned {len(partitions)} partition(s), {len(behind)} to hydrate",
             outcome="assigned",
         )
+        self._answered()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -395,6 +585,11 @@ class AgentWorker:
         self._resume_due()
         self._hydrate_pending()
         messages = self._poll()
+        if self._assign_failed is not None:
+            failed = self._assign_failed
+            if failed.args and failed.args[0].code() == KafkaError._TIMED_OUT:
+                self._resolve_hanging_offsets()
+            raise failed
         records = []
         for message in messages:
             error = message.error()
@@ -870,6 +1065,7 @@ class AgentWorker:
         """
         assert self._producer is not None and self._consumer is not None
         producer, consumer = self._producer, self._consumer
+        self._txn_started = float("inf")  # a begin that fails is no old transaction
         denied: list[tuple[str, KafkaError]] = []  # topics the principal may not write
 
         def delivered(error: KafkaError | None, message: Message) -> None:
@@ -878,6 +1074,7 @@ class AgentWorker:
 
         try:
             producer.begin_transaction()
+            self._txn_started = self.clock()
             for outcome in outcomes:
                 for topic, key, value, headers in outcome.records:
                     producer.produce(
@@ -902,7 +1099,56 @@ class AgentWorker:
             return False
         self.stats.transactions += 1
         self._uncommitted_since = None  # every assigned partition's position went with it
+        if self.health.problems:
+            self._answered()
         return True
+
+    def _resolve_hanging_offsets(self) -> None:
+        """End a transactional offset commit left hanging on the group, with a transaction
+        of our own over the group's offsets that is aborted at once.
+
+        A read_committed consumer reads committed offsets only once no transaction
+        holds offsets of the group pending, and retries until its timeout while one
+        does (UNSTABLE_OFFSET_COMMIT). One can hang for good: a producer abandoned in a
+        rebuild (its call hung, its consumer fenced) whose TxnOffsetCommit reached the
+        group after the new producer's init_transactions had aborted its transaction,
+        so no marker ever ends it (seen after two broker kills: an agent's every
+        assignment timed out for minutes, and a consumer of its group outside the
+        agent timed out alike). The coordinator ends a producer id's pending offsets on
+        any marker of that producer id, so this abort, ours with a newer epoch, ends
+        them: checked by hand on that broker, the offsets read at once afterwards.
+        """
+        assert self._producer is not None and self._consumer is not None
+        producer, consumer = self._producer, self._consumer
+        first = self.agent.topics[0]
+        timeout_s = self.settings.connect_timeout_s
+        try:
+            producer.begin_transaction()
+            self._bounded(
+                lambda: producer.send_offsets_to_transaction(
+                    [TopicPartition(first, 0, 0)],  # any offset: the abort discards it
+                    consumer.consumer_group_metadata(),
+                    timeout_s,
+                ),
+                timeout_s=timeout_s + 10,
+                what="send_offsets_to_transaction (resolving hanging offsets)",
+            )
+            producer.abort_transaction(timeout_s)
+        except (KafkaException, ClientHung, ConsumerFailed) as exc:
+            self.telemetry.log(
+                "recover",
+                f"could not end a hanging offset commit of the group: {exc}",
+                level=logging.WARNING,
+                outcome="error",
+            )
+            return
+        self.telemetry.log(
+            "recover",
+            "the group's committed offsets did not answer (a transactional offset commit "
+            "pending); ended it with an aborted transaction of this transactional id",
+            level=logging.WARNING,
+            outcome="resolved",
+        )
 
     def _commit_waiting_offsets(self) -> None:
         """Commit the offsets of skipped records once they have waited ``offsets_commit_s``.
@@ -915,30 +1161,49 @@ class AgentWorker:
             self._commit([])
 
     def _bounded(self, call: Callable[[], None], *, timeout_s: float, what: str) -> None:
-        """Run a librdkafka call that may block past its own timeout; exit 70 if it does.
+        """Run a librdkafka call that may block past its own timeout; abandon it if it does.
 
         librdkafka's ``send_offsets_to_transaction`` ignores its timeout when the group
-        coordinator goes away mid-call (confluentinc/librdkafka#5456, #5511): after a
-        broker restart, an agent sat in it for good, alive and doing nothing. A C call
-        cannot be interrupted, so the process exits (70: restart me) and a fresh one
-        resumes from the committed offsets; the open transaction is aborted by the
-        broker when the new instance initialises the same transactional id.
+        coordinator goes away mid-call (confluentinc/librdkafka#5456, #5511), and it
+        hangs as well when the consumer whose group metadata it carries is fenced
+        meanwhile (seen on one broker: the fencing arrived during the call, which never
+        returned). A C call cannot be interrupted, and whether a replacement producer
+        with the same transactional.id would release it does not matter: the call is
+        left to its thread, and the clients are built anew (``ClientHung`` or
+        ``ConsumerFailed`` to the run loop). The new producer's init_transactions bumps
+        the epoch, so the abandoned producer can never commit, and aborts its open
+        transaction on the broker; the new consumer resumes from the committed offsets.
+        Until 2026-12 this exited the process (70) instead.
         """
         future = self._helper.submit(call)  # one long-lived thread: a new one per call cost
-        try:  # more than the call itself at a transaction per batch
-            future.result(timeout_s)  # the call's own error is raised here
-        except TimeoutError:
-            if future.done():
-                raise  # the call itself raised it
+        deadline = self.clock() + timeout_s  # more than the call itself at a txn per batch
+        while True:
+            try:
+                future.result(min(0.5, max(0.0, deadline - self.clock())))
+                return  # the call's own error is raised by result()
+            except TimeoutError:
+                if future.done():
+                    raise  # the call itself raised it
+            if self._consumer_fatal is None and self.clock() < deadline:
+                continue
+            # Abandoned: its thread may never come back, so later calls get a new one.
+            self._helper.shutdown(wait=False)
+            self._helper = ThreadPoolExecutor(
+                1, thread_name_prefix=f"sagalog-{self.agent.name}-bounded"
+            )
+            if self._consumer_fatal is not None:
+                self._raise_if_consumer_failed()
             self.telemetry.log(
                 "transaction",
                 f"{what} still blocked after {timeout_s:g}s (librdkafka ignores its timeout when "
-                f"the coordinator went away); exiting {ZombieFenced.exit_code} to be restarted",
+                "the coordinator went away); abandoning it and building new clients",
                 level=logging.ERROR,
                 outcome="hung",
             )
-            logging.shutdown()
-            os._exit(ZombieFenced.exit_code)
+            raise ClientHung(
+                f"agent '{self.agent.name}' instance '{self.settings.instance_id}': {what} "
+                f"blocked past {timeout_s:g}s"
+            )
 
     def _raise_if_denied(self, exc: KafkaException, denied: list[tuple[str, KafkaError]]) -> None:
         """Abort and stop on a missing right: retrying the batch would fail the same way.
@@ -983,6 +1248,18 @@ class AgentWorker:
             level=logging.WARNING,
             outcome="aborted",
         )
+        open_s = self.clock() - self._txn_started
+        if error.code() in _FENCED and open_s >= self.settings.transaction_timeout_s:
+            # Not a newer instance: the coordinator aborted this transaction because it
+            # outlived transaction.timeout.ms (a broker outage in its middle) and bumped
+            # the epoch, which librdkafka reports as fenced (seen: budget_agent, 15 s
+            # timeout, exit 70 after a broker restart). A genuine takeover fences a
+            # young transaction; this one is cured by new clients.
+            raise TransactionTimedOut(
+                f"the transaction was open {open_s:.0f}s, past transaction.timeout.ms "
+                f"({self.settings.transaction_timeout_s:g}s), and the coordinator aborted it "
+                f"({error.str()})"
+            ) from exc
         if error.code() in _FENCED:
             raise ZombieFenced(
                 f"instance '{self.settings.instance_id}' of agent '{self.agent.name}' was fenced: "
@@ -994,8 +1271,12 @@ class AgentWorker:
                 self._producer.abort_transaction(self.settings.connect_timeout_s)
             self._producer = self._new_producer()
         else:
-            with contextlib.suppress(KafkaException):
-                self._producer.abort_transaction(self.settings.connect_timeout_s)
+            # An abort that times out stays "in progress" in librdkafka, and every later
+            # transactional call is refused as conflicting with it ("Conflicting
+            # abort_transaction API call is already in progress", every 10 s for good
+            # after a broker SIGSTOP): the error goes to the run loop, which builds new
+            # clients, whose init_transactions aborts the transaction on the broker.
+            self._producer.abort_transaction(self.settings.connect_timeout_s)
         self._rewind()
 
     def _rewind(self) -> None:
