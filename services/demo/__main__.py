@@ -139,8 +139,16 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
         summary = summarize(requests, ends, driver, gateway, time.monotonic() - started)
         print_summary(summary)
         example = next((r for r in requests if r.plan is Plan.FAIL), None)
-        if example is not None:
-            print_audit(settings, catalog, config, example)
+        summary["audit_verified"] = example is None or print_audit(
+            settings, catalog, config, example
+        )
+        fleet.reap()
+        summary["service_exits"] = dict(
+            Counter(f"{name} exit {code}" for name, code in fleet.exits)
+        )
+        summary["logins"] = "shared" if config.login is None else "per service"
+        summary["tracker_app_id"] = config.tracker_app_id
+        summary["examples"] = {r.plan.value: r.workflow_id for r in reversed(requests)}
         args.summary.write_text(json.dumps(summary, indent=2) + "\n")
         say(f"summary written to {args.summary}")
         if fleet.restarted:
@@ -149,7 +157,10 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
         dead = fleet.dead()
         if dead:
             say("services that crashed: " + ", ".join(s.name for s in dead))
-        return 0 if summary["stuck"] == 0 and summary["matches_mix"] else 1
+        if summary["service_exits"]:
+            say(f"services that exited on their own: {summary['service_exits']}")
+        as_planned = summary["stuck"] == 0 and summary["matches_mix"]
+        return 0 if as_planned and summary["audit_verified"] else 1
     finally:
         say("stopping the services (Kafka and the registry keep running; `make down` stops them)")
         fleet.stop_all()
@@ -212,7 +223,7 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 def print_audit(
     settings: ClientSettings, catalog: SchemaCatalog, config: FleetConfig, request: Request
-) -> None:
+) -> bool:
     """One workflow's history as ``sagalog audit --verify`` shows it: read at the
     positions its tracker sealed (never a topic scan), causes, gate decisions, model
     lineage and transitions, and the hash chain checked."""
@@ -238,7 +249,7 @@ def print_audit(
         )
     except AuditError as exc:
         print(f"  not available: {exc}")
-        return
+        return False
     finally:
         consumer.close()
     verification = verify(collected.trail.workflow, collected.events, collected.transitions)
@@ -247,6 +258,7 @@ def print_audit(
         f"  (the same: sagalog audit {request.workflow_id} --verify "
         f"--tracker-app-id {config.tracker_app_id})"
     )
+    return verification.ok
 
 
 def _dur(ms: int) -> str:
