@@ -27,6 +27,16 @@ from .private_stack import REPO, cli_environment, private_settings, running, sag
 pytestmark = [pytest.mark.integration, pytest.mark.private_stack]
 
 REQUESTS = 200
+SERVICES = (
+    "saga-tracker",
+    "gateway",
+    "intake-agent",
+    "retrieval-agent",
+    "risk-agent",
+    "budget-agent",
+    "purchasing-agent",
+    "notification-agent",
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +84,17 @@ def test_the_reference_workflow_ends_as_planned_on_three_secure_brokers(
     assert summary["audit_verified"], output[-4000:]
     assert summary["service_exits"] == {}, summary["service_exits"]
     assert summary["logins"] == "per service", summary.get("logins")
+
+    # No password of the stack is in any service's log (nor in the demo's own output).
+    passwords = [cluster.admin_credential().password.get_secret_value()] + [
+        cluster.service_credential(name).password.get_secret_value() for name in SERVICES
+    ]
+    logs = sorted((tmp_path / "run").rglob("*.log"))
+    assert len(logs) >= len(SERVICES), logs
+    for log in logs:
+        text = log.read_text(errors="replace")
+        assert not [p for p in passwords if p in text], f"a password is in {log}"
+    assert not [p for p in passwords if p in output], "a password is in the demo's output"
 
     # The audit of one workflow of every plan, as a person would run it (as the admin).
     for workflow_id in summary["examples"].values():
