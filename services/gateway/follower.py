@@ -43,7 +43,7 @@ from sagalog.authorization import authorization_error, topic_denied
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_ID, H_WORKFLOW_ID, header_dict
 from sagalog.errors import SagalogError
-from sagalog.health import Health, HealthBook
+from sagalog.health import HealthBook, logged_changes
 from sagalog.memory import release_free_memory
 
 log = logging.getLogger("sagalog.gateway")
@@ -114,7 +114,9 @@ class Follower:
         self._applied = 0
         self._applied_at_trim = 0
         self._skipped = 0
-        self.health = HealthBook(on_change=_log_health)  # written by the follower's thread only
+        self.health = HealthBook(
+            on_change=logged_changes(log, agent="gateway", subject="read model follower")
+        )  # written by the follower's thread only
         self.backoff = RetryPolicy(base_delay_s=0.5, max_delay_s=settings.outage_retry_s)
         self._failures = 0  # consecutive failed tries to reach the broker
         self._next_measure = 0.0
@@ -360,21 +362,3 @@ class Follower:
             partitions=changes.get("partitions", current.partitions),
             problems=dict(self.health.describe()["problems"]),  # type: ignore[call-overload]
         )
-
-
-def _log_health(before: Health, after: Health, why: str) -> None:
-    log.log(
-        logging.WARNING if after is Health.DEGRADED else logging.INFO,
-        "read model follower %s -> %s: %s",
-        before,
-        after,
-        why,
-        extra={
-            "sagalog": {
-                "agent": "gateway",
-                "action": "health",
-                "transition": f"{before}->{after}",
-                "outcome": str(after),
-            }
-        },
-    )

@@ -54,7 +54,7 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash
 from sagalog.errors import ServiceUnavailableError
 from sagalog.flows.registry import FlowRegistry
-from sagalog.health import Health, HealthBook
+from sagalog.health import HealthBook, logged_changes
 from sagalog.memory import release_free_memory
 from sagalog.rocksdb_options import MB, MemoryBudget
 from sagalog.tracker import CompensationRetry, due_range
@@ -120,7 +120,7 @@ class Tracker:
         self.last_sla_ms = 0
         self.ready = False
         self.backlog = BacklogProbe(settings)
-        self.health = HealthBook(on_change=_log_health)
+        self.health = HealthBook(on_change=logged_changes(log, agent="saga-tracker"))
         self.suspects: dict[tuple[str, int], Suspect] = {}
         self.watched_generation = -1
         self.inputs_at_trim = 0
@@ -519,24 +519,6 @@ class Tracker:
             self.health.describe(),
             extra={"sagalog": {"agent": "saga-tracker", "action": "stats"}},
         )
-
-
-def _log_health(before: Health, after: Health, why: str) -> None:
-    log.log(
-        logging.WARNING if after is Health.DEGRADED else logging.INFO,
-        "health %s -> %s: %s",
-        before,
-        after,
-        why,
-        extra={
-            "sagalog": {
-                "agent": "saga-tracker",
-                "action": "health",
-                "transition": f"{before}->{after}",
-                "outcome": str(after),
-            }
-        },
-    )
 
 
 def crash(why: str, error: BaseException | None = None) -> NoReturn:

@@ -13,6 +13,7 @@ its log; it is plain data with an injected clock, so the rules are unit-tested.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,3 +84,32 @@ class HealthBook:
         after = self.status
         if after != before and self.on_change is not None:
             self.on_change(before, after, why)
+
+
+def logged_changes(
+    log: logging.Logger, *, agent: str, subject: str = "health"
+) -> Callable[[Health, Health, str], None]:
+    """An ``on_change`` that logs each change in the structured log's one schema.
+
+    Degrading is a warning (an operator looks), recovering and starting are info.
+    """
+
+    def on_change(before: Health, after: Health, why: str) -> None:
+        log.log(
+            logging.WARNING if after is Health.DEGRADED else logging.INFO,
+            "%s %s -> %s: %s",
+            subject,
+            before,
+            after,
+            why,
+            extra={
+                "sagalog": {
+                    "agent": agent,
+                    "action": "health",
+                    "transition": f"{before}->{after}",
+                    "outcome": str(after),
+                }
+            },
+        )
+
+    return on_change

@@ -72,9 +72,11 @@ def test_memtables_past_the_budget_are_flushed(tmp_path: Path, budgeted: bool) -
         for i in range(6_000):  # round robin, as workflows spread over partitions
             dbs[i % 6][b"%08d" % i] = b"x" * 1024
         # RocksDB flushes in its background threads: poll for the outcome with a bound
-        # loose enough for a loaded machine (5 s failed under a parallel test run); the
-        # unbudgeted databases never flush, so a short look suffices for them.
-        flushed = wait_for(lambda: in_memtables(dbs) < 1_000, timeout=60.0 if budgeted else 1.0)
+        # loose enough for a loaded machine. What is left in memtables depends on which
+        # write crossed the budget (2,305 records, ~2.3 MB, on one run; under 1,000 on
+        # another), so the test asks for what the budget promises, that most of the
+        # 6 MB left memory, not for one run's figure. Unbudgeted, all 6,000 stay.
+        flushed = wait_for(lambda: in_memtables(dbs) < 3_000, timeout=60.0 if budgeted else 1.0)
         assert flushed == budgeted, in_memtables(dbs)
     finally:
         for db in dbs:

@@ -32,6 +32,7 @@ from pydantic import (
 from sagalog.agents.priority import Priority
 from sagalog.flows.states import WorkflowState
 from sagalog.topology.model import duration_ms
+from sagalog.validators import checked
 
 STEP_FAILED = "sagalog.v1.StepFailed"
 COMPENSATION_REQUESTED = "sagalog.v1.CompensationRequested"
@@ -78,15 +79,6 @@ def is_event_type(value: Any) -> bool:
     return isinstance(value, str) and bool(_EVENT_TYPE.match(value))
 
 
-def _checked(pattern: re.Pattern[str], what: str) -> Any:
-    def check(value: Any) -> Any:
-        if isinstance(value, str) and not pattern.match(value):
-            raise ValueError(f"{value!r} is not {what}")
-        return value
-
-    return BeforeValidator(check)
-
-
 def _event_types(value: Any) -> Any:
     """One event type or a list of them; always a tuple of checked names."""
     items = [value] if isinstance(value, str) else value
@@ -112,12 +104,12 @@ def _priority(value: Any) -> Any:
 
 
 PositiveDurationMs = Annotated[int, BeforeValidator(positive_duration_ms)]
-Name = Annotated[str, _checked(_NAME, "a name of lowercase letters, digits and '_' (snake_case)")]
+Name = Annotated[str, checked(_NAME, "a name of lowercase letters, digits and '_' (snake_case)")]
 FlowName = Annotated[
-    str, _checked(_FLOW_NAME, "a flow name of lowercase letters, digits, '_' and '-'")
+    str, checked(_FLOW_NAME, "a flow name of lowercase letters, digits, '_' and '-'")
 ]
-AgentName = Annotated[str, _checked(_AGENT_NAME, "an agent name of letters, digits, '-', '_'")]
-EventType = Annotated[str, _checked(_EVENT_TYPE, "an event type such as procurement.v1.X")]
+AgentName = Annotated[str, checked(_AGENT_NAME, "an agent name of letters, digits, '-', '_'")]
+EventType = Annotated[str, checked(_EVENT_TYPE, "an event type such as procurement.v1.X")]
 EventTypes = Annotated[tuple[str, ...], BeforeValidator(_event_types), Field(min_length=1)]
 Assignee = Annotated[str, Field(min_length=1)]
 

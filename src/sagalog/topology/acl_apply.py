@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -30,8 +31,9 @@ from sagalog.topology.acls import AclRule, Operation, PatternKind, Permission, R
 NOT_ENFORCED = "ACLs: not enforced by this cluster (no authorizer): skipped"
 
 
-def to_binding(rule: AclRule) -> AclBinding:
-    return AclBinding(
+def _fields(rule: AclRule) -> tuple[Any, ...]:
+    """The rule in the order ``AclBinding`` and ``AclBindingFilter`` both take."""
+    return (
         ResourceType[rule.resource_type.value],
         rule.resource_name,
         ResourcePatternType[rule.pattern_type.value],
@@ -40,19 +42,15 @@ def to_binding(rule: AclRule) -> AclBinding:
         AclOperation[rule.operation.value],
         AclPermissionType[rule.permission.value],
     )
+
+
+def to_binding(rule: AclRule) -> AclBinding:
+    return AclBinding(*_fields(rule))
 
 
 def to_filter(rule: AclRule) -> AclBindingFilter:
     """A filter that matches exactly this one binding."""
-    return AclBindingFilter(
-        ResourceType[rule.resource_type.value],
-        rule.resource_name,
-        ResourcePatternType[rule.pattern_type.value],
-        rule.principal,
-        rule.host,
-        AclOperation[rule.operation.value],
-        AclPermissionType[rule.permission.value],
-    )
+    return AclBindingFilter(*_fields(rule))
 
 
 def from_binding(binding: AclBinding) -> AclRule | None:

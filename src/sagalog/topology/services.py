@@ -23,9 +23,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, model_validator
 
 from sagalog.agents.routing import retry_topic_for
+from sagalog.validators import checked as _checked
 
 _PRINCIPAL = re.compile(r"^User:[^\s*]+$")
 _SERVICE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -38,15 +39,6 @@ TRACKER_CLOCK_GROUP = "sagalog-clock"
 DEADLETTER_TOPIC = "sagalog.deadletter"
 TRANSITIONS_TOPIC = "sagalog.transitions"
 ALERTS_TOPIC = "sagalog.alerts"
-
-
-def _checked(pattern: re.Pattern[str], what: str) -> Any:
-    def check(value: Any) -> Any:
-        if isinstance(value, str) and not pattern.match(value):
-            raise ValueError(f"{value!r} is not {what}")
-        return value
-
-    return BeforeValidator(check)
 
 
 Principal = Annotated[
