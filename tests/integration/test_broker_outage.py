@@ -190,13 +190,13 @@ def test_tracker_agents_and_gateway_ride_out_a_broker_sigkill_and_restart(
         for name, s in outage.fleet.services.items()
         if name.endswith("_agent")
     ]
+    fenced = sum(t.count("Static consumer fenced") for t in logs)
+    hung = sum(t.count('"outcome": "hung"') for t in logs)
+    rebuilt = sum(t.count('"action": "recover"') for t in logs)
     print(  # what the agents rode out in-process (varies run to run: not asserted)
-        f"
-broker kill: recovery {result.recovery_s}s; agents: "
-        f"{sum(t.count('Static consumer fenced') for t in logs)} fencing lines, "
-        f"{sum(t.count('"outcome": "hung"') for t in logs)} hung calls abandoned, "
-        f"{sum(t.count('"action": "recover"') for t in logs)} client rebuilds; "
-        f"gateway {result.figures.get('gateway_reads_ok')} reads ok"
+        f"broker kill: recovery {result.recovery_s}s; agents: {fenced} fencing lines, "
+        f"{hung} hung calls abandoned, {rebuilt} client rebuilds; gateway "
+        f"{result.figures.get('gateway_reads_ok')} reads ok"
     )
 
 
