@@ -140,7 +140,7 @@ def test_the_gateway_serves_reads_and_503s_writes_with_retry_after_while_the_bro
     no_exits(outage)
 
 
-def test_gateway_client_retries_a_decision_through_a_short_outage(outage: ChaosRun) -> None:
+def test_gateway_client_retries_a_write_through_a_short_outage(outage: ChaosRun) -> None:
     http = Http(outage)
     workflow_id = settled_workflow(outage, http)
     client = GatewayClient(
@@ -185,6 +185,19 @@ def test_tracker_agents_and_gateway_ride_out_a_broker_sigkill_and_restart(
     assert result.ok, (result.failures, result.row())
     assert result.exits == 0 and result.lost == result.duplicated_effects == result.stuck == 0
     no_exits(outage)
+    logs = [
+        s.log.read_text(errors="replace")
+        for name, s in outage.fleet.services.items()
+        if name.endswith("_agent")
+    ]
+    fenced = sum(t.count("Static consumer fenced") for t in logs)
+    hung = sum(t.count('"outcome": "hung"') for t in logs)
+    rebuilt = sum(t.count('"action": "recover"') for t in logs)
+    print(  # what the agents rode out in-process (varies run to run: not asserted)
+        f"broker kill: recovery {result.recovery_s}s; agents: {fenced} fencing lines, "
+        f"{hung} hung calls abandoned, {rebuilt} client rebuilds; gateway "
+        f"{result.figures.get('gateway_reads_ok')} reads ok"
+    )
 
 
 def test_the_same_through_a_broker_pause(outage: ChaosRun) -> None:
