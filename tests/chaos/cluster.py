@@ -279,18 +279,20 @@ def _kill_restart(
     stack.kill_broker(victim)
     if wipe:
         data_dir = stack.stack.layout.data_dir(component=stack.node(victim).component)
+        # on disk, not the apparent size (each partition preallocates sparse 10 MB indexes)
         run.figures["wiped_mb"] = round(
-            sum(f.stat().st_size for f in data_dir.rglob("*") if f.is_file()) / 1e6, 1
+            sum(f.stat().st_blocks * 512 for f in data_dir.rglob("*") if f.is_file()) / 1e6, 1
         )
         stack.wipe_broker(victim)
-    run.figures["progress_after_kill_s"] = first_progress_after(
-        run, killed, timeout=rng.uniform(*DOWN_S)
-    )
     time.sleep(max(0.0, killed + rng.uniform(*DOWN_S) - time.monotonic()))
+    run.figures["moved_while_down"] = any(t >= killed for t in run.recorder.progress_at())
     run.figures["down_s"] = round(time.monotonic() - killed, 1)
     restarting = time.monotonic()
     run.figures["restart_s"] = round(stack.restart_broker(victim), 1)
     restarted = time.monotonic()
+    # the next transition after the kill: while it is down (the other brokers took
+    # over), or only once it is back
+    run.figures["progress_after_kill_s"] = first_progress_after(run, killed)
     run.figures["progress_after_restart_s"] = first_progress_after(run, restarting)
     isr_s, partitions = wait_isr_full(stack, restarting)
     run.figures["isr_full_s"] = isr_s
@@ -385,6 +387,7 @@ COLUMNS = (
     ("illegal", "illegal_transitions", 7),
     ("exits", "exits", 5),
     ("moved after kill s", "progress_after_kill_s", 18),
+    ("restart s", "restart_s", 9),
     ("moved after restart s", "progress_after_restart_s", 21),
     ("ISR full s", "isr_full_s", 10),
     ("recovery s", "recovery_s", 10),

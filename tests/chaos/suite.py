@@ -121,7 +121,7 @@ def run_suite(
         if not stack_running:
             shutil.rmtree(work_dir / "stack", ignore_errors=True)
             stack = ChaosStack.from_env(work_dir / "stack", brokers=brokers)
-    report(f"chaos: own stack on {stack.settings.bootstrap_servers} ready in {stack.up():.1f}s")
+    report(f"chaos: own stack on {stack.stack.bootstrap_servers} ready in {stack.up():.1f}s")
     run = ChaosRun(stack, work_dir / f"run-{seed}", seed=seed)
     results: list[RoundResult] = []
     try:
