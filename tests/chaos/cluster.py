@@ -288,7 +288,13 @@ def _kill_restart(
     run.figures["moved_while_down"] = any(t >= killed for t in run.recorder.progress_at())
     run.figures["down_s"] = round(time.monotonic() - killed, 1)
     restarting = time.monotonic()
+    logged = len(stack.log)
     run.figures["restart_s"] = round(stack.restart_broker(victim), 1)
+    if wipe:  # formatted again, with the cluster id the others have
+        run.figures["formatted"] = any("formatting" in line for line in stack.log[logged:])
+        run.figures["cluster_ids"] = sorted(
+            {_cluster_id(stack, node.node_id) for node in stack.stack.nodes}
+        )
     restarted = time.monotonic()
     # the next transition after the kill: while it is down (the other brokers took
     # over), or only once it is back
@@ -300,6 +306,14 @@ def _kill_restart(
     if isr_s is None:
         run.figures["short_isr"] = short_isr(stack)[:10]
     return killed, restarted
+
+
+def _cluster_id(stack: ChaosStack, node_id: int) -> str:
+    meta = stack.stack.layout.data_dir(component=stack.node(node_id).component)
+    for line in (meta / "meta.properties").read_text().splitlines():
+        if line.startswith("cluster.id="):
+            return line.partition("=")[2]
+    return "?"
 
 
 def wipe_restart(run: ChaosRun, rng: random.Random, window_s: float) -> faults.Injections:
