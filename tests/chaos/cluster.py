@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import faults
+from .checker import TERMINAL
 from .harness import Fault
 
 if TYPE_CHECKING:
@@ -275,6 +276,7 @@ def _kill_restart(
     run: ChaosRun, rng: random.Random, victim: int, *, wipe: bool = False
 ) -> tuple[float, float]:
     stack = run.stack
+    run.figures["open_at_kill"] = _open_workflows(run)
     killed = time.monotonic()
     stack.kill_broker(victim)
     if wipe:
@@ -296,16 +298,22 @@ def _kill_restart(
             {_cluster_id(stack, node.node_id) for node in stack.stack.nodes}
         )
     restarted = time.monotonic()
-    # the next transition after the kill: while it is down (the other brokers took
-    # over), or only once it is back
-    run.figures["progress_after_kill_s"] = first_progress_after(run, killed)
-    run.figures["progress_after_restart_s"] = first_progress_after(run, restarting)
     isr_s, partitions = wait_isr_full(stack, restarting)
     run.figures["isr_full_s"] = isr_s
     run.figures["partitions"] = partitions
     if isr_s is None:
         run.figures["short_isr"] = short_isr(stack)[:10]
+    # the next transition after the kill: while it was down (the other brokers took
+    # over), or only once it was back; None when the round's work was all done
+    run.figures["progress_after_kill_s"] = first_progress_after(run, killed, timeout=30)
+    run.figures["progress_after_restart_s"] = first_progress_after(run, restarting, timeout=30)
     return killed, restarted
+
+
+def _open_workflows(run: ChaosRun) -> int:
+    """The round's workflows not ended yet (not yet submitted included): the load."""
+    states = run.recorder.states([r.workflow_id for r in run.current])
+    return sum(1 for r in run.current if states.get(r.workflow_id) not in TERMINAL)
 
 
 def _cluster_id(stack: ChaosStack, node_id: int) -> str:
@@ -363,7 +371,7 @@ CLUSTER = (
     Fault(
         "cluster: leader+coordinator SIGKILL",
         leader_coordinator_kill,
-        window_s=45,
+        window_s=90,
         workflows=40,
         max_exits=0,
         verify=cluster_verify,
@@ -371,7 +379,7 @@ CLUSTER = (
     Fault(
         "cluster: data dir wiped + restart",
         wipe_restart,
-        window_s=45,
+        window_s=60,
         workflows=40,
         max_exits=0,
         verify=cluster_verify,
@@ -382,7 +390,7 @@ CLUSTER_SHORT = (
     Fault(
         "cluster: leader+coordinator SIGKILL",
         leader_coordinator_kill,
-        window_s=25,
+        window_s=60,
         workflows=20,
         max_exits=0,
         verify=cluster_verify,
@@ -400,6 +408,7 @@ COLUMNS = (
     ("stuck", "stuck", 5),
     ("illegal", "illegal_transitions", 7),
     ("exits", "exits", 5),
+    ("open at kill", "open_at_kill", 12),
     ("moved after kill s", "progress_after_kill_s", 18),
     ("restart s", "restart_s", 9),
     ("moved after restart s", "progress_after_restart_s", 21),
