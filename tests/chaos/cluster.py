@@ -20,6 +20,7 @@ figures (which broker, what it led, how long until the cluster was whole again):
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import subprocess
@@ -307,7 +308,16 @@ def _kill_restart(
     # over), or only once it was back; None when the round's work was all done
     run.figures["progress_after_kill_s"] = first_progress_after(run, killed, timeout=30)
     run.figures["progress_after_restart_s"] = first_progress_after(run, restarting, timeout=30)
+    run.figures["longest_stall_s"] = longest_stall(run.recorder.progress_at(), killed)
     return killed, restarted
+
+
+def longest_stall(progress_at: list[float], since: float) -> float | None:
+    """The longest time without any transition, from ``since`` to the last one after it."""
+    moments = [since, *sorted(t for t in progress_at if t >= since)]
+    if len(moments) < 2:
+        return None
+    return round(max(b - a for a, b in itertools.pairwise(moments)), 2)
 
 
 def _open_workflows(run: ChaosRun) -> int:
@@ -410,6 +420,7 @@ COLUMNS = (
     ("exits", "exits", 5),
     ("open at kill", "open_at_kill", 12),
     ("moved after kill s", "progress_after_kill_s", 18),
+    ("longest stall s", "longest_stall_s", 15),
     ("restart s", "restart_s", 9),
     ("moved after restart s", "progress_after_restart_s", 21),
     ("ISR full s", "isr_full_s", 10),
