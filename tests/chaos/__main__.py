@@ -1,10 +1,12 @@
 """``make chaos``: every fault against the reference workflow, a table and chaos-results.json.
 
     PYTHONPATH=services:tests .venv/bin/python -m chaos [--seed N] [--short] [--only broker]
+    PYTHONPATH=services:tests .venv/bin/python -m chaos --brokers 3 [--short] [--only wiped]
 
 Starts its own Kafka + registry (ports 29092/29093/28081, override with
 ``SAGALOG_CHAOS_KAFKA_PORT`` etc.), never the shared stack; exits 1 when any round
-fails its checks.
+fails its checks. ``--brokers 3`` runs the broker-failure rounds of ``cluster.py`` on a
+three-broker cluster (node i on the ports + 100 * (i - 1)) instead of the suite.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .suite import FULL, SHORT, run_suite, table, write_results
+from . import cluster
+from .suite import COLUMNS, FULL, SHORT, run_suite, table, write_results
 
 
 def main() -> int:
@@ -22,15 +25,22 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--short", action="store_true", help="the CI subset")
     parser.add_argument("--only", action="append", default=[], help="faults whose name has this")
+    parser.add_argument(
+        "--brokers", type=int, choices=(1, 3), default=1, help="3: the cluster rounds"
+    )
     parser.add_argument("--output", type=Path, default=Path("chaos-results.json"))
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args()
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="sagalog-chaos-"))
+    if args.brokers == 3:
+        suite, columns = (cluster.CLUSTER_SHORT if args.short else cluster.CLUSTER), cluster.COLUMNS
+    else:
+        suite, columns = (SHORT if args.short else FULL), COLUMNS
     seed, results = run_suite(
-        SHORT if args.short else FULL, work_dir=work_dir, seed=args.seed, only=args.only
+        suite, work_dir=work_dir, seed=args.seed, only=args.only, brokers=args.brokers
     )
     rows = [r.row() for r in results]
-    print(f"\nseed {seed}\n" + table(rows))
+    print(f"\nseed {seed}\n" + table(rows, columns))
     for result in results:
         for failure in result.failures:
             print(f"  {result.fault}: {failure}")

@@ -8,13 +8,16 @@ faults go through the stack's own pid record, so only this stack's JVM is signal
 Faults name their target as a ``Broker`` (``brokers()``, ``leader_of(topic,
 partition)``, ``group_coordinator(group)``), asked of the cluster's metadata, so a
 round written for one broker picks the right one of three (the leader of a workflow
-partition, an agent group's coordinator) once the stack runs several; today there is
-one, node 1, and every question answers it.
+partition, an agent group's coordinator). ``broker_count=1`` (the default) is one node
+behind a TCP proxy for the network faults; ``broker_count=3`` is a three-node KRaft
+quorum (replication 3, min ISR 2, production's profile) without a proxy: the cluster
+rounds (``cluster.py``) kill and wipe brokers, they do not cut the network.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from dataclasses import dataclass, field
@@ -23,7 +26,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from sagalog.devstack import DevStackSettings, LocalStack
-from sagalog.devstack.layout import KAFKA
+from sagalog.devstack.nodes import KafkaNode
 from sagalog.devstack.processes import is_running, port_is_free
 from sagalog.settings import ClientSettings
 
@@ -60,7 +63,7 @@ class Broker:
 
 @dataclass
 class ChaosStack:
-    """A private single-node Kafka + registry; ``kill_broker`` and friends act on it only."""
+    """A private Kafka (1 or 3 nodes) + registry; ``kill_broker`` and friends act on it only."""
 
     state_dir: Path
     kafka_port: int = DEFAULT_PORTS["kafka_port"]
@@ -68,9 +71,16 @@ class ChaosStack:
     registry_port: int = DEFAULT_PORTS["registry_port"]
     proxy_port: int = DEFAULT_PORTS["proxy_port"]
     log: list[str] = field(default_factory=list)
+    broker_count: int = 1
+    """1: one node behind the proxy; 3: a quorum, node i on the ports + 100 * (i - 1)."""
 
     def __post_init__(self) -> None:
+        if self.broker_count not in (1, 3):
+            raise ValueError(f"the chaos stack runs 1 or 3 brokers, not {self.broker_count}")
+        clustered = self.broker_count > 1
         ports = {self.kafka_port, self.controller_port, self.registry_port, self.proxy_port}
+        for node in range(1, self.broker_count):
+            ports |= {self.kafka_port + 100 * node, self.controller_port + 100 * node}
         if ports & SHARED_PORTS:
             raise ValueError(
                 f"the chaos stack must not use the shared ports {sorted(SHARED_PORTS)}"
@@ -79,23 +89,33 @@ class ChaosStack:
             kafka_port=self.kafka_port,
             controller_port=self.controller_port,
             registry_port=self.registry_port,
-            kafka_advertised_port=self.proxy_port,
+            kafka_advertised_port=0 if clustered else self.proxy_port,
+            node_port_step=100,
             state_dir=self.state_dir,
         )
-        self.stack = LocalStack(self.settings, progress=self.log.append)
+        self.stack = LocalStack(self.settings, brokers=self.broker_count, progress=self.log.append)
         self.proxy = BrokerProxy(listen_port=self.proxy_port, target_port=self.kafka_port)
         self._proxying = False
 
     @classmethod
-    def from_env(cls, state_dir: Path) -> ChaosStack:
+    def from_env(cls, state_dir: Path, *, brokers: int = 1) -> ChaosStack:
         """Ports from ``SAGALOG_CHAOS_KAFKA_PORT`` etc., defaults 29092/29093/28081/29094."""
         ports = {
             name: int(os.environ.get(f"SAGALOG_CHAOS_{name.upper()}", default))
             for name, default in DEFAULT_PORTS.items()
         }
-        return cls(state_dir=state_dir, **ports)
+        return cls(state_dir=state_dir, broker_count=brokers, **ports)
 
     def client_settings(self, project_dir: Path) -> ClientSettings:
+        if self.broker_count > 1:  # production's profile: 3 replicas, min ISR 2
+            return ClientSettings(
+                bootstrap_servers=self.stack.bootstrap_servers,
+                schema_registry_url=self.settings.schema_registry_url,
+                project_dir=str(project_dir),
+                connect_timeout_s=15,
+                replication_factor=3,
+                min_insync_replicas=2,
+            )
         return ClientSettings(
             bootstrap_servers=f"127.0.0.1:{self.proxy_port}",
             schema_registry_url=self.settings.schema_registry_url,
@@ -112,7 +132,7 @@ class ChaosStack:
         The broker advertises the proxy's port, so the proxy runs first: even the
         readiness probe reaches the broker through it after bootstrapping.
         """
-        if not self._proxying:
+        if not self._proxying and self.broker_count == 1:
             self.proxy.start()
             self._proxying = True
         return self.stack.up().elapsed_s
@@ -126,8 +146,8 @@ class ChaosStack:
     # -- which broker ----------------------------------------------------------------
 
     def brokers(self) -> list[Broker]:
-        """Every broker of the stack (one: node 1, as ``sagalog dev up`` formats it)."""
-        return [Broker(1, self)]
+        """Every broker of the stack, by KRaft node id (1, or 1-3)."""
+        return [Broker(node.node_id, self) for node in self.stack.nodes]
 
     def leader_of(self, topic: str, partition: int) -> Broker:
         """The broker leading ``topic``'s ``partition`` now (the metadata's answer)."""
@@ -145,34 +165,46 @@ class ChaosStack:
         return found[0] if found else self.brokers()[0]
 
     def _admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.settings.bootstrap_servers})
+        return AdminClient({"bootstrap.servers": self.stack.bootstrap_servers})
 
-    # -- signals (one broker today: ``node_id`` is checked, not used) ---------------------
+    # -- signals ----------------------------------------------------------------------
+
+    def node(self, node_id: int) -> KafkaNode:
+        """The devstack's node ``node_id`` (component ``kafka``, or ``kafka-<id>``)."""
+        for node in self.stack.nodes:
+            if node.node_id == node_id:
+                return node
+        raise ValueError(
+            f"the chaos stack runs brokers {[n.node_id for n in self.stack.nodes]}, "
+            f"not node {node_id}"
+        )
 
     def broker_pid(self, node_id: int = 1) -> int:
-        self._one(node_id)
-        record = self.stack._supervisor.our_record(KAFKA)
+        component = self.node(node_id).component
+        record = self.stack._supervisor.our_record(component)
         if record is None:
-            raise RuntimeError(f"the chaos broker is not running ({self.state_dir})")
+            raise RuntimeError(f"the chaos broker {component} is not running ({self.state_dir})")
         return record.pid
-
-    def _one(self, node_id: int) -> None:
-        if node_id != 1:
-            raise ValueError(f"the chaos stack runs one broker (node 1), not node {node_id}")
 
     def kill_broker(self, node_id: int = 1) -> None:
         """SIGKILL: no clean shutdown marker, so the next start recovers its logs."""
         pid = self.broker_pid(node_id)
+        port = self.node(node_id).client_port
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (
-            is_running(pid) or not port_is_free(host="127.0.0.1", port=self.kafka_port)
+            is_running(pid) or not port_is_free(host="127.0.0.1", port=port)
         ):
             time.sleep(0.05)
 
     def restart_broker(self, node_id: int = 1) -> float:
-        """Start the broker again (the registry is left alone); seconds until it answers."""
-        self._one(node_id)
+        """Start the broker again (the registry is left alone); seconds until it answers.
+
+        ``up`` starts only what is not running, so the other brokers are left alone; a
+        node whose data directory is gone is formatted first, with the cluster id of
+        the others (``wipe_broker``).
+        """
+        self.node(node_id)
         started = time.monotonic()
         self.stack.up()
         return time.monotonic() - started
@@ -182,3 +214,12 @@ class ChaosStack:
 
     def resume_broker(self, node_id: int = 1) -> None:
         os.kill(self.broker_pid(node_id), signal.SIGCONT)
+
+    def wipe_broker(self, node_id: int) -> Path:
+        """Delete a stopped broker's data directory (its partitions and its KRaft log)."""
+        component = self.node(node_id).component
+        if self.stack._supervisor.our_record(component) is not None:
+            raise RuntimeError(f"{component} still runs: kill it before wiping its data")
+        data_dir = self.stack.layout.data_dir(component=component)
+        shutil.rmtree(data_dir)
+        return data_dir

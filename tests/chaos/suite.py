@@ -81,12 +81,12 @@ COLUMNS = (
 """A column's key is a row's field or one of its ``figures`` (a fault's own measurements)."""
 
 
-def table(rows: Sequence[dict[str, Any]]) -> str:
-    lines = [" ".join(title.ljust(width) for title, _, width in COLUMNS)]
-    lines.append(" ".join("-" * width for _, _, width in COLUMNS))
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str, int]] = COLUMNS) -> str:
+    lines = [" ".join(title.ljust(width) for title, _, width in columns)]
+    lines.append(" ".join("-" * width for _, _, width in columns))
     for row in rows:
         cells = []
-        for _, key, width in COLUMNS:
+        for _, key, width in columns:
             value = row[key] if key in row else (row.get("figures") or {}).get(key)
             text = (
                 "-"
@@ -106,20 +106,22 @@ def run_suite(
     only: Sequence[str] = (),
     report: Callable[[str], None] = print,
     keep_stack: bool = False,
+    brokers: int = 1,
 ) -> tuple[int, list[RoundResult]]:
     """Start the chaos stack and fleet, run each fault's round, stop everything.
 
+    ``brokers=3`` runs them on a three-broker cluster (``cluster.py``'s rounds).
     Returns the seed and one result per fault.
     """
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 1_000_000)
     report(f"chaos: seed {seed} (rerun with --seed {seed}); work dir {work_dir}")
-    stack = ChaosStack.from_env(work_dir / "stack")
+    stack = ChaosStack.from_env(work_dir / "stack", brokers=brokers)
     if not keep_stack:
         stack_running = stack.stack.status().kafka.state.value == "running"
         if not stack_running:
             shutil.rmtree(work_dir / "stack", ignore_errors=True)
-            stack = ChaosStack.from_env(work_dir / "stack")
-    report(f"chaos: own stack on {stack.settings.bootstrap_servers} ready in {stack.up():.1f}s")
+            stack = ChaosStack.from_env(work_dir / "stack", brokers=brokers)
+    report(f"chaos: own stack on {stack.stack.bootstrap_servers} ready in {stack.up():.1f}s")
     run = ChaosRun(stack, work_dir / f"run-{seed}", seed=seed)
     results: list[RoundResult] = []
     try:

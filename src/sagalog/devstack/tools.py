@@ -25,16 +25,22 @@ TOOLS: Mapping[str, str] = {
     "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 #: Tools whose cluster flags go before their sub-command (``kafka-metadata-quorum
-#: --bootstrap-server X describe --status``); the others take them anywhere.
-_FLAGS_FIRST = frozenset({"kafka-metadata-quorum", "kafka-cluster"})
+#: --bootstrap-server X describe --status``; ``kafka-transactions`` after ``describe``
+#: fails with "unrecognized arguments"); the others take them anywhere.
+_FLAGS_FIRST = frozenset(
+    {"kafka-metadata-quorum", "kafka-cluster", "kafka-features", "kafka-transactions"}
+)
 
 
 def tool_class(name: str) -> tuple[str, bool]:

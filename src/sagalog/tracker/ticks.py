@@ -48,13 +48,19 @@ def _partitions(settings: ClientSettings, topic: str) -> list[int]:
 def last_tick_ms(settings: ClientSettings, topic: str) -> int:
     """The latest time among the last tick of each partition (0 when there is none).
 
-    A topic created a moment ago may have no partition leader yet: retried until
-    ``connect_timeout_s``.
+    A topic created a moment ago may have no partition leader yet, or be unknown to
+    the broker that answers (on a cluster, ``create_topics`` returns once the
+    controller committed the topic, before every broker applied it): retried until
+    ``connect_timeout_s``, then the error stands.
     """
     deadline = time.monotonic() + settings.connect_timeout_s
     while True:
         try:
             return _last_tick_ms(settings, topic)
+        except TopologyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
         except KafkaException as exc:
             if time.monotonic() > deadline:
                 raise ServiceUnavailableError(
