@@ -124,9 +124,7 @@ def _dev_stack_passwords(project: Project) -> CredentialStore:
             f"SCRAM users); start one with `sagalog dev up --secure` in another "
             f"SAGALOG_DEV_STATE_DIR, or drop --dev-users"
         )
-    ours = set(stack.bootstrap_servers.split(","))
-    theirs = set(project.settings.bootstrap_servers.split(","))
-    if not ours & theirs:
+    if not stack.serves(project.settings.bootstrap_servers):
         raise ConfigurationError(
             f"--dev-users creates the users of {where} ({stack.bootstrap_servers}), but "
             f"SAGALOG_BOOTSTRAP_SERVERS is {project.settings.bootstrap_servers}; run "

@@ -111,6 +111,15 @@ class LocalStack:
         """Every node's client address (SASL_SSL on the secure stack)."""
         return bootstrap_servers(self.nodes)
 
+    def serves(self, bootstrap: str) -> bool:
+        """Whether a client with this ``bootstrap.servers`` reaches this stack's brokers.
+
+        Anything holding the stack's secrets (its per-service passwords) asks this
+        first, so a stale ``SAGALOG_DEV_STATE_DIR`` never turns them into logins of
+        another cluster.
+        """
+        return bool(set(self.bootstrap_servers.split(",")) & set(bootstrap.split(",")))
+
     def up(self) -> UpReport:
         """Start whatever is not running yet and wait until every node and the registry answer.
 
