@@ -70,7 +70,7 @@ class Browser:
             self.process.terminate()
             self.process.wait(10)
 
-    async def _port(self, timeout: float = 30) -> int:
+    async def _port(self, timeout: float = 120) -> int:
         marker = self.profile / "DevToolsActivePort"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
