@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from sagalog.agents.lineage import LINEAGE_AVRO_TYPE
-from sagalog.agents.priority import Priority
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.errors import FlowDefinitionError
 from sagalog.flows.model import Flow, Gate, Step, format_duration, positive_duration_ms
 from sagalog.flows.registry import FlowRegistry
+from sagalog.priority import Priority
 from sagalog.topology.loader import load_topology
 
 

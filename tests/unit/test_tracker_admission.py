@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sagalog.agents.priority import Priority
 from sagalog.errors import ConfigurationError
 from sagalog.flows.states import WorkflowState
+from sagalog.priority import Priority
 from sagalog.tracker import ACTIVE_STATES, Admission, QueuedWorkflow
 
 

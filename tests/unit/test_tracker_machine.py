@@ -618,7 +618,7 @@ def test_a_v2_flow_loaded_beside_v1_does_not_change_an_in_flight_v1_workflow(flo
 def test_beyond_the_admission_limit_workflows_queue_and_the_most_urgent_goes_first(
     flow: Flow,
 ) -> None:
-    from sagalog.agents.priority import Priority
+    from sagalog.priority import Priority
     from sagalog.tracker import Admission
 
     tracker = VirtualTracker(

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from sagalog.agents.priority import Priority
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.flows.model import Flow
 from sagalog.flows.states import WorkflowState
+from sagalog.priority import Priority
 from sagalog.topology.loader import load_topology
 from sagalog.tracker import (
     STORED_SCHEMA_VERSION,

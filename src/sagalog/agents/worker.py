@@ -57,7 +57,6 @@ from sagalog.agents.failures import DependencyUnavailable, StepTimeout, is_retry
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.hydration import hydrate
 from sagalog.agents.internal_topics import ensure_internal_topics
-from sagalog.agents.priority import Priority, schedule
 from sagalog.agents.records import headers_of, offset_of, partition_of, topic_of
 from sagalog.agents.recovery import FENCED_INSTANCE_ID, RejoinBudget
 from sagalog.agents.routing import (
@@ -89,6 +88,7 @@ from sagalog.errors import (
 )
 from sagalog.events import StepFailed
 from sagalog.health import Health, HealthBook
+from sagalog.priority import Priority, schedule
 
 _FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 _BROKER_AWAY = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT}

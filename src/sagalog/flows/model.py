@@ -29,8 +29,8 @@ from pydantic import (
     model_validator,
 )
 
-from sagalog.agents.priority import Priority
 from sagalog.flows.states import WorkflowState
+from sagalog.priority import Priority
 from sagalog.topology.model import duration_ms
 from sagalog.validators import checked
 

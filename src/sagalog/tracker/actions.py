@@ -15,9 +15,9 @@ import datetime as dt
 import enum
 from dataclasses import dataclass
 
-from sagalog.agents.priority import Priority
 from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
+from sagalog.priority import Priority
 from sagalog.tracker.record import WorkflowRecord
 from sagalog.tracker.timers import Timer
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sagalog.agents.priority import Priority
 from sagalog.errors import ConfigurationError
 from sagalog.flows.states import TERMINAL_STATES, WorkflowState
+from sagalog.priority import Priority
 
 ACTIVE_STATES = frozenset(WorkflowState) - TERMINAL_STATES - {WorkflowState.QUEUED}
 """The states that hold a slot: every state a workflow can be in between admission and its end."""

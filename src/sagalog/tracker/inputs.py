@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sagalog.agents.priority import Priority
 from sagalog.contracts.headers import EventHeaders
 from sagalog.events import GateDecision
 from sagalog.flows.model import COMPENSATION_COMPLETED, GATE_DECIDED, STEP_FAILED
+from sagalog.priority import Priority
 from sagalog.tracker.timers import Timer
 
 

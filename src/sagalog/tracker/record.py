@@ -28,8 +28,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationError
 
-from sagalog.agents.priority import Priority
 from sagalog.flows.states import TERMINAL_STATES, WorkflowState
+from sagalog.priority import Priority
 from sagalog.tracker.exceptions import StoredRecordError
 from sagalog.tracker.timers import Timer
 

@@ -26,12 +26,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sagalog.agents.priority import Priority
 from sagalog.contracts.headers import EventHeaders
 from sagalog.events import StateTransition
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
+from sagalog.priority import Priority
 from sagalog.tracker.actions import (
     TRANSITIONS_TOPIC,
     Alert,

@@ -1,9 +1,12 @@
-"""The priority lane: which workflows a saturated agent admits first.
+"""The priority lane: which workflows a saturated consumer admits first.
 
 When an agent has more pending events than free capacity, it chooses whose work to
 start. Urgent workflows go first, but a workflow's own events are never reordered:
 they are facts in the order they happened, and a handler that saw them out of order
 would decide on a state that never existed.
+
+It sits at the top of the package, below ``flows`` (a flow sets a workflow's
+priority), ``tracker`` (admission) and ``agents`` (the lane), which all read it.
 """
 
 from __future__ import annotations

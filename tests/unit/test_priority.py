@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from sagalog.agents.priority import Priority, schedule
+from sagalog.priority import Priority, schedule
 
 
 @dataclass(frozen=True)
