@@ -1,5 +1,6 @@
 """``python -m budget_agent``: run one instance of the budget agent."""
 
 from budget_agent.agent import agent, settings
+from sagalog.agents import run
 
-agent.run(settings)
+run(agent, settings)

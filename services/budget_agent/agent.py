@@ -19,10 +19,7 @@ from procurement.events import (
     RequestSubmitted,
     RiskScored,
 )
-from sagalog.agents.context import HandlerContext
-from sagalog.agents.declaration import Agent
-from sagalog.agents.failures import NonRetryableError
-from sagalog.agents.settings import AgentSettings
+from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError
 from sagalog.events import CompensationRequested
 from standins.client import perform
 

@@ -1,5 +1,6 @@
 """``python -m intake_agent``: run one instance of the intake agent."""
 
 from intake_agent.agent import agent, settings
+from sagalog.agents import run
 
-agent.run(settings)
+run(agent, settings)

@@ -1,5 +1,6 @@
 """``python -m notification_agent``: run one instance of the notification agent."""
 
 from notification_agent.agent import agent, settings
+from sagalog.agents import run
 
-agent.run(settings)
+run(agent, settings)

@@ -8,9 +8,7 @@ from typing import Any
 from pydantic_settings import SettingsConfigDict
 
 from procurement.events import CorrectionNoticeSent, PurchaseOrderCreated, VendorNotified
-from sagalog.agents.context import HandlerContext
-from sagalog.agents.declaration import Agent
-from sagalog.agents.settings import AgentSettings
+from sagalog.agents import Agent, AgentSettings, HandlerContext
 from sagalog.events import CompensationRequested
 from standins.client import perform
 

@@ -8,7 +8,7 @@ import enum
 
 from pydantic import BaseModel, ConfigDict
 
-from sagalog.agents.lineage import DecisionLineage
+from sagalog.agents import DecisionLineage
 from sagalog.contracts.models import Event
 
 

@@ -1,5 +1,6 @@
 """``python -m purchasing_agent``: run one instance of the purchasing agent."""
 
 from purchasing_agent.agent import agent, settings
+from sagalog.agents import run
 
-agent.run(settings)
+run(agent, settings)

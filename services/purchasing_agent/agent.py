@@ -10,10 +10,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from procurement.events import PurchaseOrderCancelled, PurchaseOrderCreated, RequestSubmitted
-from sagalog.agents.context import HandlerContext
-from sagalog.agents.declaration import Agent
-from sagalog.agents.failures import NonRetryableError
-from sagalog.agents.settings import AgentSettings
+from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError
 from sagalog.events import CompensationRequested, GateDecided, GateDecision, GateOpened
 from sagalog.tracker.gates import MIN_SECRET_BYTES, verify_gate_token
 from standins.client import perform

@@ -1,5 +1,6 @@
 """``python -m retrieval_agent``: run one instance of the retrieval agent."""
 
 from retrieval_agent.agent import agent, settings
+from sagalog.agents import run
 
-agent.run(settings)
+run(agent, settings)

@@ -16,10 +16,7 @@ from procurement.events import (
     RetrievedDocument,
 )
 from procurement.retrieval import RETRIEVER_NAME, BM25Index
-from sagalog.agents.context import HandlerContext
-from sagalog.agents.declaration import Agent
-from sagalog.agents.failures import NonRetryableError
-from sagalog.agents.settings import AgentSettings
+from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError
 
 
 class RetrievalAgentSettings(AgentSettings):

@@ -1,5 +1,6 @@
 """``python -m risk_agent``: run one instance of the risk agent."""
 
 from risk_agent.agent import agent, settings
+from sagalog.agents import run
 
-agent.run(settings)
+run(agent, settings)

@@ -24,11 +24,7 @@ from procurement.risk import (
     score_offline,
 )
 from risk_agent.llm import chat_completion
-from sagalog.agents.context import HandlerContext
-from sagalog.agents.declaration import Agent
-from sagalog.agents.failures import NonRetryableError
-from sagalog.agents.lineage import DecisionLineage
-from sagalog.agents.settings import AgentSettings
+from sagalog.agents import Agent, AgentSettings, DecisionLineage, HandlerContext, NonRetryableError
 
 
 class RiskAgentSettings(AgentSettings):

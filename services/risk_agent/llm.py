@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from procurement.exceptions import ModelAnswerError
-from sagalog.agents.failures import NonRetryableError, RetryableError
+from sagalog.agents import NonRetryableError, RetryableError
 
 
 def chat_completion(

@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from sagalog.agents.failures import NonRetryableError, RetryableError
+from sagalog.agents import NonRetryableError, RetryableError
 
 
 def perform(

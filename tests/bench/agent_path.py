@@ -260,8 +260,8 @@ def run(
         configure_logging(json_lines=True, level=settings.log_level)
         ensure_tracer_provider()  # as ``AgentWorker.run`` does: an SDK provider, no exporter
         producer = CountingProducer()
-        worker._producer = producer  # type: ignore[assignment]
-        worker._consumer = OnePartition()  # type: ignore[assignment]
+        worker.clients.producer = producer  # type: ignore[assignment]
+        worker.clients.consumer = OnePartition()  # type: ignore[assignment]
         kept: dict[str, Any] = (
             {"folded_types": worker.agent.folded_types()} if declared_context else {}
         )

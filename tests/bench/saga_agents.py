@@ -38,10 +38,7 @@ from procurement.events import (
     RiskLevel,
     RiskScored,
 )
-from sagalog.agents.context import HandlerContext
-from sagalog.agents.declaration import Agent
-from sagalog.agents.lineage import DecisionLineage
-from sagalog.agents.settings import AgentSettings
+from sagalog.agents import Agent, AgentSettings, DecisionLineage, HandlerContext, run
 from sagalog.contracts.models import Event
 from sagalog.events import GateDecided
 
@@ -193,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--step", type=int, required=True, choices=range(1, 6))
     args = parser.parse_args(argv)
     settings = SagaAgentSettings()
-    build_agent(settings, args.step).run(settings)
+    run(build_agent(settings, args.step), settings)
 
 
 if __name__ == "__main__":

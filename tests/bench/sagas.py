@@ -942,7 +942,7 @@ PLUMBING = frozenset(
         "Tracker.run_batch",
         "run_patched_tracker",
         # the agent runtime around one batch
-        "Agent.run",
+        "run",  # sagalog.agents.run
         "AgentWorker.run",
         "AgentWorker._iteration",
         "AgentWorker._process",

@@ -41,9 +41,11 @@ from pydantic import SecretStr
 from sagalog import client_config
 from sagalog.agents.declaration import Agent
 from sagalog.agents.internal_topics import ensure_internal_topics
+from sagalog.agents.outputs import Result
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore
-from sagalog.agents.worker import AgentWorker, _Outcome
+from sagalog.agents.triage import Outcome
+from sagalog.agents.worker import AgentWorker
 from sagalog.cli.main import cli
 from sagalog.cluster import connect_admin
 from sagalog.contracts.catalog import SchemaCatalog
@@ -422,8 +424,8 @@ def test_an_agent_writing_a_topic_it_may_not_is_denied_and_its_transaction_abort
     settings = settings.model_copy(update={"project_dir": str(project)})
     agent = Agent("intake-agent", topics=[WORKFLOWS])
     worker = AgentWorker(agent, settings, catalog=SchemaCatalog.load(project / "schemas"))
-    worker._producer = worker._new_producer()
-    worker._consumer = Consumer(
+    worker.clients.producer = worker.clients.new_producer()
+    worker.clients.consumer = Consumer(
         settings.kafka_config(
             **{
                 "group.id": worker.group_id,
@@ -432,11 +434,11 @@ def test_an_agent_writing_a_topic_it_may_not_is_denied_and_its_transaction_abort
             }
         )
     )
-    worker._consumer.assign([TopicPartition(WORKFLOWS, 0, 0)])
-    worker._consumer.poll(1)
+    worker.clients.consumer.assign([TopicPartition(WORKFLOWS, 0, 0)])
+    worker.clients.consumer.poll(1)
     marker = f"would-be-output-{uuid.uuid4()}".encode()
-    outcome = _Outcome(
-        "ok",
+    outcome = Result(
+        Outcome.HANDLED,
         records=[
             (WORKFLOWS, b"wf-1", marker, []),  # allowed, but in the same transaction
             ("sagalog.alerts", b"wf-1", marker, []),  # the tracker's topic: no WRITE
@@ -451,9 +453,9 @@ def test_an_agent_writing_a_topic_it_may_not_is_denied_and_its_transaction_abort
     # Aborted: written to the log, but never visible to a read_committed reader.
     assert marker in read_all(stack, WORKFLOWS, committed=False)
     assert marker not in read_all(stack, WORKFLOWS)
-    worker._producer.begin_transaction()  # the producer is ready again: nothing left open
-    worker._producer.abort_transaction(15)
-    worker._consumer.close()
+    worker.clients.producer.begin_transaction()  # the producer is ready again: nothing left open
+    worker.clients.producer.abort_transaction(15)
+    worker.clients.consumer.close()
 
 
 def test_an_agent_reading_another_agents_retry_topic_is_denied(
@@ -475,16 +477,16 @@ def test_an_agent_reading_another_agents_retry_topic_is_denied(
         settings,
         catalog=SchemaCatalog.load(project / "schemas"),
     )
-    worker._consumer = Consumer(
+    worker.clients.consumer = Consumer(
         settings.kafka_config(**{"group.id": worker.group_id, "enable.auto.commit": False})
     )
     worker.store = StateStore(tmp_path / "store", folded_types=None)
-    worker._consumer.subscribe(["sagalog.agent.risk-agent.retry"])
+    worker.clients.consumer.subscribe(["sagalog.agent.risk-agent.retry"])
     deadline = time.monotonic() + 30
     with pytest.raises(AuthorizationError) as caught:
         while time.monotonic() < deadline:
             worker._iteration()
-    worker._consumer.close()
+    worker.clients.consumer.close()
     worker.store.close()
     message = str(caught.value)
     assert caught.value.exit_code == 6

@@ -33,7 +33,7 @@ def worker(tmp_path: Path, catalog: SchemaCatalog) -> tuple[AgentWorker, _Produc
         Agent("budget-agent", topics=["procurement.events"]), settings, catalog=catalog
     )
     producer = _Producer()
-    built._producer = producer  # type: ignore[assignment]
+    built.clients.producer = producer  # type: ignore[assignment]
     return built, producer
 
 
@@ -66,7 +66,7 @@ def test_a_denied_transaction_is_aborted_and_raised(
 ) -> None:
     agent, producer = worker(tmp_path, catalog)
     with pytest.raises(AuthorizationError) as caught:
-        agent._raise_if_denied(KafkaException(KafkaError(code)), denied)
+        agent.transactions.raise_if_denied(KafkaException(KafkaError(code)), denied)
     assert str(caught.value).startswith(expected), caught.value
     assert caught.value.exit_code == 6
     assert (producer.aborted, agent.stats.aborted) == (1, 1)
@@ -76,5 +76,5 @@ def test_other_transaction_errors_take_the_usual_path(
     tmp_path: Path, catalog: SchemaCatalog
 ) -> None:
     agent, producer = worker(tmp_path, catalog)
-    agent._raise_if_denied(KafkaException(KafkaError(KafkaError._TIMED_OUT)), [])
+    agent.transactions.raise_if_denied(KafkaException(KafkaError(KafkaError._TIMED_OUT)), [])
     assert producer.aborted == 0

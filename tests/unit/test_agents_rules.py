@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from sagalog.agents.context import idempotency_key
 from sagalog.agents.failures import NonRetryableError, RetryableError, StepTimeout, is_retryable
 from sagalog.agents.lineage import decision_lineage, prompt_hash
+from sagalog.agents.position import RecordPosition
 from sagalog.agents.routing import dead_letter_headers, read_mark, retry_headers, retry_topic_for
 from sagalog.errors import EventValidationError
 
@@ -24,13 +27,17 @@ def test_failure_classes() -> None:
 
 def test_retry_marks_replace_earlier_marks_and_keep_original_headers() -> None:
     original = [("ce_id", b"e1"), ("ce_type", b"t")]
-    first = retry_headers(original, attempt=1, not_before_ms=1000, origin="t/0/5", error="boom")
-    second = retry_headers(first, attempt=2, not_before_ms=3000, origin="t/0/5", error="again")
+    first = retry_headers(
+        original, attempt=1, not_before_ms=1000, origin=RecordPosition("t", 0, 5), error="boom"
+    )
+    second = retry_headers(
+        first, attempt=2, not_before_ms=3000, origin=RecordPosition("t", 0, 5), error="again"
+    )
     mark = read_mark(second)
     assert mark is not None and (mark.attempt, mark.not_before_ms, mark.origin) == (
         2,
         3000,
-        "t/0/5",
+        RecordPosition("t", 0, 5),
     )
     assert [name for name, _ in second].count("sagalog_attempt") == 1
     assert ("ce_id", b"e1") in second
@@ -47,7 +54,7 @@ def test_dead_letter_headers_say_why() -> None:
             error_class="x.Error",
             stack="Traceback ...",
             attempts=3,
-            origin="t/1/9",
+            origin=RecordPosition("t", 1, 9),
             now_ms=5,
         )
     )
@@ -86,3 +93,21 @@ def test_lineage_model_matches_its_avro_record() -> None:
         parsed=None,
     )
     assert model_drift(DecisionLineage, schema) == []
+
+
+def test_a_retry_mark_with_an_unreadable_origin_reads_as_none() -> None:
+    for origin in (b"", b"t/5", b"t/x/5", b"/0/5", b"t/0/-1"):
+        mark = read_mark([("sagalog_attempt", b"1"), ("sagalog_origin", origin)])
+        assert mark is not None and mark.origin is None, origin
+    mark = read_mark([("sagalog_attempt", b"1")])
+    assert mark is not None and (mark.attempt, mark.origin) == (1, None)
+
+
+def test_record_positions_read_back_what_they_write() -> None:
+    position = RecordPosition("procurement.events", 3, 1234)
+    assert str(position) == "procurement.events/3/1234"
+    assert RecordPosition.parse(str(position)) == position
+    assert position == ("procurement.events", 3, 1234)  # as the state store keeps it
+    for text in ("", "t", "t/0", "t/a/1", "t/0/b", "/0/1", "t/-1/0"):
+        with pytest.raises(EventValidationError):
+            RecordPosition.parse(text)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from sagalog.agents.position import RecordPosition
 from sagalog.agents.state_store import StateStore
 from sagalog.errors import ConfigurationError
 
@@ -19,7 +20,7 @@ def test_projection_is_idempotent_and_remembers_first_sighting(tmp_path: Path) -
             event_type="a.v1.Started",
             source="s",
             payload=b"x1",
-            position=("t", 0, 5),
+            position=RecordPosition("t", 0, 5),
         )
     store.project(
         workflow_id="w",
@@ -27,7 +28,7 @@ def test_projection_is_idempotent_and_remembers_first_sighting(tmp_path: Path) -
         event_type="a.v1.Started",
         source="s",
         payload=b"x1",
-        position=("t", 0, 9),
+        position=RecordPosition("t", 0, 9),
     )  # a duplicate at a later offset
     store.project(
         workflow_id="w",
@@ -35,7 +36,7 @@ def test_projection_is_idempotent_and_remembers_first_sighting(tmp_path: Path) -
         event_type="a.v1.Done",
         source="s",
         payload=b"y2",
-        position=("t", 0, 6),
+        position=RecordPosition("t", 0, 6),
     )
     context = store.context("w")
     context.decoder = lambda raw: {"raw": raw}  # the runtime decodes with the codec
@@ -73,7 +74,7 @@ def _fold(
         event_type=kind,
         source="s",
         payload=event_id.encode(),
-        position=("t", 0, offset),
+        position=RecordPosition("t", 0, offset),
     )
     return first
 

@@ -1,1 +1,48 @@
-"""The agent runtime: independent services that consume, handle and publish events."""
+"""The agent API: declare an agent, write its handlers, run it.
+
+    from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError, run
+
+    agent = Agent("budget-agent", topics=["procurement.events"])
+
+    @agent.handles(RequestSubmitted, step="reserve_budget", dependencies=["ledger"])
+    async def reserve(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
+        ...
+
+    run(agent, AgentSettings())
+
+This is what agent services import; ``__all__`` lists it. The runtime's modules
+(``sagalog.agents.worker``, ``triage``, ``state_store``, ...) are internal: sagalog's
+own code and tests import them by path, and they may change without notice.
+"""
+
+from sagalog.agents.context import HandlerContext
+from sagalog.agents.declaration import Agent
+from sagalog.agents.failures import (
+    DependencyUnavailable,
+    HandlerError,
+    NonRetryableError,
+    RetryableError,
+    StepTimeout,
+)
+from sagalog.agents.lineage import DecisionLineage, decision_lineage, prompt_hash
+from sagalog.agents.running import run
+from sagalog.agents.settings import AgentSettings
+from sagalog.agents.state_store import WorkflowContext
+from sagalog.priority import Priority
+
+__all__ = [
+    "Agent",
+    "AgentSettings",
+    "DecisionLineage",
+    "DependencyUnavailable",
+    "HandlerContext",
+    "HandlerError",
+    "NonRetryableError",
+    "Priority",
+    "RetryableError",
+    "StepTimeout",
+    "WorkflowContext",
+    "decision_lineage",
+    "prompt_hash",
+    "run",
+]

@@ -58,7 +58,7 @@ class HandlerContext:
     store: StateStore
     flow: FlowControl
     raw_headers: list[tuple[str, bytes | str | None]] = field(default_factory=list)
-    delivery: str = ""  # topic/partition/offset of the record being handled
+    delivery: str = ""  # str(RecordPosition) of the record being handled, as the ledger keeps it
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
     recorded: list[EffectRecorded] = field(default_factory=list)
     effects_called: int = 0

@@ -11,7 +11,8 @@
     async def release(request: CompensationRequested, ctx: HandlerContext) -> BudgetReleased:
         ...
 
-Declaring is pure data; ``run`` hands it to the worker. Nothing about Kafka appears
+Declaring is pure data; ``sagalog.agents.run`` hands it to the worker (this module
+imports nothing of the runtime, which imports it). Nothing about Kafka appears
 in a handler: it gets a typed event and a context, and returns the events it causes.
 """
 
@@ -29,7 +30,6 @@ from sagalog.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from sagalog.agents.context import HandlerContext
-    from sagalog.agents.settings import AgentSettings
 
 HandlerResult = Event | Sequence[Event] | None
 Handler = Callable[[Any, "HandlerContext"], Awaitable[HandlerResult] | HandlerResult]
@@ -225,28 +225,3 @@ class Agent:
                 f"with no schema under {catalog.root}: {', '.join(unknown)}; fix the name "
                 "(the Avro full name, e.g. procurement.v1.RequestSubmitted) or add the .avsc"
             )
-
-    def run(self, settings: AgentSettings | None = None) -> None:
-        """Run this agent until SIGTERM or SIGINT (blocking).
-
-        Exits the process with code 70 when fenced by a newer instance with the same
-        instance id: this one is a zombie, and a supervisor must not mistake that for
-        a crash to retry in a loop; also with 70 when the consumer was fenced more
-        often than ``max_rejoins`` allows (each fencing before that is cured in-process
-        by new clients, see ``recovery``); with 3 when Kafka did not answer for
-        ``outage_limit_s``; with 6 when the cluster denies it a right (the message names
-        principal, operation and resource; a restart would not help until the ACLs are
-        applied).
-        """
-        import sys
-
-        from sagalog.agents.settings import AgentSettings
-        from sagalog.agents.worker import AgentWorker, ConsumerFailed, ZombieFenced
-        from sagalog.errors import AuthorizationError, ServiceUnavailableError
-
-        worker = AgentWorker(self, settings or AgentSettings())
-        try:
-            worker.run()
-        except (ZombieFenced, ConsumerFailed, ServiceUnavailableError, AuthorizationError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            sys.exit(exc.exit_code)

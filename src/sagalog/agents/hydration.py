@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from sagalog.agents.position import RecordPosition
 from sagalog.agents.records import headers_of, offset_of, partition_of, topic_of
 from sagalog.agents.state_store import StateStore
 from sagalog.contracts.headers import EventHeaders
@@ -113,5 +114,5 @@ def _fold(store: StateStore, message: Any) -> None:
         event_type=headers.type,
         source=headers.source,
         payload=message.value(),
-        position=(topic_of(message), partition_of(message), offset_of(message)),
+        position=RecordPosition.of(message),
     )

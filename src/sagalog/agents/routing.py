@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sagalog.agents.position import RecordPosition
+from sagalog.errors import EventValidationError
+
 H_ATTEMPT = "sagalog_attempt"
 H_NOT_BEFORE = "sagalog_not_before_ms"
 H_ORIGIN = "sagalog_origin"
@@ -42,23 +45,39 @@ class RetryMark:
 
     attempt: int  # attempts already made; 0 for a record parked behind its workflow
     not_before_ms: int
-    origin: str  # "topic/partition/offset" of the original input record
+    origin: RecordPosition | None  # the original input record; None when unreadable
 
 
 def read_mark(headers: RawHeaders | None) -> RetryMark | None:
-    """The retry state in ``headers``, or None for a record that never was retried."""
+    """The retry state in ``headers``, or None for a record that never was retried.
+
+    An origin that is missing or not a position reads as None rather than raising:
+    the record is still a retry, and the triage dead-letters it, saying why.
+    """
     values = {name: value for name, value in headers or () if name in _OWN}
     if H_ATTEMPT not in values:
         return None
+    origin: RecordPosition | None = None
+    text = _text(values.get(H_ORIGIN))
+    if text:
+        try:
+            origin = RecordPosition.parse(text)
+        except EventValidationError:
+            origin = None
     return RetryMark(
         attempt=int(_text(values[H_ATTEMPT]) or 0),
         not_before_ms=int(_text(values.get(H_NOT_BEFORE)) or 0),
-        origin=_text(values.get(H_ORIGIN)) or "",
+        origin=origin,
     )
 
 
 def retry_headers(
-    original: RawHeaders | None, *, attempt: int, not_before_ms: int, origin: str, error: str
+    original: RawHeaders | None,
+    *,
+    attempt: int,
+    not_before_ms: int,
+    origin: RecordPosition,
+    error: str,
 ) -> list[tuple[str, bytes | str | None]]:
     """The original headers (minus earlier retry marks) plus this retry's mark."""
     kept = [(name, value) for name, value in original or () if name not in _OWN]
@@ -66,7 +85,7 @@ def retry_headers(
         *kept,
         (H_ATTEMPT, str(attempt).encode()),
         (H_NOT_BEFORE, str(not_before_ms).encode()),
-        (H_ORIGIN, origin.encode()),
+        (H_ORIGIN, str(origin).encode()),
         (H_LAST_ERROR, error[:1000].encode()),
     ]
 
@@ -79,7 +98,7 @@ def dead_letter_headers(
     error_class: str,
     stack: str,
     attempts: int,
-    origin: str,
+    origin: RecordPosition,
     now_ms: int,
 ) -> list[tuple[str, bytes | str | None]]:
     """The original headers plus why the record could not be processed."""
@@ -91,7 +110,7 @@ def dead_letter_headers(
         (H_DLQ_STACK, stack[-8000:].encode()),
         (H_DLQ_ATTEMPTS, str(attempts).encode()),
         (H_DLQ_AGENT, agent.encode()),
-        (H_ORIGIN, origin.encode()),
+        (H_ORIGIN, str(origin).encode()),
         (H_DLQ_TIME, str(now_ms).encode()),
     ]
 

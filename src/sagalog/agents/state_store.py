@@ -32,6 +32,7 @@ from typing import Any
 
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
+from sagalog.agents.position import RecordPosition
 from sagalog.errors import ConfigurationError
 from sagalog.rocksdb_options import bounded_options
 
@@ -149,7 +150,7 @@ class StateStore:
         self._cache_size = cache_size
         # Written by ``flush``: contexts changed, first sightings and checkpoints since.
         self._dirty: dict[str, WorkflowContext] = {}
-        self._pending_seen: dict[str, tuple[str, int, int]] = {}
+        self._pending_seen: dict[str, RecordPosition] = {}
         self._pending_checkpoints: dict[tuple[str, int], int] = {}
         self.folded_types = folded_types
         self._keep_folded_types(folded_types)
@@ -210,13 +211,13 @@ class StateStore:
             contexts.popitem(last=False)
         contexts[context.workflow_id] = context
 
-    def first_seen(self, event_id: str) -> tuple[str, int, int] | None:
-        """(topic, partition, offset) where ``event_id`` was first seen, if it was."""
+    def first_seen(self, event_id: str) -> RecordPosition | None:
+        """Where ``event_id`` was first seen, if it was."""
         pending = self._pending_seen.get(event_id)
         if pending is not None:
             return pending
         value = self.db.get(_SEEN + event_id)
-        return (str(value[0]), int(value[1]), int(value[2])) if value is not None else None
+        return RecordPosition(str(value[0]), int(value[1]), int(value[2])) if value else None
 
     def fold(
         self,
@@ -226,8 +227,8 @@ class StateStore:
         event_type: str,
         source: str,
         payload: bytes | None,
-        position: tuple[str, int, int],
-    ) -> tuple[WorkflowContext, tuple[str, int, int]]:
+        position: RecordPosition,
+    ) -> tuple[WorkflowContext, RecordPosition]:
         """Fold one event into its workflow's context (idempotent by event id).
 
         Returns:
@@ -264,7 +265,7 @@ class StateStore:
         event_type: str,
         source: str,
         payload: bytes | None,
-        position: tuple[str, int, int],
+        position: RecordPosition,
     ) -> WorkflowContext:
         """Fold one event into its workflow's context (see ``fold``) and return the context."""
         context, _ = self.fold(

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from sagalog.agents.declaration import Agent
-from sagalog.agents.settings import AgentSettings
+from sagalog.agents import Agent, AgentSettings
+from sagalog.agents import run as run_until_stopped
 from sagalog.errors import ConfigurationError
 
 
@@ -47,4 +47,4 @@ def run_agent(module: str, paths: tuple[str, ...]) -> None:
     if not isinstance(agent, Agent):
         raise ConfigurationError(f"'{module}' has no Agent named '{attribute or 'agent'}'")
     settings = getattr(loaded, "settings", None)
-    agent.run(settings if isinstance(settings, AgentSettings) else None)
+    run_until_stopped(agent, settings if isinstance(settings, AgentSettings) else None)

@@ -1,0 +1,236 @@
+"""Running the handlers of one batch: workflows concurrently, each workflow in order.
+
+Different workflows run concurrently up to ``max_in_flight``, highest priority lane
+first (``sagalog.priority.schedule``); a workflow's own events run one after another
+in log order, and once one of them goes to the retry topic the rest park behind it
+(``Outcome.holds_workflow``). Each run gets a timeout, a span and a context as of
+its own event; what it returns, raises or records becomes a ``Result``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sagalog.agents.backoff import RetryPolicy
+from sagalog.agents.context import HandlerContext
+from sagalog.agents.declaration import HandlerSpec
+from sagalog.agents.failures import DependencyUnavailable, StepTimeout, is_retryable
+from sagalog.agents.flow_control import FlowControl
+from sagalog.agents.outputs import OutRecord, RecordBuilder, Result
+from sagalog.agents.position import RecordPosition
+from sagalog.agents.records import headers_of
+from sagalog.agents.settings import AgentSettings
+from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.agents.telemetry import AgentTelemetry, current_traceparent
+from sagalog.agents.triage import PARKED_BEHIND, Outcome, after_failure
+from sagalog.contracts.headers import EventHeaders
+from sagalog.contracts.models import Event
+from sagalog.priority import schedule
+
+
+@dataclass
+class Work:
+    """One record the triage admitted: a handler runs on it in this batch."""
+
+    message: Any
+    delivered: RecordPosition
+    headers: EventHeaders
+    spec: HandlerSpec
+    event: Event
+    attempt: int
+    origin: RecordPosition  # where the event was first consumed
+    from_retry: bool
+    priority: int
+    context: WorkflowContext
+    cause_hash: str | None = None  # the input's content hash: its outputs' prev_hash
+
+
+class HandlerRunner:
+    """Runs admitted work and turns each run into a ``Result``."""
+
+    def __init__(
+        self,
+        *,
+        agent: str,
+        settings: AgentSettings,
+        store: StateStore,
+        flow: FlowControl,
+        telemetry: AgentTelemetry,
+        builder: RecordBuilder,
+        policy: RetryPolicy,
+        clock: Callable[[], float],
+        wall_ms: Callable[[], int],
+        give_up: Callable[[], bool],
+    ) -> None:
+        """Args:
+        give_up: whether the shutdown budget is spent; the batch is then abandoned
+            uncommitted (and redelivered).
+        """
+        self.agent = agent
+        self.settings = settings
+        self.store = store
+        self.flow = flow
+        self.telemetry = telemetry
+        self.builder = builder
+        self.policy = policy
+        self.clock = clock
+        self.wall_ms = wall_ms
+        self.give_up = give_up
+
+    async def run(self, items: list[Work]) -> list[tuple[Work, Result]] | None:
+        """Run the batch's handlers.
+
+        Returns:
+            Each item's result, or None when the shutdown budget ran out first.
+        """
+        limit = asyncio.Semaphore(self.settings.max_in_flight)
+        results: list[tuple[Work, Result]] = []
+        groups = schedule(items, key=lambda i: i.headers.workflow_id, priority=lambda i: i.priority)
+
+        async def run_group(group: list[Work]) -> None:
+            blocked = False
+            for item in group:
+                if blocked:
+                    parked = self.builder.retry(
+                        item.message,
+                        Outcome.PARK,
+                        attempt=item.attempt - 1,
+                        not_before_ms=0,
+                        origin=item.origin,
+                        error=PARKED_BEHIND,
+                    )
+                    results.append((item, parked))
+                    continue
+                async with limit:
+                    result = await self.handle(item)
+                results.append((item, result))
+                blocked = result.outcome.holds_workflow
+
+        tasks = [asyncio.ensure_future(run_group(g)) for g in groups]
+        if not tasks:
+            return results
+        pending: set[asyncio.Future[None]] = set(tasks)
+        while pending:
+            # Wake up now and then: a SIGTERM gives the batch shutdown_timeout_s to
+            # finish; past it, the batch is abandoned uncommitted and redelivered.
+            _, pending = await asyncio.wait(pending, timeout=0.1)
+            if pending and self.give_up():
+                for task in pending:
+                    task.cancel()
+                await asyncio.wait(pending)
+                return None
+        for task in tasks:
+            task.result()
+        return results
+
+    async def handle(self, item: Work) -> Result:
+        """One handler run: success, a deferral, a retry or a dead letter."""
+        spec, headers = item.spec, item.headers
+        ctx = HandlerContext(
+            agent=self.agent,
+            step=spec.step,
+            headers=headers,
+            attempt=item.attempt,
+            workflow=item.context,
+            raw_headers=headers_of(item.message),
+            delivery=str(item.delivered),
+            store=self.store,
+            flow=self.flow,
+        )
+        timeout = spec.timeout_s or self.settings.step_timeout_s
+        started = self.clock()
+        attributes = {
+            "messaging.system": "kafka",
+            "messaging.destination.name": item.origin.topic,
+            "sagalog.workflow_id": headers.workflow_id,
+            "sagalog.step": spec.step,
+            "sagalog.event_type": headers.type,
+            "sagalog.attempt": item.attempt,
+        }
+        span = (
+            self.telemetry.span(
+                f"handle {headers.type}", traceparent=headers.traceparent, attributes=attributes
+            )
+            if self.settings.tracing
+            else contextlib.nullcontext()
+        )
+        with span:
+            try:
+                try:
+                    async with asyncio.timeout(timeout):  # no extra task, unlike wait_for
+                        returned = await spec.call(item.event, ctx)
+                except TimeoutError as exc:
+                    raise StepTimeout(
+                        f"step '{spec.step}' ran past its {timeout:g}s timeout and was cancelled"
+                    ) from exc
+                outputs = spec.outputs(item.event, _as_list(returned))
+                records = self._recorded(item, [*ctx.recorded, *outputs])
+                result = Result(Outcome.HANDLED, records=records)
+            except DependencyUnavailable as exc:
+                delay_ms = max(0, int((exc.retry_at - self.clock()) * 1000))
+                result = self.builder.retry(
+                    item.message,
+                    Outcome.DEFER,
+                    attempt=item.attempt - 1,  # a deferral spends no attempt
+                    not_before_ms=self.wall_ms() + delay_ms,
+                    origin=item.origin,
+                    error=str(exc),
+                    extra=self._recorded(item, ctx.recorded),  # its effects still count
+                )
+            except Exception as exc:
+                result = self._failure(item, exc, ctx)
+        result.duration_ms = (self.clock() - started) * 1000
+        result.step, result.attempt = spec.step, item.attempt
+        return result
+
+    def _recorded(self, item: Work, events: Sequence[Event]) -> list[OutRecord]:
+        traceparent = current_traceparent() or item.headers.traceparent
+        return [
+            self.builder.output(item.headers, item.origin.topic, e, traceparent, item.cause_hash)
+            for e in events
+        ]
+
+    def _failure(self, item: Work, error: Exception, ctx: HandlerContext) -> Result:
+        """A failed attempt: retry with backoff, or dead-letter and fail the step."""
+        retryable = is_retryable(error)
+        recorded = self._recorded(item, ctx.recorded)
+        outcome = after_failure(retryable=retryable, attempt=item.attempt, policy=self.policy)
+        if outcome is Outcome.RETRY:
+            delay = self.policy.delay(item.attempt)
+            return self.builder.retry(
+                item.message,
+                Outcome.RETRY,
+                attempt=item.attempt,
+                origin=item.origin,
+                not_before_ms=self.wall_ms() + int(delay * 1000),
+                error=f"{error.__class__.__name__}: {error}",
+                extra=recorded,
+            )
+        reason = (
+            f"step '{item.spec.step}' failed after {item.attempt} attempt(s): "
+            f"{error.__class__.__name__}: {error}"
+        )
+        result = self.builder.dead(
+            item.message,
+            reason=reason,
+            error=error,
+            attempts=item.attempt,
+            origin=item.origin,
+            spec=item.spec,
+            headers=item.headers,
+            retryable=retryable,
+        )
+        result.records[:0] = recorded
+        return result
+
+
+def _as_list(returned: Any) -> list[Event]:
+    if returned is None:
+        return []
+    if isinstance(returned, Event):
+        return [returned]
+    return list(returned)

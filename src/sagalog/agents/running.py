@@ -1,0 +1,36 @@
+"""Running an agent as a service process: the exit codes a supervisor acts on.
+
+Separate from the declaration so that declaring an agent imports nothing of the
+runtime (no Kafka client, no RocksDB): the declaration is data that flows, tests and
+``sagalog flows check`` read, and the runtime depends on it, never the reverse.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from sagalog.agents.declaration import Agent
+from sagalog.agents.exceptions import ConsumerFailed, ZombieFenced
+from sagalog.agents.settings import AgentSettings
+from sagalog.agents.worker import AgentWorker
+from sagalog.errors import AuthorizationError, ServiceUnavailableError
+
+
+def run(agent: Agent, settings: AgentSettings | None = None) -> None:
+    """Run ``agent`` until SIGTERM or SIGINT (blocking).
+
+    Exits the process with code 70 when fenced by a newer instance with the same
+    instance id: this one is a zombie, and a supervisor must not mistake that for a
+    crash to retry in a loop; also with 70 when the consumer was fenced more often
+    than ``max_rejoins`` allows (each fencing before that is cured in-process by new
+    clients, see ``recovery``); with 3 when Kafka did not answer for
+    ``outage_limit_s``; with 6 when the cluster denies it a right (the message names
+    principal, operation and resource; a restart would not help until the ACLs are
+    applied).
+    """
+    worker = AgentWorker(agent, settings or AgentSettings())
+    try:
+        worker.run()
+    except (ZombieFenced, ConsumerFailed, ServiceUnavailableError, AuthorizationError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
