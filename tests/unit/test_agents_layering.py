@@ -1,0 +1,55 @@
+"""The agent runtime's modules import one way: no cycle, and nothing below imports it.
+
+Read from the source (every ``import``, at module level, inside functions and under
+``TYPE_CHECKING`` alike), so a lazy import cannot hide a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+AGENTS = SRC / "sagalog" / "agents"
+
+
+def imports_of(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.startswith("sagalog.")}
+
+
+def module_of(path: Path) -> str:
+    return ".".join(path.relative_to(SRC).with_suffix("").parts)
+
+
+def test_the_agent_runtime_has_no_import_cycle() -> None:
+    modules = {module_of(p): p for p in AGENTS.glob("*.py") if p.name != "__init__.py"}
+    graph = {name: imports_of(path) & modules.keys() for name, path in modules.items()}
+    done: set[str] = set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            cycle = " -> ".join([*trail[trail.index(name) :], name])
+            raise AssertionError(f"import cycle: {cycle}")
+        if name in done:
+            return
+        for dependency in sorted(graph[name]):
+            visit(dependency, [*trail, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+    assert "sagalog.agents.worker" not in graph["sagalog.agents.declaration"]
+
+
+def test_flows_and_the_tracker_do_not_import_the_agent_runtime() -> None:
+    for package in ("flows", "tracker", "contracts"):
+        for path in (SRC / "sagalog" / package).rglob("*.py"):
+            upward = sorted(n for n in imports_of(path) if n.startswith("sagalog.agents"))
+            assert not upward, f"{module_of(path)} imports {upward}"
