@@ -174,7 +174,7 @@ class CountingProducer:
     def begin_transaction(self) -> None:
         pass
 
-    def produce(self, topic: str, *, key: Any, value: Any, headers: Any) -> None:
+    def produce(self, topic: str, *, key: Any, value: Any, headers: Any, **_: Any) -> None:
         self.produced += 1
 
     def send_offsets_to_transaction(self, positions: Any, metadata: Any, timeout: float) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from sagalog.agents.position import RecordPosition
-from sagalog.agents.records import headers_of, offset_of, partition_of, topic_of
+from sagalog.agents.records import headers_of
 from sagalog.agents.state_store import StateStore
 from sagalog.contracts.headers import EventHeaders
 from sagalog.errors import EventValidationError, ServiceUnavailableError
@@ -78,7 +78,8 @@ def hydrate(
                 continue
             idle = 0.0
             for message in messages:
-                key = (topic_of(message), partition_of(message))
+                position = RecordPosition.of(message)
+                key = (position.topic, position.partition)
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
@@ -88,10 +89,10 @@ def hydrate(
                     continue
                 if key not in remaining:
                     continue
-                _fold(store, message)
+                _fold(store, message, position)
                 folded += 1
-                store.set_checkpoint(key[0], key[1], offset_of(message) + 1)
-                if offset_of(message) + 1 >= remaining[key]:
+                store.set_checkpoint(key[0], key[1], position.offset + 1)
+                if position.offset + 1 >= remaining[key]:
                     del remaining[key]
             store.flush()  # the chunk's events and checkpoints in one write
     finally:
@@ -101,7 +102,7 @@ def hydrate(
     return folded
 
 
-def _fold(store: StateStore, message: Any) -> None:
+def _fold(store: StateStore, message: Any, position: RecordPosition) -> None:
     try:
         headers = EventHeaders.from_kafka(headers_of(message))
     except EventValidationError:
@@ -114,5 +115,5 @@ def _fold(store: StateStore, message: Any) -> None:
         event_type=headers.type,
         source=headers.source,
         payload=message.value(),
-        position=RecordPosition.of(message),
+        position=position,
     )

@@ -1,21 +1,9 @@
-"""Typed access to consumed records: confluent-kafka's accessors are Optional by their
-stubs, but a record without an error always has a topic, partition and offset."""
+"""Typed access to consumed records' headers (a record's place in the log is
+``position.RecordPosition.of``)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-
-def topic_of(message: Any) -> str:
-    return str(message.topic())
-
-
-def partition_of(message: Any) -> int:
-    return int(message.partition() or 0)
-
-
-def offset_of(message: Any) -> int:
-    return int(message.offset() or 0)
 
 
 def headers_of(message: Any) -> list[tuple[str, bytes | str | None]]:
