@@ -23,6 +23,7 @@ from typing import Any
 from sagalog.agents.failures import NonRetryableError
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.lineage import DecisionLineage, decision_lineage
+from sagalog.agents.position import RecordPosition
 from sagalog.agents.state_store import StateStore, WorkflowContext
 from sagalog.contracts.headers import EventHeaders
 from sagalog.events import EffectRecorded
@@ -58,7 +59,7 @@ class HandlerContext:
     store: StateStore
     flow: FlowControl
     raw_headers: list[tuple[str, bytes | str | None]] = field(default_factory=list)
-    delivery: str = ""  # str(RecordPosition) of the record being handled, as the ledger keeps it
+    delivery: RecordPosition | None = None  # the record being handled
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
     recorded: list[EffectRecorded] = field(default_factory=list)
     effects_called: int = 0
@@ -111,7 +112,7 @@ class HandlerContext:
         )
         recorded = self.store.effect_result(key)
         if recorded is not None:
-            if self.delivery and recorded.get("delivery") == self.delivery:
+            if self.delivery is not None and recorded.get("delivery") == str(self.delivery):
                 # Recorded while handling this very record, whose transaction then
                 # aborted or never committed (a crash): its EffectRecorded is not in the
                 # log yet. From an earlier record (a retry), the log already has it.
@@ -139,7 +140,9 @@ class HandlerContext:
             self.flow.failed(dependency)
             raise
         self.flow.succeeded(dependency)
-        self.store.record_effect(key, result, delivery=self.delivery)
+        self.store.record_effect(
+            key, result, delivery="" if self.delivery is None else str(self.delivery)
+        )
         self._record(name, key, result)
         return result
 

@@ -137,7 +137,7 @@ class HandlerRunner:
             attempt=item.attempt,
             workflow=item.context,
             raw_headers=headers_of(item.message),
-            delivery=str(item.delivered),
+            delivery=item.delivered,
             store=self.store,
             flow=self.flow,
         )
