@@ -19,6 +19,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from procurement.events import BudgetReserved, RequestSubmitted
 from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError, RetryableError
+from sagalog.agents.accounting import next_checkpoints
 from sagalog.agents.position import RecordPosition
 from sagalog.agents.routing import read_mark, retry_headers
 from sagalog.agents.state_store import StateStore
@@ -354,3 +355,14 @@ def test_invalid_headers_are_dead_lettered_without_folding(worker: Any) -> None:
     worker._process([Record(original.position, original.key(), original.value(), headers)])
     assert worker.clients.producer.topics() == [DLQ]
     assert worker.store.context("wf-1").history == []
+
+
+def test_checkpoints_are_the_offset_after_each_input_partition_s_last_record() -> None:
+    positions = [
+        RecordPosition(TOPIC, 0, 7),
+        RecordPosition(TOPIC, 1, 3),
+        RecordPosition(TOPIC, 0, 5),  # a record read again after a rewind: not a step back
+        RecordPosition(RETRY, 0, 99),  # the retry topic is never hydrated: no checkpoint
+    ]
+    assert next_checkpoints(positions, retry_topic=RETRY) == {(TOPIC, 0): 8, (TOPIC, 1): 4}
+    assert next_checkpoints([], retry_topic=RETRY) == {}

@@ -21,6 +21,7 @@ partitions in ``assignment``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
@@ -248,11 +249,9 @@ class AgentWorker:
         return started is not None and self.clock() - started >= self.settings.shutdown_timeout_s
 
     def _shutdown(self, started: float | None) -> None:
-        try:
+        with contextlib.suppress(Exception):  # stopping: the offsets are read again, harmless
             if self._uncommitted_since is not None and self.clients.consumer is not None:
                 self._commit([])  # the skipped records' offsets, so no one reads them again
-        except Exception:
-            pass
         self.clients.close()
         if self.store is not None:
             self.store.close()
