@@ -53,3 +53,43 @@ def test_flows_and_the_tracker_do_not_import_the_agent_runtime() -> None:
         for path in (SRC / "sagalog" / package).rglob("*.py"):
             upward = sorted(n for n in imports_of(path) if n.startswith("sagalog.agents"))
             assert not upward, f"{module_of(path)} imports {upward}"
+
+
+def test_the_facade_is_the_agent_api_and_nothing_internal() -> None:
+    import sagalog.agents as facade
+
+    assert set(facade.__all__) == {
+        "Agent",
+        "AgentSettings",
+        "DecisionLineage",
+        "DependencyUnavailable",
+        "HandlerContext",
+        "HandlerError",
+        "NonRetryableError",
+        "Priority",
+        "RetryableError",
+        "StepTimeout",
+        "WorkflowContext",
+        "decision_lineage",
+        "prompt_hash",
+        "run",
+    }
+    assert all(getattr(facade, name) is not None for name in facade.__all__)
+
+
+def test_the_reference_agents_import_only_the_facade() -> None:
+    services = SRC.parent / "services"
+    for path in sorted(services.glob("*_agent/*.py")):
+        internal = sorted(
+            name
+            for node in ast.walk(ast.parse(path.read_text()))
+            for name in (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            if name.startswith("sagalog.agents.")
+        )
+        assert not internal, f"{path.relative_to(services)} imports {internal}"
