@@ -265,7 +265,7 @@ def run(
         kept: dict[str, Any] = (
             {"folded_types": worker.agent.folded_types()} if declared_context else {}
         )
-        worker.store = StateStore(settings.data_dir / "store", **kept)
+        worker.store = store = StateStore(settings.data_dir / "store", **kept)
         inputs = records(worker, workflows)
         # The live worker frees each batch's records; kept here for the whole run, they
         # would make every full collection walk them. Moved out of the collector's sight.
@@ -285,7 +285,7 @@ def run(
         cpu = time.process_time() - cpu_started
         gc.callbacks.remove(gc_timer)
         gc.unfreeze()
-        worker.store.close()
+        store.close()
     if profiler is not None:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
     stats = worker.stats

@@ -480,14 +480,14 @@ def test_an_agent_reading_another_agents_retry_topic_is_denied(
     worker.clients.consumer = Consumer(
         settings.kafka_config(**{"group.id": worker.group_id, "enable.auto.commit": False})
     )
-    worker.store = StateStore(tmp_path / "store", folded_types=None)
+    worker.store = store = StateStore(tmp_path / "store", folded_types=None)
     worker.clients.consumer.subscribe(["sagalog.agent.risk-agent.retry"])
     deadline = time.monotonic() + 30
     with pytest.raises(AuthorizationError) as caught:
         while time.monotonic() < deadline:
             worker._iteration()
     worker.clients.consumer.close()
-    worker.store.close()
+    store.close()
     message = str(caught.value)
     assert caught.value.exit_code == 6
     assert message.startswith(
