@@ -27,14 +27,13 @@ import logging
 import os
 import time
 from collections import Counter
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
 import faust
 from confluent_kafka import KafkaException
-from faust.transport.consumer import Consumer as FaustConsumer
 from faust.types import TP
 
-from saga_tracker import fetch_state
+from saga_tracker import faust_internals
 from saga_tracker.backlog import BacklogProbe
 from saga_tracker.batching import drained_batches
 from saga_tracker.clock import TrackerClock
@@ -187,8 +186,9 @@ class Tracker:
             for table in Table
         }
         for faust_table in self.tables.values():
-            store: Any = faust_table.data  # faust's rocksdb Store; opens databases lazily
-            store.rocksdb_options = BudgetedRocksDBOptions(self.rocksdb_budget, **ROCKSDB_OPTIONS)
+            faust_internals.set_rocksdb_options(
+                faust_table, BudgetedRocksDBOptions(self.rocksdb_budget, **ROCKSDB_OPTIONS)
+            )
         self.store = FaustTables(self.tables, self.sink)
         started = time.monotonic()
 
@@ -383,12 +383,16 @@ class Tracker:
         stops is the worst failure, so this worker hands over instead.
         """
         if self.ready and not self.health.started:
+            try:
+                faust_internals.check_instances(self.app)
+            except Exception as exc:
+                crash("faust's running consumer lacks what the tracker needs", exc)
             self.health.ready()
         generation = self.app.consumer_generation_id
         batches = self.counts["batches"]
         progressed, self.batches_at_watch = batches != self.batches_at_watch, batches
         busy = waiting_its_turn(
-            queued=fetch_state.queued(self.app, self.clock_topic),
+            queued=faust_internals.queued(self.app, self.clock_topic),
             capacity=self.queue_capacity,
             progressed=progressed,
         )
@@ -462,7 +466,7 @@ class Tracker:
             )
             log.error(
                 "stalled partitions, as faust and aiokafka see them: %s",
-                json.dumps(fetch_state.describe(self.app, stalled), default=str),
+                json.dumps(faust_internals.describe(self.app, stalled), default=str),
             )
             log.error(
                 "offsets: finished %s, committed %s, faust committed %s",
@@ -470,7 +474,7 @@ class Tracker:
                 {str(tp): o for tp, o in self.offsets.committed.items()},
                 {
                     str(tp): o
-                    for tp, o in cast(FaustConsumer, self.app.consumer)._committed_offset.items()
+                    for tp, o in faust_internals.committed_offsets(self.app.consumer).items()
                 },
             )
             crash(
@@ -494,18 +498,17 @@ class Tracker:
                 {f"{t}/{p}": (behind[(t, p)][0], offset) for (t, p), offset in recommit.items()},
                 extra={"sagalog": {"agent": "saga-tracker", "action": "recommit"}},
             )
-            consumer = cast(FaustConsumer, self.app.consumer)
             offsets = {tps[key]: offset for key, offset in recommit.items()}
-            if await consumer._commit_offsets(offsets):
+            if await faust_internals.commit_offsets(self.app.consumer, offsets):
                 self.offsets.mark_committed(offsets)
             for key in recommit:
                 self.suspects.pop(key, None)
         return set(not_read)
 
     async def _commit_offsets(self) -> None:
-        consumer = cast(FaustConsumer, self.app.consumer)
+        consumer = self.app.consumer
         due = self.offsets.due(consumer.assignment())
-        if due and await consumer._commit_offsets(due):
+        if due and await faust_internals.commit_offsets(consumer, due):
             self.offsets.mark_committed(due)
 
     async def _report(self) -> None:

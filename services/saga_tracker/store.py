@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import rocksdict
 from faust.types import TP
 
+from saga_tracker import faust_internals
 from sagalog.errors import SagalogError
 from sagalog.tracker.tables import (
     WRITE_ORDER,
@@ -65,7 +66,7 @@ class FaustTables:
         self._errors: list[str] = []
 
     def _db(self, table: Table, partition: int) -> Any:
-        return self.tables[table].data._dbs.get(partition)
+        return faust_internals.open_db(self.tables[table], partition)
 
     def get(self, table: Table, partition: int, key: bytes) -> bytes | None:
         db = self._db(table, partition)
@@ -75,11 +76,11 @@ class FaustTables:
         return value if value is None or isinstance(value, bytes) else bytes(value)
 
     def put(self, table: Table, partition: int, key: bytes, value: bytes) -> None:
-        self.tables[table].data._db_for_partition(partition).put(key, value)
+        faust_internals.db_for_write(self.tables[table], partition).put(key, value)
         self._send(table, partition, key, value)
 
     def delete(self, table: Table, partition: int, key: bytes) -> None:
-        self.tables[table].data._db_for_partition(partition).delete(key)
+        faust_internals.db_for_write(self.tables[table], partition).delete(key)
         self._send(table, partition, key, None)
 
     def scan(
@@ -110,9 +111,8 @@ class FaustTables:
             raise SagalogError(f"Kafka refused {count} changelog record(s); first: {first}")
         acked, self._acked = self._acked, {}
         for (table, partition), offset in acked.items():
-            store = self.tables[table].data
-            if partition in store._dbs:  # still ours: not revoked meanwhile
-                store.set_persisted_offset(TP(self.topics[table], partition), offset)
+            tp = TP(self.topics[table], partition)
+            faust_internals.persist_offset(self.tables[table], tp, offset)
 
     def _send(self, table: Table, partition: int, key: bytes, value: bytes | None) -> None:
         def delivered(error: Any, message: Any) -> None:
