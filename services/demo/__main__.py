@@ -44,6 +44,7 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.devstack import DevStackSettings, LocalStack
 from sagalog.errors import DestructiveChangeRefused, SagalogError
+from sagalog.flows.states import TERMINAL_STATES
 from sagalog.settings import ClientSettings
 from sagalog.topology.apply import TopologyClient
 from sagalog.topology.dev_users import ensure_dev_users
@@ -174,7 +175,6 @@ def summarize(
     elapsed_s: float,
 ) -> dict[str, Any]:
     expected = mix_counts(requests)
-    terminal = {"completed", "compensated", "failed", "timed_out"}
     by_state = dict(sorted(ends.items()))
     dwell: dict[str, list[int]] = defaultdict(list)
     for request in requests:
@@ -183,9 +183,9 @@ def summarize(
     wrong = [r.workflow_id for r in requests if driver.states.get(r.workflow_id) != r.expected_end]
     return {
         "submitted": len(requests),
-        "by_terminal_state": {s: n for s, n in by_state.items() if s in terminal},
+        "by_terminal_state": {s: n for s, n in by_state.items() if s in TERMINAL_STATES},
         "expected": expected,
-        "stuck": sum(n for s, n in by_state.items() if s not in terminal),
+        "stuck": sum(n for s, n in by_state.items() if s not in TERMINAL_STATES),
         "not_as_planned": wrong,
         "matches_mix": not wrong,
         "by_plan": dict(Counter(r.plan.value for r in requests)),
