@@ -17,8 +17,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sagalog.errors import ConfigurationError
 from sagalog.tracker.compensation import CompensationRetry
+from sagalog.tracker.gates import checked_secret
 
 
 class ReplaySettings(BaseSettings):
@@ -50,15 +50,15 @@ class ReplaySettings(BaseSettings):
         """The gate secret as the rules take it.
 
         Raises:
-            ConfigurationError: it is unset or too short to be the tracker's.
+            GateSecretError: it is unset or too short to be the tracker's (a
+                ``ConfigurationError``).
         """
-        secret = self.gate_secret.get_secret_value().encode()
-        if len(secret) < 16:
-            raise ConfigurationError(
-                "SAGALOG_TRACKER_GATE_SECRET is unset or shorter than 16 bytes: set it to the "
-                "tracker's own secret, or every recorded gate decision reads as forged"
-            )
-        return secret
+        return checked_secret(
+            self.gate_secret,
+            setting="SAGALOG_TRACKER_GATE_SECRET",
+            remedy="set it to the tracker's own secret, or every recorded gate decision "
+            "reads as forged",
+        )
 
     def retry(self) -> CompensationRetry:
         return CompensationRetry(
