@@ -46,6 +46,7 @@ from sagalog.devstack import DevStackSettings, LocalStack
 from sagalog.errors import DestructiveChangeRefused, SagalogError
 from sagalog.flows.states import TERMINAL_STATES
 from sagalog.settings import ClientSettings
+from sagalog.topic_names import records_changelog
 from sagalog.topology.apply import TopologyClient
 from sagalog.topology.dev_users import ensure_dev_users
 from sagalog.topology.loader import load_topology
@@ -234,7 +235,7 @@ def print_audit(
         seal = find_workflow(
             consumer,
             request.workflow_id,
-            changelog=f"{config.tracker_app_id}-records-changelog",
+            changelog=records_changelog(config.tracker_app_id),
             timeout_s=settings.connect_timeout_s,
             stats=stats,
         )

@@ -22,10 +22,10 @@ from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import ConfigurationError, ServiceUnavailableError, TopologyError
 from sagalog.flows.loader import load_flows
 from sagalog.flows.registry import FlowRegistry
+from sagalog.topic_names import assignor_topic
 from sagalog.topology.loader import load_topology
 from sagalog.tracker.gates import NEW_SECRET, checked_secret
 from sagalog.tracker.ticks import clock_topic, last_tick_ms
-from sagalog.tracker.topic_names import assignor_topic
 
 
 def load_registry(settings: TrackerSettings) -> tuple[FlowRegistry, SchemaCatalog]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from sagalog.topic_names import records_changelog
 from sagalog.tracker.compensation import CompensationRetry
 from sagalog.tracker.gates import checked_secret
 
@@ -44,7 +45,7 @@ class ReplaySettings(BaseSettings):
 
     @property
     def changelog_topic(self) -> str:
-        return f"{self.app_id}-records-changelog"
+        return records_changelog(self.app_id)
 
     def secret(self) -> bytes:
         """The gate secret as the rules take it.
