@@ -40,12 +40,11 @@ from saga_tracker.clock import TrackerClock
 from saga_tracker.exits import exit_for
 from saga_tracker.lag import LagWatch
 from saga_tracker.offsets import OffsetBook
-from saga_tracker.rocks import BudgetedRocksDBOptions
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
 from saga_tracker.sla_monitor import SlaMonitor
 from saga_tracker.stall import Suspect, judge, unread, waiting_its_turn
-from saga_tracker.store import FaustTables, Table
+from saga_tracker.store import FaustTables, Table, build_tables
 from saga_tracker.transport import TrackerApp
 from sagalog import client_config
 from sagalog.cluster import profile_config
@@ -63,16 +62,6 @@ from sagalog.tracker.record import SealedEvent
 from sagalog.tracker.ticks import clock_topic, parse_tick
 
 log = logging.getLogger("sagalog.tracker")
-
-
-ROCKSDB_OPTIONS = {
-    # faust's defaults (64 MB x 3 memtables and a 2 GB block cache per partition and
-    # table) let RSS grow with the data written; memtables of 4 MB at most, and the
-    # cache and the memtables' total under one budget (rocks.py).
-    "write_buffer_size": 4 * 1024 * 1024,
-    "max_write_buffer_number": 2,
-    "target_file_size_base": 16 * 1024 * 1024,
-}
 
 
 TRIM_AFTER = 10_000  # inputs decided since the last heap trim
@@ -174,21 +163,12 @@ class Tracker:
         }
         # acks off: the tracker commits the offsets it finished itself (see offsets.py).
         source = app.topic(*self.workflow_topics, self.clock_topic, acks=False, **raw)
-        self.tables = {
-            table: app.Table(
-                table.value,
-                partitions=self.partitions,
-                key_type=bytes,
-                value_type=bytes,
-                options=dict(ROCKSDB_OPTIONS),
-                extra_topic_configs=profile_config(settings),
-            )
-            for table in Table
-        }
-        for faust_table in self.tables.values():
-            faust_internals.set_rocksdb_options(
-                faust_table, BudgetedRocksDBOptions(self.rocksdb_budget, **ROCKSDB_OPTIONS)
-            )
+        self.tables = build_tables(
+            app,
+            partitions=self.partitions,
+            budget=self.rocksdb_budget,
+            topic_configs=profile_config(settings),
+        )
         self.store = FaustTables(self.tables, self.sink)
         started = time.monotonic()
 

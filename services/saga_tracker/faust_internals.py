@@ -167,6 +167,7 @@ def _class_needs() -> list[tuple[type, Need]]:
         need(Store, "_db_for_partition", "write a table partition's RocksDB (store.py)"),
         need(Store, "set_persisted_offset", "record the changelog offsets faust restores from"),
         need(Store, "rocksdb_options", "put every table under one memory budget (rocks.py)"),
+        need(Store, "offset_key", "keep faust's bookkeeping key out of the tracker's scans"),
         need(Conductor, "_topics", "find the stream queue the stall watchdog measures"),
         need(Channel, "_queue", "measure a stream's queue without creating one"),
         need(
@@ -251,6 +252,12 @@ def persist_offset(table: Any, tp: Any, offset: int) -> None:
     store = table.data
     if tp.partition in store._dbs:
         store.set_persisted_offset(tp, offset)
+
+
+def offset_key(table: Any) -> bytes:
+    """The key under which faust keeps a partition's persisted changelog offset, in the
+    same RocksDB as the table's keys: a scan over the tracker's keys must skip it."""
+    return bytes(table.data.offset_key)
 
 
 def set_rocksdb_options(table: Any, options: Any) -> None:

@@ -19,7 +19,9 @@ import rocksdict
 from faust.types import TP
 
 from saga_tracker import faust_internals
+from saga_tracker.rocks import ROCKSDB_OPTIONS, BudgetedRocksDBOptions
 from sagalog.errors import SagalogError
+from sagalog.rocksdb_options import MemoryBudget
 from sagalog.tracker.tables import (
     WRITE_ORDER,
     MemoryTables,
@@ -38,9 +40,39 @@ __all__ = [
     "Overlay",
     "Table",
     "Tables",
+    "build_tables",
     "parked_prefix",
     "prefix_end",
 ]
+
+
+def build_tables(
+    app: Any, *, partitions: int, budget: MemoryBudget, topic_configs: dict[str, Any]
+) -> dict[Table, Any]:
+    """The tracker's faust tables: raw bytes both ways, every RocksDB under ``budget``.
+
+    Args:
+        app: the faust app (no broker is needed to build them or use their storage).
+        partitions: the workflow topics' count; a table partition per input partition.
+        budget: the block cache and memtable limit all the databases share (``rocks``).
+        topic_configs: the changelog topics' configuration (the cluster profile's).
+    """
+    tables = {
+        table: app.Table(
+            table.value,
+            partitions=partitions,
+            key_type=bytes,
+            value_type=bytes,
+            options=dict(ROCKSDB_OPTIONS),
+            extra_topic_configs=topic_configs,
+        )
+        for table in Table
+    }
+    for faust_table in tables.values():
+        faust_internals.set_rocksdb_options(
+            faust_table, BudgetedRocksDBOptions(budget, **ROCKSDB_OPTIONS)
+        )
+    return tables
 
 
 class FaustTables:
@@ -91,8 +123,11 @@ class FaustTables:
             return []
         options = rocksdict.ReadOptions()
         options.set_iterate_upper_bound(upper)
+        own = faust_internals.offset_key(self.tables[table])
         found = []
         for key, value in db.items(from_key=lower, read_opt=options):
+            if key == own:  # faust's, beside the table's keys; its own iteration skips it
+                continue
             found.append((key, value))
             if len(found) >= limit:
                 break
