@@ -182,3 +182,17 @@ def test_describe_names_each_layer_of_a_stalled_partition() -> None:
     assert described["stream_queues"] == [
         {"topics": ["a.events"], "size": 3, "pressure_callbacks": 0}
     ]
+
+
+def test_the_service_refuses_to_start_with_the_message_before_anything_else(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from saga_tracker.__main__ import main
+
+    gone = Need("faust.transport.consumer.Consumer", "_commit_offsets", "commit its offsets")
+    monkeypatch.setattr(faust_internals, "_class_needs", lambda: [(_Derived, gone)])
+    monkeypatch.delenv("SAGALOG_TRACKER_GATE_SECRET", raising=False)  # checked after
+    assert main() == 2
+    assert "has no attribute '_commit_offsets', which the saga tracker needs" in (
+        capsys.readouterr().err
+    )
