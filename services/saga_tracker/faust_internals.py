@@ -271,8 +271,10 @@ def set_rocksdb_options(table: Any, options: Any) -> None:
 def queued(app: Any, topic: str) -> int:
     """Records handed to the stream that reads ``topic`` and not yet taken by it.
 
-    A channel without a queue has none yet (faust creates it on first use), so 0
-    is the truth there; a channel that does not read ``topic`` is skipped.
+    0 is the truth only where nothing can be queued: no channel reads ``topic`` yet
+    (the agent subscribes as it starts) or its queue was never created (faust
+    creates it on first use). A renamed attribute raises instead: a queue that looked
+    empty would let the watchdog count a worker deep in a backlog as stalled.
     """
     for channel in app.topics._topics:
         queue = channel._queue  # not .queue: that would create one
