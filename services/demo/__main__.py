@@ -44,7 +44,9 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.devstack import DevStackSettings, LocalStack
 from sagalog.errors import DestructiveChangeRefused, SagalogError
+from sagalog.flows.states import TERMINAL_STATES
 from sagalog.settings import ClientSettings
+from sagalog.topic_names import records_changelog
 from sagalog.topology.apply import TopologyClient
 from sagalog.topology.dev_users import ensure_dev_users
 from sagalog.topology.loader import load_topology
@@ -174,7 +176,6 @@ def summarize(
     elapsed_s: float,
 ) -> dict[str, Any]:
     expected = mix_counts(requests)
-    terminal = {"completed", "compensated", "failed", "timed_out"}
     by_state = dict(sorted(ends.items()))
     dwell: dict[str, list[int]] = defaultdict(list)
     for request in requests:
@@ -183,9 +184,9 @@ def summarize(
     wrong = [r.workflow_id for r in requests if driver.states.get(r.workflow_id) != r.expected_end]
     return {
         "submitted": len(requests),
-        "by_terminal_state": {s: n for s, n in by_state.items() if s in terminal},
+        "by_terminal_state": {s: n for s, n in by_state.items() if s in TERMINAL_STATES},
         "expected": expected,
-        "stuck": sum(n for s, n in by_state.items() if s not in terminal),
+        "stuck": sum(n for s, n in by_state.items() if s not in TERMINAL_STATES),
         "not_as_planned": wrong,
         "matches_mix": not wrong,
         "by_plan": dict(Counter(r.plan.value for r in requests)),
@@ -234,7 +235,7 @@ def print_audit(
         seal = find_workflow(
             consumer,
             request.workflow_id,
-            changelog=f"{config.tracker_app_id}-records-changelog",
+            changelog=records_changelog(config.tracker_app_id),
             timeout_s=settings.connect_timeout_s,
             stats=stats,
         )

@@ -30,6 +30,7 @@ from sagalog.agents.backoff import RetryPolicy, retry_within
 from sagalog.cli.gateway_client import GatewayClient
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.errors import ServiceUnavailableError
+from sagalog.flows.states import TERMINAL_STATES
 from sagalog.publisher import EventPublisher
 from sagalog.settings import ClientSettings
 from sagalog.tracker.ticks import clock_topic, last_tick_ms, tick_all
@@ -37,7 +38,6 @@ from sagalog.tracker.ticks import clock_topic, last_tick_ms, tick_all
 HOUR_MS = 3_600_000
 SUBMIT_RETRY_S = 180.0
 SUBMIT_BACKOFF = RetryPolicy(base_delay_s=0.5, max_delay_s=10.0)
-TERMINAL = frozenset({"completed", "compensated", "failed", "timed_out"})
 
 
 @dataclass
@@ -75,7 +75,7 @@ class Driver:
         self._phase(
             "decide",
             lambda: self._decide(now, level=0),
-            lambda: self._count(TERMINAL, now),
+            lambda: self._count(TERMINAL_STATES, now),
             phase_timeout_s,
         )
         later = [r for r in self.requests if r.plan is Plan.ESCALATE]
@@ -88,13 +88,13 @@ class Driver:
         self._phase(
             "director decides",
             lambda: self._decide(later, level=1),
-            lambda: self._count(TERMINAL, later),
+            lambda: self._count(TERMINAL_STATES, later),
             phase_timeout_s,
         )
         self._phase(
             "the deadline passes",
             lambda: self._advance(48 * HOUR_MS),
-            lambda: self._count(TERMINAL),
+            lambda: self._count(TERMINAL_STATES),
             phase_timeout_s,
         )
 

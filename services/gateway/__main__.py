@@ -11,8 +11,6 @@ from pathlib import Path
 from sagalog.agents.telemetry import configure_logging
 from sagalog.errors import ConfigurationError, SagalogError
 
-MIN_SECRET_BYTES = 16
-
 
 def main() -> int:
     import uvicorn
@@ -28,16 +26,17 @@ def main() -> int:
     from sagalog.flows.loader import load_flows
     from sagalog.publisher import EventPublisher
     from sagalog.topology.loader import load_topology
+    from sagalog.tracker.gates import checked_secret
 
     settings = GatewaySettings()
     configure_logging(json_lines=settings.json_logs, level=settings.log_level)
     try:
-        secret = settings.gate_secret.get_secret_value().encode()
-        if len(secret) < MIN_SECRET_BYTES:
-            raise ConfigurationError(
-                "GATEWAY_GATE_SECRET is unset or shorter than 16 bytes: set it to the saga "
-                "tracker's SAGALOG_TRACKER_GATE_SECRET, or no gate token will verify"
-            )
+        secret = checked_secret(
+            settings.gate_secret,
+            setting="GATEWAY_GATE_SECRET",
+            remedy="set it to the saga tracker's SAGALOG_TRACKER_GATE_SECRET, or no gate "
+            "token will verify",
+        )
         keys = [key.get_secret_value().encode() for key in settings.api_keys]
         if not keys:
             raise ConfigurationError(

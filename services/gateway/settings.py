@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from sagalog.settings import ClientSettings
+from sagalog.topic_names import records_changelog
 
 
 def _default_instance_id() -> str:
@@ -82,4 +83,4 @@ class GatewaySettings(ClientSettings):
 
     @property
     def records_changelog(self) -> str:
-        return f"{self.tracker_app_id}-records-changelog"
+        return records_changelog(self.tracker_app_id)

@@ -12,7 +12,8 @@ from pydantic_settings import SettingsConfigDict
 from procurement.events import PurchaseOrderCancelled, PurchaseOrderCreated, RequestSubmitted
 from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError
 from sagalog.events import CompensationRequested, GateDecided, GateDecision, GateOpened
-from sagalog.tracker.gates import MIN_SECRET_BYTES, verify_gate_token
+from sagalog.tracker.exceptions import GateSecretError
+from sagalog.tracker.gates import checked_secret, verify_gate_token
 from standins.client import perform
 
 
@@ -35,13 +36,15 @@ class PurchasingAgentSettings(AgentSettings):
     @field_validator("gate_secret")
     @classmethod
     def _strong_enough(cls, secret: SecretStr) -> SecretStr:
-        size = len(secret.get_secret_value().encode())
-        if size < MIN_SECRET_BYTES:
-            raise ValueError(
-                f"PURCHASING_AGENT_GATE_SECRET has {size} bytes; set it to the saga tracker's "
-                f"gate secret (at least {MIN_SECRET_BYTES} bytes): without it no approval "
-                "can be verified"
+        try:
+            checked_secret(
+                secret,
+                setting="PURCHASING_AGENT_GATE_SECRET",
+                remedy="set it to the saga tracker's gate secret: without it no approval "
+                "can be verified",
             )
+        except GateSecretError as exc:
+            raise ValueError(str(exc)) from exc  # pydantic reports ValueErrors only
         return secret
 
 

@@ -16,6 +16,7 @@ from sagalog.errors import SagalogError
 def main() -> int:
     from faust import Worker
 
+    from saga_tracker import faust_internals
     from saga_tracker.app import Tracker
     from saga_tracker.settings import TrackerSettings
     from saga_tracker.startup import (
@@ -29,6 +30,7 @@ def main() -> int:
     settings = TrackerSettings()
     configure_logging(json_lines=settings.json_logs, level=settings.log_level)
     try:
+        faust_internals.check_classes()
         check_secret(settings)
         registry, catalog = load_registry(settings)
         partitions = prepare_topics(settings, registry)

@@ -27,26 +27,24 @@ import logging
 import os
 import time
 from collections import Counter
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
 import faust
 from confluent_kafka import KafkaException
-from faust.transport.consumer import Consumer as FaustConsumer
 from faust.types import TP
 
-from saga_tracker import fetch_state
+from saga_tracker import faust_internals
 from saga_tracker.backlog import BacklogProbe
 from saga_tracker.batching import drained_batches
 from saga_tracker.clock import TrackerClock
 from saga_tracker.exits import exit_for
 from saga_tracker.lag import LagWatch
 from saga_tracker.offsets import OffsetBook
-from saga_tracker.rocks import BudgetedRocksDBOptions
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
 from saga_tracker.sla_monitor import SlaMonitor
 from saga_tracker.stall import Suspect, judge, unread, waiting_its_turn
-from saga_tracker.store import FaustTables, Table
+from saga_tracker.store import FaustTables, Table, build_tables
 from saga_tracker.transport import TrackerApp
 from sagalog import client_config
 from sagalog.cluster import profile_config
@@ -64,16 +62,6 @@ from sagalog.tracker.record import SealedEvent
 from sagalog.tracker.ticks import clock_topic, parse_tick
 
 log = logging.getLogger("sagalog.tracker")
-
-
-ROCKSDB_OPTIONS = {
-    # faust's defaults (64 MB x 3 memtables and a 2 GB block cache per partition and
-    # table) let RSS grow with the data written; memtables of 4 MB at most, and the
-    # cache and the memtables' total under one budget (rocks.py).
-    "write_buffer_size": 4 * 1024 * 1024,
-    "max_write_buffer_number": 2,
-    "target_file_size_base": 16 * 1024 * 1024,
-}
 
 
 TRIM_AFTER = 10_000  # inputs decided since the last heap trim
@@ -175,20 +163,12 @@ class Tracker:
         }
         # acks off: the tracker commits the offsets it finished itself (see offsets.py).
         source = app.topic(*self.workflow_topics, self.clock_topic, acks=False, **raw)
-        self.tables = {
-            table: app.Table(
-                table.value,
-                partitions=self.partitions,
-                key_type=bytes,
-                value_type=bytes,
-                options=dict(ROCKSDB_OPTIONS),
-                extra_topic_configs=profile_config(settings),
-            )
-            for table in Table
-        }
-        for faust_table in self.tables.values():
-            store: Any = faust_table.data  # faust's rocksdb Store; opens databases lazily
-            store.rocksdb_options = BudgetedRocksDBOptions(self.rocksdb_budget, **ROCKSDB_OPTIONS)
+        self.tables = build_tables(
+            app,
+            partitions=self.partitions,
+            budget=self.rocksdb_budget,
+            topic_configs=profile_config(settings),
+        )
         self.store = FaustTables(self.tables, self.sink)
         started = time.monotonic()
 
@@ -383,12 +363,16 @@ class Tracker:
         stops is the worst failure, so this worker hands over instead.
         """
         if self.ready and not self.health.started:
+            try:
+                faust_internals.check_instances(self.app)
+            except Exception as exc:
+                crash("faust's running consumer lacks what the tracker needs", exc)
             self.health.ready()
         generation = self.app.consumer_generation_id
         batches = self.counts["batches"]
         progressed, self.batches_at_watch = batches != self.batches_at_watch, batches
         busy = waiting_its_turn(
-            queued=fetch_state.queued(self.app, self.clock_topic),
+            queued=faust_internals.queued(self.app, self.clock_topic),
             capacity=self.queue_capacity,
             progressed=progressed,
         )
@@ -462,7 +446,7 @@ class Tracker:
             )
             log.error(
                 "stalled partitions, as faust and aiokafka see them: %s",
-                json.dumps(fetch_state.describe(self.app, stalled), default=str),
+                json.dumps(faust_internals.describe(self.app, stalled), default=str),
             )
             log.error(
                 "offsets: finished %s, committed %s, faust committed %s",
@@ -470,7 +454,7 @@ class Tracker:
                 {str(tp): o for tp, o in self.offsets.committed.items()},
                 {
                     str(tp): o
-                    for tp, o in cast(FaustConsumer, self.app.consumer)._committed_offset.items()
+                    for tp, o in faust_internals.committed_offsets(self.app.consumer).items()
                 },
             )
             crash(
@@ -494,18 +478,17 @@ class Tracker:
                 {f"{t}/{p}": (behind[(t, p)][0], offset) for (t, p), offset in recommit.items()},
                 extra={"sagalog": {"agent": "saga-tracker", "action": "recommit"}},
             )
-            consumer = cast(FaustConsumer, self.app.consumer)
             offsets = {tps[key]: offset for key, offset in recommit.items()}
-            if await consumer._commit_offsets(offsets):
+            if await faust_internals.commit_offsets(self.app.consumer, offsets):
                 self.offsets.mark_committed(offsets)
             for key in recommit:
                 self.suspects.pop(key, None)
         return set(not_read)
 
     async def _commit_offsets(self) -> None:
-        consumer = cast(FaustConsumer, self.app.consumer)
+        consumer = self.app.consumer
         due = self.offsets.due(consumer.assignment())
-        if due and await consumer._commit_offsets(due):
+        if due and await faust_internals.commit_offsets(consumer, due):
             self.offsets.mark_committed(due)
 
     async def _report(self) -> None:

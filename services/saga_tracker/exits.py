@@ -6,13 +6,15 @@ away or a faust bug, and wrong for a right the cluster denies: the new process w
 be refused the same write and exit again, in a loop an operator reads as flakiness.
 A denied right exits with ``AuthorizationError``'s code (6) and its message (the
 principal, the operation, the resource) instead; a supervisor can tell the two apart.
+So does an installed faust or aiokafka that lacks an attribute the tracker needs
+(``IncompatibleDependencyError``, exit 2, see ``faust_internals``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sagalog.errors import AuthorizationError
+from sagalog.errors import AuthorizationError, IncompatibleDependencyError
 
 #: ``EX_SOFTWARE``: exited so that another worker processes the batch again.
 RESTART = 70
@@ -41,7 +43,7 @@ def exit_for(why: str, error: BaseException | None) -> Exit:
     handling another), because a denied write can surface wrapped in the error of
     whatever called the sink.
     """
-    denied = _denied(error)
+    denied = _beyond_restart(error)
     if denied is not None:
         return Exit(
             code=denied.exit_code,
@@ -55,10 +57,12 @@ def exit_for(why: str, error: BaseException | None) -> Exit:
     )
 
 
-def _denied(error: BaseException | None) -> AuthorizationError | None:
+def _beyond_restart(
+    error: BaseException | None,
+) -> AuthorizationError | IncompatibleDependencyError | None:
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, AuthorizationError):
+        if isinstance(error, AuthorizationError | IncompatibleDependencyError):
             return error
         seen.add(id(error))
         error = error.__cause__ or error.__context__

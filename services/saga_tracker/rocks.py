@@ -20,6 +20,15 @@ from rocksdict import Options
 
 from sagalog.rocksdb_options import MB, MemoryBudget, bounded_options
 
+ROCKSDB_OPTIONS: dict[str, Any] = {
+    # faust's defaults (64 MB x 3 memtables and a 2 GB block cache per partition and
+    # table) let RSS grow with the data written; memtables of 4 MB at most, and the
+    # cache and the memtables' total under one budget.
+    "write_buffer_size": 4 * 1024 * 1024,
+    "max_write_buffer_number": 2,
+    "target_file_size_base": 16 * 1024 * 1024,
+}
+
 
 class BudgetedRocksDBOptions(RocksDBOptions):
     """faust's options (memtable size, file sizes, bloom filter) with the shared budget

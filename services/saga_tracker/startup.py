@@ -22,9 +22,10 @@ from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import ConfigurationError, ServiceUnavailableError, TopologyError
 from sagalog.flows.loader import load_flows
 from sagalog.flows.registry import FlowRegistry
+from sagalog.topic_names import assignor_topic
 from sagalog.topology.loader import load_topology
+from sagalog.tracker.gates import NEW_SECRET, checked_secret
 from sagalog.tracker.ticks import clock_topic, last_tick_ms
-from sagalog.tracker.topic_names import assignor_topic
 
 
 def load_registry(settings: TrackerSettings) -> tuple[FlowRegistry, SchemaCatalog]:
@@ -42,14 +43,12 @@ def load_registry(settings: TrackerSettings) -> tuple[FlowRegistry, SchemaCatalo
 
 
 def check_secret(settings: TrackerSettings) -> bytes:
-    secret = settings.gate_secret.get_secret_value().encode()
-    if len(secret) < 16:
-        raise ConfigurationError(
-            "SAGALOG_TRACKER_GATE_SECRET is unset or shorter than 16 bytes: set it to a long "
-            "random value shared by every tracker worker and the gateway "
-            "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
-        )
-    return secret
+    return checked_secret(
+        settings.gate_secret,
+        setting="SAGALOG_TRACKER_GATE_SECRET",
+        remedy="set it to a long random value shared by every tracker worker and the "
+        f"gateway ({NEW_SECRET})",
+    )
 
 
 STARTUP_BACKOFF = RetryPolicy(base_delay_s=0.5, max_delay_s=5.0)

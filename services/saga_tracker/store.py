@@ -18,7 +18,10 @@ from typing import Any, Protocol
 import rocksdict
 from faust.types import TP
 
+from saga_tracker import faust_internals
+from saga_tracker.rocks import ROCKSDB_OPTIONS, BudgetedRocksDBOptions
 from sagalog.errors import SagalogError
+from sagalog.rocksdb_options import MemoryBudget
 from sagalog.tracker.tables import (
     WRITE_ORDER,
     MemoryTables,
@@ -37,9 +40,39 @@ __all__ = [
     "Overlay",
     "Table",
     "Tables",
+    "build_tables",
     "parked_prefix",
     "prefix_end",
 ]
+
+
+def build_tables(
+    app: Any, *, partitions: int, budget: MemoryBudget, topic_configs: dict[str, Any]
+) -> dict[Table, Any]:
+    """The tracker's faust tables: raw bytes both ways, every RocksDB under ``budget``.
+
+    Args:
+        app: the faust app (no broker is needed to build them or use their storage).
+        partitions: the workflow topics' count; a table partition per input partition.
+        budget: the block cache and memtable limit all the databases share (``rocks``).
+        topic_configs: the changelog topics' configuration (the cluster profile's).
+    """
+    tables = {
+        table: app.Table(
+            table.value,
+            partitions=partitions,
+            key_type=bytes,
+            value_type=bytes,
+            options=dict(ROCKSDB_OPTIONS),
+            extra_topic_configs=topic_configs,
+        )
+        for table in Table
+    }
+    for faust_table in tables.values():
+        faust_internals.set_rocksdb_options(
+            faust_table, BudgetedRocksDBOptions(budget, **ROCKSDB_OPTIONS)
+        )
+    return tables
 
 
 class FaustTables:
@@ -65,7 +98,7 @@ class FaustTables:
         self._errors: list[str] = []
 
     def _db(self, table: Table, partition: int) -> Any:
-        return self.tables[table].data._dbs.get(partition)
+        return faust_internals.open_db(self.tables[table], partition)
 
     def get(self, table: Table, partition: int, key: bytes) -> bytes | None:
         db = self._db(table, partition)
@@ -75,11 +108,11 @@ class FaustTables:
         return value if value is None or isinstance(value, bytes) else bytes(value)
 
     def put(self, table: Table, partition: int, key: bytes, value: bytes) -> None:
-        self.tables[table].data._db_for_partition(partition).put(key, value)
+        faust_internals.db_for_write(self.tables[table], partition).put(key, value)
         self._send(table, partition, key, value)
 
     def delete(self, table: Table, partition: int, key: bytes) -> None:
-        self.tables[table].data._db_for_partition(partition).delete(key)
+        faust_internals.db_for_write(self.tables[table], partition).delete(key)
         self._send(table, partition, key, None)
 
     def scan(
@@ -90,8 +123,11 @@ class FaustTables:
             return []
         options = rocksdict.ReadOptions()
         options.set_iterate_upper_bound(upper)
+        own = faust_internals.offset_key(self.tables[table])
         found = []
         for key, value in db.items(from_key=lower, read_opt=options):
+            if key == own:  # faust's, beside the table's keys; its own iteration skips it
+                continue
             found.append((key, value))
             if len(found) >= limit:
                 break
@@ -110,9 +146,8 @@ class FaustTables:
             raise SagalogError(f"Kafka refused {count} changelog record(s); first: {first}")
         acked, self._acked = self._acked, {}
         for (table, partition), offset in acked.items():
-            store = self.tables[table].data
-            if partition in store._dbs:  # still ours: not revoked meanwhile
-                store.set_persisted_offset(TP(self.topics[table], partition), offset)
+            tp = TP(self.topics[table], partition)
+            faust_internals.persist_offset(self.tables[table], tp, offset)
 
     def _send(self, table: Table, partition: int, key: bytes, value: bytes | None) -> None:
         def delivered(error: Any, message: Any) -> None:

@@ -20,16 +20,20 @@ every other sagalog producer.
 
 Both consumer settings are set on the consumer object faust created, before it starts (aiokafka
 builds its fetcher from them in ``start``), rather than by copying faust's
-constructor: everything else stays faust's.
+constructor: everything else stays faust's. The hooks overridden here and the
+attributes set are faust's and aiokafka's private ones; ``faust_internals`` names
+them and checks at start that they still exist.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import faust
 from faust.transport.drivers import aiokafka as driver
+
+from saga_tracker import faust_internals
 
 ISOLATION_LEVEL = "read_committed"
 
@@ -37,8 +41,10 @@ ISOLATION_LEVEL = "read_committed"
 class _ConsumerThread(driver.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
-        consumer._isolation_level = ISOLATION_LEVEL
-        consumer._fetch_max_wait_ms = getattr(self.app, "fetch_max_wait_ms", 1500)
+        app = cast(TrackerApp, self.app)  # only TrackerApp's transport makes this thread
+        faust_internals.configure_fetch(
+            consumer, isolation_level=ISOLATION_LEVEL, fetch_max_wait_ms=app.fetch_max_wait_ms
+        )
         return consumer
 
 

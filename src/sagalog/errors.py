@@ -27,6 +27,15 @@ class ConfigurationError(SagalogError):
     exit_code = 2
 
 
+class IncompatibleDependencyError(ConfigurationError):
+    """An installed library lacks something sagalog relies on that it does not promise
+    to keep (a private attribute renamed by an upgrade).
+
+    Install the versions ``pyproject.toml`` pins; when upgrading on purpose, adapt the
+    one module the message names. A restart does not help.
+    """
+
+
 class LocalStackError(SagalogError):
     """The embedded Kafka or schema registry could not be prepared, started or stopped."""
 

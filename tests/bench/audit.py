@@ -45,6 +45,7 @@ from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.validation import to_avro_datum
 from sagalog.settings import ClientSettings
+from sagalog.topic_names import records_changelog
 
 NOISE_TYPES = ("procurement.v1.RequestSubmitted", "procurement.v1.BudgetReserved")
 
@@ -186,7 +187,7 @@ def measure_audit(*, noise: int, rounds: int) -> dict[str, Any]:
                 watermarks(consumer, topic, p, timeout_s=15)[1]
                 for p in range(partitions_of(consumer, topic, timeout_s=15))
             )
-            for topic in (lab.topic, lab.transitions_topic, f"{lab.app_id}-records-changelog")
+            for topic in (lab.topic, lab.transitions_topic, records_changelog(lab.app_id))
         }
         consumer.close()
         return {

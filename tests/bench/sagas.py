@@ -82,6 +82,7 @@ from sagalog.devstack.settings import DevStackSettings
 from sagalog.settings import ClientSettings
 from sagalog.topology.apply import TopologyClient
 from sagalog.topology.loader import load_topology
+from sagalog.tracker.ticks import clock_topic
 
 from .harness import (
     SENT_HEADER,
@@ -697,7 +698,7 @@ class SagalogSystem:
         client.apply(plan, report=lambda _: None)
         self.codec = EventCodec(catalog=self.catalog, registry=SchemaRegistry(self.settings))
         admin = AdminClient(self.kafka_config)
-        clock = f"{self.app_id}-clock"
+        clock = clock_topic(self.app_id)
         for future in admin.create_topics([NewTopic(clock, self.partitions)]).values():
             future.result(30)  # before the tracker starts: see tracker.Lab.start_clock
         submitted = "procurement.v1.RequestSubmitted"
@@ -771,7 +772,7 @@ class SagalogSystem:
 
         stop = self._ticking = threading.Event()
         producer = Producer(self.kafka_config)
-        clock = f"{self.app_id}-clock"
+        clock = clock_topic(self.app_id)
 
         def tick() -> None:
             while not stop.wait(1 / hz):

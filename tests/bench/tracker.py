@@ -60,14 +60,17 @@ from sagalog.contracts.headers import EventHeaders, header_dict, new_event_id
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.contracts.validation import to_avro_datum
 from sagalog.settings import ClientSettings
+from sagalog.topic_names import changelog_topic
 from sagalog.topology.apply import TopologyClient
 from sagalog.topology.loader import load_topology
+from sagalog.tracker.tables import Table
+from sagalog.tracker.ticks import clock_topic
 
 REPO = Path(__file__).resolve().parents[2]
 FLOW_FILE = REPO / "tests" / "integration" / "flows" / "orders.v1.yaml"
 SECRET = "bench-gate-secret-0123456789abcdef"
 T0 = 1_800_000_000_000  # the virtual clock's start
-TABLES = ("records", "timers", "parked", "admission")
+TABLES = tuple(Table)
 GATE_STATE = "pending_approval"
 
 PROCUREMENT = [
@@ -388,8 +391,8 @@ class Lab:
         the clock topic itself may read its watermarks before the partitions have a
         leader (``NOT_LEADER_FOR_PARTITION``) and exit.
         """
-        clock_topic = f"{app_id}-clock"
-        futures = self.admin.create_topics([NewTopic(clock_topic, self.partitions)])
+        clock = clock_topic(app_id)
+        futures = self.admin.create_topics([NewTopic(clock, self.partitions)])
         for future in futures.values():
             try:
                 future.result(timeout=30)
@@ -398,9 +401,9 @@ class Lab:
                     raise
         producer = Producer(self.settings.kafka_config())
         for partition in range(self.partitions):
-            producer.produce(clock_topic, value=str(T0).encode(), partition=partition)
+            producer.produce(clock, value=str(T0).encode(), partition=partition)
         if producer.flush(30):
-            raise TrackerBenchError(f"setup: the T0 tick to {clock_topic} was not delivered")
+            raise TrackerBenchError(f"setup: the T0 tick to {clock} was not delivered")
 
     def preload(self, workflows: int) -> int:
         """``workflows`` x the 4 input events, in workflow order; how many were delivered."""
@@ -491,7 +494,7 @@ class Lab:
         return {
             table: self.count(name)
             for table in TABLES
-            if (name := f"{app_id}-{table}-changelog") in topics
+            if (name := changelog_topic(app_id, table)) in topics
         }
 
     def read_transitions(self) -> TransitionSummary:

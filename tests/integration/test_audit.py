@@ -23,6 +23,7 @@ from sagalog.cli.main import cli
 from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import header_dict
 from sagalog.publisher import PublishedEvent
+from sagalog.topic_names import records_changelog
 from sagalog.tracker import gate_token
 
 from .conftest import REPO, Project
@@ -154,7 +155,9 @@ def test_audit_shows_the_history_in_order_with_causes_gates_models_and_transitio
     assert [e["type"] for e in events] == ORDER
     assert [e["event_id"] for e in events] == [ids[t] for t in ORDER]
     assert body["workflow"]["state"] == "completed"
-    assert body["workflow"]["record_source"].startswith(f"changelog {lab.app_id}-records-changelog")
+    assert body["workflow"]["record_source"].startswith(
+        f"changelog {records_changelog(lab.app_id)}"
+    )
     # Found by position, not by a scan: about one record read per event and transition.
     assert body["read"]["records_read"] < 60, body["read"]
     for event in events:
@@ -267,7 +270,7 @@ def test_an_unknown_workflow_is_a_clear_error(tracker_lab: TrackerLab) -> None:
     )
     assert result.exit_code == 2, result.output
     assert "no workflow 'wf-nobody-knows' is known to the tracker" in result.output
-    assert f"{lab.app_id}-records-changelog" in result.output
+    assert records_changelog(lab.app_id) in result.output
 
 
 # -- tampering with a copy -----------------------------------------------------------

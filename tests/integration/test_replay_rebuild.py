@@ -28,6 +28,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sagalog.cli.main import cli
+from sagalog.topic_names import records_changelog
 
 from .conftest import REPO
 from .tracker_harness import DAY_MS, FORWARD, SECRET, Driver, TrackerLab, latest_records
@@ -300,9 +301,7 @@ def test_an_empty_log_and_unreadable_records_are_reported_not_fatal(
 ) -> None:
     lab = tracker_lab
     lab.tracker()
-    lab.wait(
-        lambda: f"{lab.app_id}-records-changelog" in _topics(lab), what="the tracker's changelog"
-    )
+    lab.wait(lambda: records_changelog(lab.app_id) in _topics(lab), what="the tracker's changelog")
     empty = rebuild(lab, tmp_path / "empty")
     assert empty.exit_code == 0, empty.output
     found = report(empty)

@@ -34,7 +34,9 @@ from sagalog.contracts.headers import header_dict
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import SagalogError
 from sagalog.publisher import EventPublisher
+from sagalog.topic_names import records_changelog
 from sagalog.tracker import gate_token
+from sagalog.tracker.ticks import clock_topic
 
 from .conftest import REPO, Project
 
@@ -212,7 +214,7 @@ class TrackerLab:
         self.transitions_topic = f"transitions.{self.suffix}"
         self.alerts_topic = f"alerts.{self.suffix}"
         self.deadletter_topic = f"deadletter.{self.suffix}"
-        self.clock_topic = f"{self.app_id}-clock"
+        self.clock_topic = clock_topic(self.app_id)
         self.now_ms = T0
         self.processes: list[TrackerProcess] = []
         self.seen = Seen()
@@ -604,7 +606,7 @@ def latest_records(lab: TrackerLab) -> dict[str, dict[str, Any]]:
     """The tracker's durable state: the last record per workflow in the records changelog."""
     import json
 
-    topic = f"{lab.app_id}-records-changelog"
+    topic = records_changelog(lab.app_id)
     consumer = Consumer(
         {
             **lab.project.settings.kafka_config(),

@@ -21,6 +21,7 @@ class _Table:
             _dbs={0: db},
             _db_for_partition=lambda p: db,
             set_persisted_offset=self.persisted.__setitem__,
+            offset_key=b"__faust\0offset__",
         )
         self.changelog_topic = SimpleNamespace(get_topic_name=lambda: "app-timers-changelog")
 

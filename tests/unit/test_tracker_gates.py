@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from sagalog.errors import ConfigurationError
 from sagalog.tracker import GateSecretError, gate_token, verify_gate_token
+from sagalog.tracker.gates import MIN_SECRET_BYTES
 
 SECRET = b"unit-test-gate-secret-32-bytes!!"
 
@@ -52,3 +54,47 @@ def test_a_short_secret_is_refused_as_a_configuration_error() -> None:
     with pytest.raises(GateSecretError, match="at least 16 random bytes") as caught:
         gate_token(b"secret", "wf-1", "g", 1)
     assert isinstance(caught.value, ConfigurationError)
+
+
+def _tracker_check(secret: str) -> bytes:
+    from saga_tracker.settings import TrackerSettings
+    from saga_tracker.startup import check_secret
+
+    return check_secret(TrackerSettings(_env_file=None, gate_secret=secret))  # type: ignore[call-arg]
+
+
+def _replay_check(secret: str) -> bytes:
+    from sagalog.replay.settings import ReplaySettings
+
+    return ReplaySettings(_env_file=None, gate_secret=secret).secret()  # type: ignore[call-arg]
+
+
+def _agent_check(secret: str) -> bytes:
+    from pydantic import ValidationError
+
+    with pytest.MonkeyPatch.context() as env:  # the module builds its settings on import
+        env.setenv("PURCHASING_AGENT_GATE_SECRET", SECRET.decode())
+        from purchasing_agent.agent import PurchasingAgentSettings
+
+    try:
+        settings = PurchasingAgentSettings(_env_file=None, gate_secret=secret)  # type: ignore[call-arg]
+    except ValidationError as exc:
+        raise GateSecretError(str(exc)) from exc
+    return settings.gate_secret.get_secret_value().encode()
+
+
+@pytest.mark.parametrize(
+    ("check", "setting"),
+    [
+        (_tracker_check, "SAGALOG_TRACKER_GATE_SECRET"),
+        (_replay_check, "SAGALOG_TRACKER_GATE_SECRET"),
+        (_agent_check, "PURCHASING_AGENT_GATE_SECRET"),
+    ],
+)
+def test_every_holder_of_the_secret_applies_the_one_rule_and_names_its_setting(
+    check: Any, setting: str
+) -> None:
+    """15 bytes are refused and 16 accepted by each: the limit is ``MIN_SECRET_BYTES``."""
+    with pytest.raises(GateSecretError, match=f"{setting} is unset or shorter than 16 bytes"):
+        check("x" * (MIN_SECRET_BYTES - 1))
+    assert check("x" * MIN_SECRET_BYTES) == b"x" * MIN_SECRET_BYTES

@@ -34,7 +34,6 @@ from sagalog.tracker.sla import percentile
 HOUR_MS = 3_600_000
 
 _STATE_ORDER = {state.value: i for i, state in enumerate(WorkflowState)}
-_TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
 _WORKED_ON = frozenset(
     {
         WorkflowState.RUNNING.value,
@@ -266,7 +265,7 @@ def slowest(transitions: Iterable[Transition], *, top: int = 10) -> list[SlowTra
 def terminal_states(transitions: Iterable[Transition]) -> list[TerminalCount]:
     """How workflows ended per flow version, most frequent first."""
     counts: Counter[tuple[str, int, str]] = Counter(
-        (t.flow, t.flow_version, t.to_state) for t in transitions if t.to_state in _TERMINAL
+        (t.flow, t.flow_version, t.to_state) for t in transitions if t.to_state in TERMINAL_STATES
     )
     ended: Counter[tuple[str, int]] = Counter()
     for (flow, version, _), count in counts.items():
@@ -317,7 +316,7 @@ def throughput_by_hour(transitions: Iterable[Transition]) -> list[HourThroughput
         key = (t.flow, t.flow_version, hour)
         if t.from_state == WorkflowState.INITIATED.value:
             started[key] += 1
-        if t.to_state in _TERMINAL:
+        if t.to_state in TERMINAL_STATES:
             ended[key] += 1
             if t.to_state == WorkflowState.COMPLETED.value:
                 completed[key] += 1
@@ -338,7 +337,7 @@ def in_flight(transitions: Sequence[Transition], *, now_ms: int) -> list[InFligh
         last[t.workflow_id] = t
     groups: dict[tuple[str, int, str, str | None], list[Transition]] = defaultdict(list)
     for t in last.values():
-        if t.to_state not in _TERMINAL:
+        if t.to_state not in TERMINAL_STATES:
             groups[(t.flow, t.flow_version, t.to_state, t.step)].append(t)
     rows = []
     for (flow, version, state, step), group in groups.items():
@@ -373,7 +372,7 @@ def summaries(
                 transitions=len(mine),
                 workflows=len({t.workflow_id for t in mine}),
                 started=sum(t.from_state == WorkflowState.INITIATED.value for t in mine),
-                ended=sum(t.to_state in _TERMINAL for t in mine),
+                ended=sum(t.to_state in TERMINAL_STATES for t in mine),
                 completed=sum(t.to_state == WorkflowState.COMPLETED.value for t in mine),
                 in_flight=sum(
                     f.count for f in flying if f.flow == flow and f.flow_version == version
@@ -385,7 +384,7 @@ def summaries(
 
 def is_error_state(state: str) -> bool:
     """A terminal state other than ``completed``."""
-    return state in _TERMINAL and state != WorkflowState.COMPLETED.value
+    return state in TERMINAL_STATES and state != WorkflowState.COMPLETED.value
 
 
 def _dwell(flow: str, version: int, state: str, step: str | None, values: list[int]) -> Dwell:

@@ -25,6 +25,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from confluent_kafka import Consumer, Message
 
 from sagalog.audit.reading import ReadStats, partitions_of, read_range, watermarks
+from sagalog.flows.states import TERMINAL_STATES
 from sagalog.tracker.record import SealedEvent, WorkflowRecord
 
 _FIRST_WINDOW = 5_000
@@ -71,7 +72,7 @@ class WorkflowSeal:
 
     @property
     def terminal(self) -> bool:
-        return self.state in ("completed", "compensated", "failed", "timed_out")
+        return self.state in TERMINAL_STATES
 
     @classmethod
     def from_record(cls, record: WorkflowRecord, *, source: str) -> WorkflowSeal:

@@ -36,6 +36,7 @@ from sagalog.cli.gateway_client import (
 )
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
+from sagalog.topic_names import records_changelog
 from sagalog.tracker import TRANSITIONS_TOPIC
 
 
@@ -119,7 +120,7 @@ def audit(
             workflow = find_workflow(
                 consumer,
                 workflow_id,
-                changelog=f"{tracker_app_id}-records-changelog",
+                changelog=records_changelog(tracker_app_id),
                 timeout_s=settings.connect_timeout_s,
                 stats=stats,
             )

@@ -14,12 +14,19 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sagalog.flows.model import Flow, Gate, Step, format_duration
+from sagalog.flows.states import WorkflowState
 
 GraphFormat = Literal["mermaid", "dot"]
 NodeKind = Literal["start", "step", "gate", "undo", "end"]
 EdgeKind = Literal["forward", "approve", "reject", "fail", "undo"]
 
-START, COMPLETED, COMPENSATED, FAILED = "start", "completed", "compensated", "failed"
+START = "start"
+# The end nodes are the terminal states they stand for.
+COMPLETED, COMPENSATED, FAILED = (
+    WorkflowState.COMPLETED.value,
+    WorkflowState.COMPENSATED.value,
+    WorkflowState.FAILED.value,
+)
 
 
 @dataclass(frozen=True)
@@ -113,12 +120,12 @@ def state_graph(flow: Flow) -> StateGraph:
         nodes.append(Node(f"undo_{step.name}", lines, "undo"))
         target = f"undo_{chain[k - 1].name}" if k else COMPENSATED
         edges.append(Edge(f"undo_{step.name}", target, _events(undo.completes_on), "undo"))
-    nodes.append(Node(COMPLETED, ("completed",), "end"))
+    nodes.append(Node(COMPLETED, (COMPLETED,), "end"))
     targets = {e.target for e in edges}
     if COMPENSATED in targets:
-        nodes.append(Node(COMPENSATED, ("compensated",), "end"))
+        nodes.append(Node(COMPENSATED, (COMPENSATED,), "end"))
     if FAILED in targets:
-        nodes.append(Node(FAILED, ("failed",), "end"))
+        nodes.append(Node(FAILED, (FAILED,), "end"))
 
     clusters = tuple(
         Cluster(

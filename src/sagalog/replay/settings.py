@@ -17,8 +17,9 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from sagalog.errors import ConfigurationError
+from sagalog.topic_names import records_changelog
 from sagalog.tracker.compensation import CompensationRetry
+from sagalog.tracker.gates import checked_secret
 
 
 class ReplaySettings(BaseSettings):
@@ -44,21 +45,21 @@ class ReplaySettings(BaseSettings):
 
     @property
     def changelog_topic(self) -> str:
-        return f"{self.app_id}-records-changelog"
+        return records_changelog(self.app_id)
 
     def secret(self) -> bytes:
         """The gate secret as the rules take it.
 
         Raises:
-            ConfigurationError: it is unset or too short to be the tracker's.
+            GateSecretError: it is unset or too short to be the tracker's (a
+                ``ConfigurationError``).
         """
-        secret = self.gate_secret.get_secret_value().encode()
-        if len(secret) < 16:
-            raise ConfigurationError(
-                "SAGALOG_TRACKER_GATE_SECRET is unset or shorter than 16 bytes: set it to the "
-                "tracker's own secret, or every recorded gate decision reads as forged"
-            )
-        return secret
+        return checked_secret(
+            self.gate_secret,
+            setting="SAGALOG_TRACKER_GATE_SECRET",
+            remedy="set it to the tracker's own secret, or every recorded gate decision "
+            "reads as forged",
+        )
 
     def retry(self) -> CompensationRetry:
         return CompensationRetry(

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, model_validator
 
 from sagalog.agents.routing import retry_topic_for
+from sagalog.topic_names import owned_prefix, records_changelog
 from sagalog.validators import checked as _checked
 
 _PRINCIPAL = re.compile(r"^User:[^\s*]+$")
@@ -123,7 +124,7 @@ class TrackerService(_Service):
 
     @property
     def topic_prefix(self) -> str:
-        return f"{self.app_id}-"
+        return owned_prefix(self.app_id)
 
 
 class GatewayService(_Service):
@@ -136,7 +137,7 @@ class GatewayService(_Service):
 
     @property
     def records_changelog(self) -> str:
-        return f"{self.tracker_app_id}-records-changelog"
+        return records_changelog(self.tracker_app_id)
 
 
 ServiceSpec = Annotated[AgentService | TrackerService | GatewayService, Discriminator("kind")]

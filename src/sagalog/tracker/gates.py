@@ -23,6 +23,8 @@ import hashlib
 import hmac
 import json
 
+from pydantic import SecretStr
+
 from sagalog.tracker.exceptions import GateSecretError
 
 TOKEN_PREFIX = "g1."
@@ -38,7 +40,7 @@ def gate_token(secret: bytes, workflow_id: str, gate: str, attempt: int) -> str:
     Raises:
         GateSecretError: when ``secret`` is shorter than 16 bytes.
     """
-    _check(secret)
+    checked_secret(secret)
     message = json.dumps([workflow_id, gate, attempt], separators=(",", ":"), ensure_ascii=False)
     digest = hmac.new(secret, _CONTEXT + message.encode("utf-8"), hashlib.sha256).digest()
     return TOKEN_PREFIX + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
@@ -52,10 +54,36 @@ def verify_gate_token(
     return hmac.compare_digest(expected.encode("ascii"), token.encode("utf-8", "replace"))
 
 
-def _check(secret: bytes) -> None:
-    if len(secret) < MIN_SECRET_BYTES:
+NEW_SECRET = "e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+
+
+def checked_secret(
+    secret: bytes | SecretStr,
+    *,
+    setting: str = "the gate token secret",
+    remedy: str = f"set it to at least {MIN_SECRET_BYTES} random bytes (32 recommended, "
+    f"{NEW_SECRET})",
+) -> bytes:
+    """The gate secret as the rules take it, refused when too short to be safe.
+
+    The one rule for every holder of the secret (the tracker, the gateway, a replay,
+    an agent that verifies approvals): each checks at start and says which of its
+    settings to fix, since a secret that differs between them makes every token
+    read as forged.
+
+    Args:
+        secret: the secret, or the setting holding it.
+        setting: the name the message gives it (the environment variable).
+        remedy: what to set it to, from the holder's point of view.
+
+    Raises:
+        GateSecretError: it has fewer than ``MIN_SECRET_BYTES`` bytes; tokens signed
+            with it could be guessed.
+    """
+    raw = secret.get_secret_value().encode() if isinstance(secret, SecretStr) else secret
+    if len(raw) < MIN_SECRET_BYTES:
         raise GateSecretError(
-            f"the gate token secret has {len(secret)} bytes; tokens signed with it could be "
-            f"guessed. Set it to at least {MIN_SECRET_BYTES} random bytes (32 recommended, "
-            "e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+            f"{setting} is unset or shorter than {MIN_SECRET_BYTES} bytes ({len(raw)}): "
+            f"tokens signed with it could be guessed; {remedy}"
         )
+    return raw

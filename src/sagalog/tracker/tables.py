@@ -24,11 +24,13 @@ import enum
 from collections.abc import Iterator
 from typing import Protocol
 
+from sagalog.topic_names import RECORDS_TABLE
+
 
 class Table(enum.StrEnum):
     """The tracker's tables (faust names them ``<app id>-<name>-changelog``)."""
 
-    RECORDS = "records"
+    RECORDS = RECORDS_TABLE
     """workflow id -> stored ``WorkflowRecord`` (JSON)."""
     TIMERS = "timers"
     """timer key (due time first) -> empty."""

@@ -1,0 +1,35 @@
+"""The names of the topics a tracker app owns, all prefixed with its app id.
+
+faust derives them from the app id; they are written here once so the tracker's
+startup, the gateway, the audit, the replay and the ACLs (everything under
+``<app id>-`` is the tracker's) agree with faust without building the strings by
+hand. A leaf module at the bottom of the package: ``sagalog.topology`` names these
+topics in its ACLs and sits below ``sagalog.tracker``, so the names cannot live in
+the tracker.
+"""
+
+from __future__ import annotations
+
+RECORDS_TABLE = "records"
+"""The tracker's table of workflow records (``sagalog.tracker.tables.Table.RECORDS``):
+its changelog is what the gateway follows, the audit reads and a replay rebuilds."""
+
+
+def changelog_topic(app_id: str, table: str) -> str:
+    """faust's changelog of one table: ``<app id>-<table>-changelog``."""
+    return f"{app_id}-{table}-changelog"
+
+
+def records_changelog(app_id: str) -> str:
+    """The changelog of the tracker's workflow records: ``<app id>-records-changelog``."""
+    return changelog_topic(app_id, RECORDS_TABLE)
+
+
+def assignor_topic(app_id: str) -> str:
+    """faust's leader-election topic (one partition): ``<app id>-__assignor-__leader``."""
+    return f"{app_id}-__assignor-__leader"
+
+
+def owned_prefix(app_id: str) -> str:
+    """Every topic the tracker app creates starts with this (changelogs, clock, assignor)."""
+    return f"{app_id}-"
