@@ -44,7 +44,6 @@ from saga_tracker.offsets import OffsetBook
 from saga_tracker.rocks import BudgetedRocksDBOptions
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
-from saga_tracker.sla_monitor import SlaMonitor
 from saga_tracker.stall import Suspect, judge, unread, waiting_its_turn
 from saga_tracker.store import FaustTables, Table
 from saga_tracker.transport import TrackerApp
@@ -61,6 +60,7 @@ from sagalog.tracker import CompensationRetry, due_range
 from sagalog.tracker.decoding import OwnEcho, Unreadable, read_event
 from sagalog.tracker.processor import Processor
 from sagalog.tracker.record import SealedEvent
+from sagalog.tracker.sla_monitor import SlaMonitor
 from sagalog.tracker.ticks import clock_topic, parse_tick
 
 log = logging.getLogger("sagalog.tracker")

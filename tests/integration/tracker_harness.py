@@ -640,17 +640,17 @@ def rebuild_from_log(lab: TrackerLab, *, skip_unreadable: bool = False) -> dict[
     the tracker dead-letters are skipped instead of failing the rebuild.
     """
     from sagalog.flows.loader import load_flows
+    from sagalog.testing import TrackerHarness
     from sagalog.topology.loader import load_topology
     from sagalog.tracker import TrackedEvent
     from sagalog.tracker.decoding import Unreadable, read_event
-    from sagalog.tracker.testing import VirtualTracker
 
     catalog = lab.project.catalog
     topology = load_topology(lab.project.root / "topology", known_schemas=catalog)
     registry = load_flows(
         lab.project.root / "topology" / "flows", catalog=catalog, topology=topology
     )
-    rebuilt = VirtualTracker(registry, secret=SECRET.encode(), now_ms=T0, echo=False)
+    rebuilt = TrackerHarness(registry, secret=SECRET.encode(), now_ms=T0, echo=False)
     consumer = Consumer(
         {
             **lab.project.settings.kafka_config(),
@@ -671,7 +671,7 @@ def rebuild_from_log(lab: TrackerLab, *, skip_unreadable: bool = False) -> dict[
                     continue
                 read = read_event(lab.codec, message.key(), message.value(), message.headers())
                 if isinstance(read, TrackedEvent):
-                    rebuilt.feed(read)
+                    rebuilt.feed(read, topic=message.topic())
                 elif not skip_unreadable:
                     assert not isinstance(read, Unreadable), read
     finally:

@@ -14,10 +14,9 @@ import pytest
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.events import StateTransition
 from sagalog.flows.model import Flow
+from sagalog.testing import TrackerHarness
 from sagalog.topology.loader import load_topology
-from sagalog.tracker import Span, evaluate, spans_of
-from sagalog.tracker.sla import percentile
-from sagalog.tracker.testing import VirtualTracker
+from sagalog.tracker.sla import Span, evaluate, percentile, spans_of
 
 MIN = 60_000
 H = 60 * MIN
@@ -85,7 +84,7 @@ def test_nearest_rank_percentiles_report_observed_values() -> None:
 
 
 def test_spans_come_from_a_workflows_transitions(flow: Flow) -> None:
-    tracker = VirtualTracker([flow], secret=b"unit-test-gate-secret-32-bytes!!", now_ms=0)
+    tracker = TrackerHarness([flow], secret=b"unit-test-gate-secret-32-bytes!!", now_ms=0)
     for event_type in (
         "procurement.v1.RequestSubmitted",
         "procurement.v1.RequestClassified",

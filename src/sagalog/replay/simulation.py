@@ -35,11 +35,11 @@ from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
 from sagalog.replay.assumptions import Answer, Assumption
 from sagalog.replay.processing import Batch, Processor
-from sagalog.replay.sink import RecordingSink
 from sagalog.tracker.compensation import CompensationRetry
 from sagalog.tracker.gates import gate_token
 from sagalog.tracker.inputs import GateVerdict, TimerFired, TrackedEvent
 from sagalog.tracker.record import WorkflowRecord
+from sagalog.tracker.recording import RecordingSink
 from sagalog.tracker.sla import Span, observed, spans_of
 from sagalog.tracker.tables import MemoryTables, Table
 from sagalog.tracker.timers import Timer, decode_timer

@@ -43,32 +43,24 @@ from sagalog.events import StateTransition
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
-from sagalog.tracker import (
-    Admission,
-    Admit,
+from sagalog.tracker.actions import (
     Alert,
     CancelTimer,
-    CompensationRetry,
     Decision,
     Outcome,
     Park,
     Publish,
     ScheduleTimer,
-    StoredRecordError,
-    TimerFired,
-    TrackedEvent,
-    TrackerInput,
-    WorkflowRecord,
-    decide,
-    decode_timer,
-    due_range,
-    flow_for,
-    queue_key,
 )
-from sagalog.tracker.admission import is_active
-from sagalog.tracker.record import SealedEvent
+from sagalog.tracker.admission import Admission, is_active, queue_key
+from sagalog.tracker.compensation import CompensationRetry
+from sagalog.tracker.exceptions import StoredRecordError
+from sagalog.tracker.inputs import Admit, TimerFired, TrackedEvent, TrackerInput
+from sagalog.tracker.machine import decide, flow_for
+from sagalog.tracker.record import SealedEvent, WorkflowRecord
 from sagalog.tracker.seal import chain_head, seal
 from sagalog.tracker.tables import Overlay, Table, Tables, parked_prefix, prefix_end
+from sagalog.tracker.timers import Timer, decode_timer, due_range
 
 log = logging.getLogger("sagalog.tracker")
 
@@ -192,6 +184,19 @@ class Processor:
         assert decision is not None
         return decision
 
+    def fire(self, batch: Batch, partition: int, timer: Timer, *, now_ms: int) -> Decision:
+        """Fire ``timer`` at ``now_ms``: decide it, then drop its key; the decision.
+
+        The one way a timer fires, whoever chose the moment: the service's tick
+        (``fire_due``), a replay at the time it fired live, a test's or a what-if's
+        clock. A timer its record no longer expects decides to nothing (stale), so
+        firing one twice is harmless.
+        """
+        decision = self.handle(batch, partition, TimerFired(timer), now_ms=now_ms)
+        batch.overlay.delete(Table.TIMERS, partition, timer.key.encode())
+        self.fired += 1
+        return decision
+
     def fire_due(self, batch: Batch, partition: int, *, now_ms: int, limit: int) -> int:
         """Fire the timers of ``partition`` due at ``now_ms`` (at most ``limit``); how many.
 
@@ -204,11 +209,24 @@ class Processor:
                 timer = decode_timer(key)
             except ValueError as exc:
                 log.error("dropping an unreadable timer key: %s", exc)
+                batch.overlay.delete(Table.TIMERS, partition, key)
+                self.fired += 1
             else:
-                self.handle(batch, partition, TimerFired(timer), now_ms=now_ms)
-            batch.overlay.delete(Table.TIMERS, partition, key)
-        self.fired += len(due)
+                self.fire(batch, partition, timer, now_ms=now_ms)
         return len(due)
+
+    def next_timer(self, batch: Batch, partition: int) -> Timer | None:
+        """The earliest timer pending in ``partition`` (None when none is).
+
+        A driver with a clock of its own (a test's, a what-if's) asks this to know
+        how far it may skip; the service's tick asks ``fire_due`` instead.
+        """
+        for key, _ in batch.overlay.scan(Table.TIMERS, partition, b"", _NO_TIMER_KEY, 10):
+            try:
+                return decode_timer(key)
+            except ValueError:
+                continue
+        return None
 
     def seal(self, batch: Batch, partition: int, workflow_id: str, sealed: SealedEvent) -> bool:
         """Seal an event the rules need not see (the tracker's own output read back)
@@ -450,6 +468,10 @@ def _load(raw: bytes, workflow_id: str) -> WorkflowRecord:
         return WorkflowRecord.from_json(raw)
     except StoredRecordError as exc:
         raise StoredRecordError(f"workflow {workflow_id!r}: {exc}") from None
+
+
+_NO_TIMER_KEY = b"\xff"
+"""Above every timer key (they are ASCII up to the workflow id, and start with digits)."""
 
 
 def _slot_prefix(flow: str) -> bytes:
