@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from collections import Counter
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from sagalog.agents.priority import Priority
@@ -85,7 +85,6 @@ class TrackerHarness:
             admission=admission,
             retry=retry,
         )
-        self.decisions: list[tuple[TrackerInput, Decision]] = []
         self._ids = itertools.count(1)
 
     @property
@@ -134,7 +133,6 @@ class TrackerHarness:
             lambda batch: self.processor.handle(
                 batch, PARTITION, event, now_ms=self.now_ms, topic=topic
             ),
-            event,
         )
 
     def store(self, record: WorkflowRecord) -> None:
@@ -164,7 +162,7 @@ class TrackerHarness:
             return None
         self.now_ms = max(self.now_ms, timer.due_ms)
         return self._run(
-            lambda batch: self.processor.fire(batch, PARTITION, timer, now_ms=self.now_ms), None
+            lambda batch: self.processor.fire(batch, PARTITION, timer, now_ms=self.now_ms)
         )
 
     def advance(self, ms: int) -> list[Decision]:
@@ -240,14 +238,12 @@ class TrackerHarness:
 
     # -- the service's part ------------------------------------------------------------
 
-    def _run(self, step: Any, event: TrackerInput | None) -> Decision:
+    def _run(self, step: Callable[[Batch], Decision]) -> Decision:
         """One batch: ``step`` decides into it, then it is committed and its output read back."""
         seen = len(self.sink.actions)
-        batch: Batch = self.processor.begin(self.tables)
-        decision: Decision = step(batch)
+        batch = self.processor.begin(self.tables)
+        decision = step(batch)
         _now(self.processor.commit(batch))
-        if event is not None:
-            self.decisions.append((event, decision))
         if self.echo:
             for publish in self.sink.actions[seen:]:
                 headers = publish.headers()
