@@ -17,8 +17,9 @@ from where it is defined:
 - ``gates``: HMAC resumption tokens of human gates;
 - ``admission``: the per-flow limit on active workflows and who takes a freed slot;
 - ``sla`` and ``sla_monitor``: a flow's SLA rules over the state spans the
-  transitions describe, and the bounded memory that feeds them;
-- ``rebuild_fields``: what a rebuilt record must reproduce of the live one.
+  transitions describe, and the bounded memory that feeds them.
+
+``due_range`` is here only for the service's tick, which imports it from here.
 """
 
 from sagalog.tracker.actions import (

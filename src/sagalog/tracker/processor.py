@@ -1,6 +1,9 @@
 """Feed the tracker's rules: decide a batch of inputs, publish, then store. No faust here:
 the saga tracker service runs it over faust's tables, ``sagalog replay`` over a
-scratch store with a sink that publishes nothing.
+scratch store with a sink that publishes nothing, tests and what-if over memory
+(``sagalog.testing.TrackerHarness``). It is the one driver of the rules: parking,
+admission, duplicates and timers (``fire``, the one way a timer fires) are done
+here and nowhere else.
 
 ``sagalog.tracker.decide`` says what an input does; this module does it, with the
 one ordering that keeps the tracker correct when it is killed at any instant:
