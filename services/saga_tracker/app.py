@@ -42,7 +42,6 @@ from saga_tracker.lag import LagWatch
 from saga_tracker.offsets import OffsetBook
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
-from saga_tracker.sla_monitor import SlaMonitor
 from saga_tracker.stall import Suspect, judge, unread, waiting_its_turn
 from saga_tracker.store import FaustTables, Table, build_tables
 from saga_tracker.transport import TrackerApp
@@ -55,11 +54,13 @@ from sagalog.flows.registry import FlowRegistry
 from sagalog.health import HealthBook, logged_changes
 from sagalog.memory import release_free_memory
 from sagalog.rocksdb_options import MB, MemoryBudget
-from sagalog.tracker import CompensationRetry, due_range
+from sagalog.tracker import CompensationRetry
 from sagalog.tracker.decoding import OwnEcho, Unreadable, read_event
 from sagalog.tracker.processor import Processor
 from sagalog.tracker.record import SealedEvent
+from sagalog.tracker.sla_monitor import SlaMonitor
 from sagalog.tracker.ticks import clock_topic, parse_tick
+from sagalog.tracker.timers import due_range
 
 log = logging.getLogger("sagalog.tracker")
 

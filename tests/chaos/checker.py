@@ -163,7 +163,10 @@ class RoundHistory:
     """Each workflow's state after the clock was moved past the flow's deadline."""
     effects: list[Effect]
     live: dict[str, Any]
+    """Each workflow's live record, as the fields a rebuild must reproduce
+    (``sagalog.replay.diff.decided_fields``, the projection ``replay rebuild`` diffs)."""
     rebuilt: dict[str, Any]
+    """The same fields of its record rebuilt from the log by ``sagalog replay rebuild``."""
     injections: list[tuple[float, float]] = field(default_factory=list)
     progress_at: list[float] = field(default_factory=list)
     extra_failures: list[str] = field(default_factory=list)

@@ -17,12 +17,10 @@ hands it to the checker.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import shutil
 import signal
-import tempfile
 import threading
 import time
 import traceback
@@ -36,14 +34,12 @@ from typing import Any
 from demo.fleet import Fleet, FleetConfig
 from demo.scenario import FAILING_VENDOR, Plan, Request, build_mix
 from integration.conftest import Project
-from integration.tracker_harness import PROCUREMENT, SECRET, latest_records
+from integration.tracker_harness import PROCUREMENT, SECRET, latest_records, rebuild_from_log
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.flows.loader import load_flows
-from sagalog.replay.rebuild import Rebuild, rebuild_meta
-from sagalog.replay.settings import ReplaySettings
-from sagalog.replay.store import RebuildStore
+from sagalog.replay.diff import decided_fields
 from sagalog.topology.apply import TopologyClient
 from sagalog.topology.loader import load_topology
 from sagalog.tracker.ticks import clock_topic, last_tick_ms, tick_all
@@ -378,8 +374,12 @@ class ChaosRun:
         lab = _Lab(self)
         ended = [w for w in ids if after.get(w) in TERMINAL]
         self.wait(lambda: _terminal_in(latest_records(lab), ended), 90)  # the changelog caught up
-        live = {w: _essence(r) for w, r in latest_records(lab).items() if w in mine}
-        rebuilt = {w: _essence(r) for w, r in self.rebuild(mine).items()}
+        live = {w: decided_fields(r) for w, r in latest_records(lab).items() if w in mine}
+        rebuilt = {
+            w: decided_fields(r)
+            for w, r in rebuild_from_log(lab, work_dir=self.work_dir).items()
+            if w in mine
+        }
         return RoundHistory(
             fault=fault.name,
             seed=self.seed,
@@ -403,37 +403,6 @@ class ChaosRun:
             notes={"end_states": dict(Counter(str(s) for s in after.values()))},
             figures=dict(self.figures),
         )
-
-    def rebuild(self, workflow_ids: set[str]) -> dict[str, dict[str, Any]]:
-        """These workflows' records as ``sagalog replay rebuild`` makes them from the log.
-
-        The user's own tool, in process: the workflow topic through the tracker's
-        processor with the timer firings of its journal (a rebuild from the workflow
-        events alone cannot know when a gate expired or a step timed out live), and
-        unreadable records (the poison round) counted, not fatal.
-        """
-        replay = ReplaySettings(
-            app_id=self.app_id, gate_secret=SECRET, transitions_topic=self.topics.transitions
-        )
-        directory = Path(tempfile.mkdtemp(prefix="rebuild-", dir=self.work_dir))
-        try:
-            meta = rebuild_meta(self.registry, replay, [self.topic])
-            with RebuildStore.open(directory, meta=meta) as store:
-                Rebuild(
-                    settings=self.settings,
-                    codec=self.codec,
-                    registry=self.registry,
-                    replay=replay,
-                    store=store,
-                ).run()
-                return {
-                    workflow_id: json.loads(value)
-                    for partition in range(WORKFLOW_PARTITIONS)
-                    for workflow_id, value in store.records(partition)
-                    if workflow_id in workflow_ids
-                }
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
 
     def effects(self, request_ids: set[str]) -> list[Effect]:
         """Every applied effect of these requests, by the stand-ins' books."""
@@ -505,18 +474,10 @@ class _Lab:
     def codec(self) -> EventCodec:
         return self.run.codec
 
+    @property
+    def transitions_topic(self) -> str:
+        return self.run.topics.transitions
+
 
 def _terminal_in(records: dict[str, dict[str, Any]], ids: list[str]) -> bool:
     return all(w in records and records[w]["state"] in TERMINAL for w in ids)
-
-
-def _essence(record: dict[str, Any]) -> tuple[Any, ...]:
-    """What a replay must reproduce (as tests/integration/test_tracker.py compares it)."""
-    comp = record.get("compensation") or {}
-    return (
-        record["state"],
-        record["current"],
-        record["flow_version"],
-        tuple(c["name"] for c in record["completed"]),
-        tuple(comp.get("undone", ())),
-    )

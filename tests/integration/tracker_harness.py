@@ -10,11 +10,13 @@ waits for "workflow X is compensated" instead of sleeping.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -22,7 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -602,9 +604,27 @@ class Driver:
         return False
 
 
+class RebuildSource(Protocol):
+    """What ``rebuild_from_log`` reads of a lab (a ``TrackerLab``, the chaos run's)."""
+
+    @property
+    def app_id(self) -> str: ...
+
+    @property
+    def project(self) -> Project: ...
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def codec(self) -> EventCodec: ...
+
+    @property
+    def transitions_topic(self) -> str: ...
+
+
 def latest_records(lab: TrackerLab) -> dict[str, dict[str, Any]]:
     """The tracker's durable state: the last record per workflow in the records changelog."""
-    import json
 
     topic = records_changelog(lab.app_id)
     consumer = Consumer(
@@ -635,47 +655,46 @@ def latest_records(lab: TrackerLab) -> dict[str, dict[str, Any]]:
     return records
 
 
-def rebuild_from_log(lab: TrackerLab, *, skip_unreadable: bool = False) -> dict[str, Any]:
-    """Every workflow's record rebuilt by feeding the workflow topic through the pure rules.
+def rebuild_from_log(lab: RebuildSource, *, work_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every workflow's record as ``sagalog replay rebuild`` makes it from the log.
 
-    ``skip_unreadable``: poison was published on purpose (the chaos suite), so records
-    the tracker dead-letters are skipped instead of failing the rebuild.
+    The user's own tool, in process: the workflow topic through the tracker's
+    processor, with the timer firings of its journal (the transitions topic; a
+    rebuild from the workflow events alone cannot know when a gate expired or a
+    step timed out live). Unreadable records (the chaos suite's poison) are counted,
+    not fatal. Compare what comes back with ``sagalog.replay.diff.decided_fields``.
     """
     from sagalog.flows.loader import load_flows
+    from sagalog.replay.rebuild import Rebuild, rebuild_meta
+    from sagalog.replay.settings import ReplaySettings
+    from sagalog.replay.store import RebuildStore
     from sagalog.topology.loader import load_topology
-    from sagalog.tracker import TrackedEvent
-    from sagalog.tracker.decoding import Unreadable, read_event
-    from sagalog.tracker.testing import VirtualTracker
 
     catalog = lab.project.catalog
     topology = load_topology(lab.project.root / "topology", known_schemas=catalog)
     registry = load_flows(
         lab.project.root / "topology" / "flows", catalog=catalog, topology=topology
     )
-    rebuilt = VirtualTracker(registry, secret=SECRET.encode(), now_ms=T0, echo=False)
-    consumer = Consumer(
-        {
-            **lab.project.settings.kafka_config(),
-            "group.id": f"lab-{uuid.uuid4()}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-        }
+    replay = ReplaySettings(
+        app_id=lab.app_id, gate_secret=SECRET, transitions_topic=lab.transitions_topic
     )
-    partitions = consumer.list_topics(lab.topic, timeout=10).topics[lab.topic].partitions
-    consumer.assign([TopicPartition(lab.topic, p, OFFSET_BEGINNING) for p in partitions])
-    done: set[int] = set()
+    directory = Path(tempfile.mkdtemp(prefix="rebuild-", dir=work_dir))
     try:
-        while len(done) < len(partitions):
-            for message in consumer.consume(1000, 1.0):
-                if message.error() is not None:
-                    done.add(message.partition())
-                    continue
-                read = read_event(lab.codec, message.key(), message.value(), message.headers())
-                if isinstance(read, TrackedEvent):
-                    rebuilt.feed(read)
-                elif not skip_unreadable:
-                    assert not isinstance(read, Unreadable), read
+        with RebuildStore.open(
+            directory, meta=rebuild_meta(registry, replay, [lab.topic])
+        ) as store:
+            Rebuild(
+                settings=lab.project.settings,
+                codec=lab.codec,
+                registry=registry,
+                replay=replay,
+                store=store,
+            ).run()
+            partitions = sorted({partition for _, partition in store.offsets()})
+            return {
+                workflow_id: json.loads(value)
+                for partition in partitions
+                for workflow_id, value in store.records(partition)
+            }
     finally:
-        consumer.close()
-    return dict(rebuilt.records)
+        shutil.rmtree(directory, ignore_errors=True)

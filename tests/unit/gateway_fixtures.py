@@ -8,9 +8,9 @@ from pathlib import Path
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.flows.loader import load_flow_file
 from sagalog.flows.model import Flow
+from sagalog.testing import TrackerHarness
 from sagalog.topology.loader import load_topology
 from sagalog.tracker.record import WorkflowRecord
-from sagalog.tracker.testing import VirtualTracker
 
 SECRET = b"unit-test-gate-secret-32-bytes!!"
 T0 = 1_700_000_000_000
@@ -30,9 +30,9 @@ def reference_flow(repo_root: Path, catalog: SchemaCatalog) -> Flow:
     )
 
 
-def tracked(flow: Flow, workflow_id: str, *event_types: str) -> VirtualTracker:
+def tracked(flow: Flow, workflow_id: str, *event_types: str) -> TrackerHarness:
     """A tracker that ran ``event_types`` for ``workflow_id``, a minute apart."""
-    tracker = VirtualTracker([flow], secret=SECRET, now_ms=T0, echo=False)
+    tracker = TrackerHarness([flow], secret=SECRET, now_ms=T0, echo=False)
     for event_type in event_types:
         tracker.send(event_type, workflow_id)
         tracker.advance(60_000)

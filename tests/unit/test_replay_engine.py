@@ -17,8 +17,8 @@ from sagalog.flows.registry import FlowRegistry
 from sagalog.replay.engine import ReplayClock, ReplayEngine
 from sagalog.replay.journal import Decided, MemoryJournal
 from sagalog.replay.processing import Processor
-from sagalog.replay.sink import RecordingSink
 from sagalog.tracker import TRACKER_SOURCE, WorkflowRecord, gate_token
+from sagalog.tracker.recording import RecordingSink
 from sagalog.tracker.tables import MemoryTables, Table
 from sagalog.tracker.timers import TimerKind, timer_key
 

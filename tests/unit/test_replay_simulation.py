@@ -97,6 +97,21 @@ def test_recorded_times_reproduce_the_recording_and_measure_when_entries_started
     assert run.starts[("step", "score_risk")] == T0 + 5 * H
 
 
+def test_a_gate_still_waiting_at_the_horizon_breaches_the_sla_by_the_trackers_own_monitor(
+    flow: Flow,
+) -> None:
+    """No decision was recorded: at the horizon (5 h on) the gate has waited past the
+    rule's 4 h; the open span counts, as the service's monitor counts it."""
+    times = [T0, T0 + MIN, T0 + 2 * MIN, T0 + 3 * MIN]
+    cues = [Cue(e, None, t) for e, t in zip(history()[:4], times, strict=True)]
+    run = simulator(flow, horizon_ms=T0 + 3 * MIN + 5 * H).run("wf-1", cues)
+    assert run.ending == Ending(
+        "pending_approval", step="manager_approval", sla=("approvals_waiting",)
+    )
+    short = simulator(flow, horizon_ms=T0 + 3 * MIN + 3 * H).run("wf-1", cues)
+    assert short.ending.sla == ()  # 3 h at the gate: within the rule
+
+
 def test_an_answer_comes_as_long_after_its_entry_starts_as_it_did(flow: Flow) -> None:
     """The gate opens 5 min late; the decision, 4 h after the opening, follows it."""
     events = history()

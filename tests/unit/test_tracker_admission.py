@@ -7,7 +7,7 @@ import pytest
 from sagalog.errors import ConfigurationError
 from sagalog.flows.states import WorkflowState
 from sagalog.priority import Priority
-from sagalog.tracker import ACTIVE_STATES, Admission, QueuedWorkflow
+from sagalog.tracker.admission import ACTIVE_STATES, Admission, QueuedWorkflow
 
 
 def queued(workflow_id: str, priority: Priority, at_ms: int) -> QueuedWorkflow:

@@ -4,8 +4,8 @@ procurement v1: classify_request, retrieve_policies, score_risk (all ``effect: n
 reserve_budget (undone by release_budget), the gate manager_approval (escalates to
 the director after 24h, rejects by default at 72h), create_purchase_order (undone by
 cancel_po) and notify_vendor (irreversible: followed up by send_correction_notice);
-the workflow deadline is 5d. ``VirtualTracker`` drives ``decide`` as the faust
-service will, with a clock that skips to each timer.
+the workflow deadline is 5d. ``TrackerHarness`` drives ``decide`` with the faust
+service's own ``Processor``, with a clock that skips to each timer.
 """
 
 from __future__ import annotations
@@ -18,23 +18,22 @@ from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.events import CompensationRequested, GateDecided, GateOpened, StateTransition
 from sagalog.flows.model import Flow, Gate
 from sagalog.flows.states import WorkflowState
+from sagalog.testing import TrackerHarness
 from sagalog.topology.loader import load_topology
 from sagalog.tracker import (
-    Admit,
     Alert,
-    CompensationCause,
     Decision,
     Outcome,
-    Park,
     Publish,
-    TimerFired,
-    TimerKind,
     TrackerError,
     decide,
     gate_token,
     verify_gate_token,
 )
-from sagalog.tracker.testing import VirtualTracker
+from sagalog.tracker.actions import Park
+from sagalog.tracker.inputs import Admit, TimerFired
+from sagalog.tracker.record import CompensationCause
+from sagalog.tracker.timers import TimerKind
 
 SECRET = b"unit-test-gate-secret-32-bytes!!"
 T0 = 1_700_000_000_000
@@ -68,8 +67,8 @@ def flow(repo_root: Path, catalog: SchemaCatalog) -> Flow:
 
 
 @pytest.fixture
-def tracker(flow: Flow) -> VirtualTracker:
-    return VirtualTracker([flow], secret=SECRET, now_ms=T0)
+def tracker(flow: Flow) -> TrackerHarness:
+    return TrackerHarness([flow], secret=SECRET, now_ms=T0)
 
 
 def variant(flow: Flow, **changes: object) -> Flow:
@@ -82,7 +81,7 @@ def variant(flow: Flow, **changes: object) -> Flow:
     return flow.model_copy(update={"entries": entries, **rest})
 
 
-def run(tracker: VirtualTracker, wf: str, *event_types: str, every_ms: int = MIN) -> None:
+def run(tracker: TrackerHarness, wf: str, *event_types: str, every_ms: int = MIN) -> None:
     """Publish ``event_types`` for ``wf`` as the agents would, ``every_ms`` apart."""
     for event_type in event_types:
         decision = tracker.send(event_type, wf)
@@ -91,7 +90,7 @@ def run(tracker: VirtualTracker, wf: str, *event_types: str, every_ms: int = MIN
 
 
 def decide_gate(
-    tracker: VirtualTracker, wf: str, decision: str, *, token: str | None = None, by: str = "ann"
+    tracker: TrackerHarness, wf: str, decision: str, *, token: str | None = None, by: str = "ann"
 ) -> Decision:
     opened = tracker.events_of(GateOpened.event_type, workflow_id=wf)[-1]
     return tracker.send(
@@ -104,7 +103,7 @@ def decide_gate(
     )
 
 
-def requested(tracker: VirtualTracker, wf: str) -> list[tuple[str, str, int]]:
+def requested(tracker: TrackerHarness, wf: str) -> list[tuple[str, str, int]]:
     events = tracker.events_of(CompensationRequested.event_type, workflow_id=wf)
     return [(e.step, e.compensation, e.attempt) for e in events]
 
@@ -113,7 +112,7 @@ def requested(tracker: VirtualTracker, wf: str) -> list[tuple[str, str, int]]:
 
 
 def test_the_happy_path_runs_every_entry_through_the_gate_to_completed(
-    tracker: VirtualTracker,
+    tracker: TrackerHarness,
 ) -> None:
     run(tracker, "wf-1", *BEFORE_GATE)
     assert tracker.state("wf-1") is WorkflowState.PENDING_APPROVAL
@@ -158,12 +157,12 @@ def test_the_happy_path_runs_every_entry_through_the_gate_to_completed(
         ("running", "running", "notify_vendor"),
         ("running", "completed", None),
     ]
-    # Its own GateOpened, read back from the workflow topic, was ignored.
-    assert tracker.outcomes == {Outcome.APPLIED: 8, Outcome.IGNORED: 1}
+    # Its own GateOpened, read back from the workflow topic, is not decided again.
+    assert tracker.outcomes == {Outcome.APPLIED: 8}
 
 
 def test_every_transition_names_its_cause_and_the_time_spent_before_it(
-    tracker: VirtualTracker,
+    tracker: TrackerHarness,
 ) -> None:
     run(tracker, "wf-1", *BEFORE_GATE)
     tracker.advance(5 * H)
@@ -178,7 +177,7 @@ def test_every_transition_names_its_cause_and_the_time_spent_before_it(
 
 
 def test_starting_a_step_schedules_its_timeout_and_its_segment_leaving_cancels_them(
-    tracker: VirtualTracker,
+    tracker: TrackerHarness,
 ) -> None:
     tracker.send(SUBMITTED, "wf-1")
     timers = {(t.kind, t.ref): t.due_ms for t in tracker.record("wf-1").timers}
@@ -199,7 +198,7 @@ def test_starting_a_step_schedules_its_timeout_and_its_segment_leaving_cancels_t
 # -- idempotency and order ---------------------------------------------------------------
 
 
-def test_duplicates_and_stale_events_leave_the_record_unchanged(tracker: VirtualTracker) -> None:
+def test_duplicates_and_stale_events_leave_the_record_unchanged(tracker: TrackerHarness) -> None:
     sent = [tracker.event(t, "wf-1") for t in (SUBMITTED, CLASSIFIED, RETRIEVED)]
     for event in sent:
         tracker.feed(event)
@@ -218,7 +217,7 @@ def test_duplicates_and_stale_events_leave_the_record_unchanged(tracker: Virtual
 
 
 def test_an_event_before_its_predecessor_is_parked_and_applied_after_it(
-    tracker: VirtualTracker,
+    tracker: TrackerHarness,
 ) -> None:
     run(tracker, "wf-1", SUBMITTED, CLASSIFIED)  # retrieve_policies runs
     early = tracker.send(SCORED, "wf-1")  # score_risk's completion overtook it
@@ -233,7 +232,7 @@ def test_an_event_before_its_predecessor_is_parked_and_applied_after_it(
 
 
 def test_unknown_workflows_unknown_types_and_terminal_workflows_are_ignored(
-    flow: Flow, tracker: VirtualTracker
+    flow: Flow, tracker: TrackerHarness
 ) -> None:
     stray = tracker.event(SCORED, "nobody")
     decision = decide(None, stray, flow=flow, now_ms=T0, secret=SECRET)
@@ -260,7 +259,7 @@ def test_unknown_workflows_unknown_types_and_terminal_workflows_are_ignored(
 
 
 def test_a_failure_at_step_4_of_the_reference_flow_has_nothing_to_undo(
-    tracker: VirtualTracker,
+    tracker: TrackerHarness,
 ) -> None:
     """Steps 1-3 of procurement v1 are ``effect: none``: failing reserve_budget just fails."""
     run(tracker, "wf-1", SUBMITTED, CLASSIFIED, RETRIEVED, SCORED)
@@ -288,7 +287,7 @@ def with_undoable_assessment(flow: Flow) -> Flow:
 def test_a_failure_at_step_4_undoes_steps_3_2_1_in_reverse_one_at_a_time_each_once(
     flow: Flow,
 ) -> None:
-    tracker = VirtualTracker([with_undoable_assessment(flow)], secret=SECRET, now_ms=T0)
+    tracker = TrackerHarness([with_undoable_assessment(flow)], secret=SECRET, now_ms=T0)
     run(tracker, "wf-1", SUBMITTED, CLASSIFIED, RETRIEVED, SCORED)
     tracker.send(STEP_FAILED, "wf-1", step="reserve_budget", reason="ledger down")
     assert tracker.state("wf-1") is WorkflowState.COMPENSATING
@@ -321,7 +320,7 @@ def test_a_failure_at_step_4_undoes_steps_3_2_1_in_reverse_one_at_a_time_each_on
 
 
 def test_a_failure_after_the_gate_undoes_what_had_effects_skipping_effect_none_steps(
-    tracker: VirtualTracker,
+    tracker: TrackerHarness,
 ) -> None:
     run(tracker, "wf-1", *BEFORE_GATE)
     decide_gate(tracker, "wf-1", "APPROVED")
@@ -348,7 +347,7 @@ def test_a_failure_after_the_gate_undoes_what_had_effects_skipping_effect_none_s
     assert len(tracker.timers) == 0
 
 
-def test_a_step_timeout_also_undoes_the_step_that_was_running(tracker: VirtualTracker) -> None:
+def test_a_step_timeout_also_undoes_the_step_that_was_running(tracker: TrackerHarness) -> None:
     """It may have taken effect without saying so; irreversible steps get their follow-up."""
     run(tracker, "wf-1", *BEFORE_GATE)
     decide_gate(tracker, "wf-1", "APPROVED")
@@ -376,7 +375,7 @@ def test_a_segment_timeout_fails_the_entry_it_stopped_at(flow: Flow) -> None:
     quick = flow.model_copy(
         update={"segments": (flow.segments[0].model_copy(update={"timeout": 12 * MIN}),)}
     )
-    tracker = VirtualTracker([quick], secret=SECRET, now_ms=T0)
+    tracker = TrackerHarness([quick], secret=SECRET, now_ms=T0)
     run(tracker, "wf-1", SUBMITTED, CLASSIFIED, RETRIEVED, every_ms=4 * MIN)
     tracker.advance(4 * MIN)  # 12 minutes into assessment; score_risk (10m) is still in time
     record = tracker.record("wf-1")
@@ -386,7 +385,7 @@ def test_a_segment_timeout_fails_the_entry_it_stopped_at(flow: Flow) -> None:
     )
 
 
-def test_a_late_completion_while_compensating_is_undone_too(tracker: VirtualTracker) -> None:
+def test_a_late_completion_while_compensating_is_undone_too(tracker: TrackerHarness) -> None:
     run(tracker, "wf-1", *BEFORE_GATE)
     decide_gate(tracker, "wf-1", "APPROVED")
     tracker.advance(15 * MIN)  # create_purchase_order times out: cancel_po in flight
@@ -405,7 +404,7 @@ def test_a_late_completion_while_compensating_is_undone_too(tracker: VirtualTrac
 
 
 def test_a_stuck_compensation_is_retried_with_backoff_then_given_up_with_alerts(
-    tracker: VirtualTracker,
+    tracker: TrackerHarness,
 ) -> None:
     run(tracker, "wf-1", *BEFORE_GATE)
     tracker.send(STEP_FAILED, "wf-1", step="reserve_budget", reason="x")  # stale: complete
@@ -432,7 +431,7 @@ def test_a_stuck_compensation_is_retried_with_backoff_then_given_up_with_alerts(
 
 
 def test_an_effect_after_the_end_raises_an_alert_without_changing_anything(
-    tracker: VirtualTracker,
+    tracker: TrackerHarness,
 ) -> None:
     run(tracker, "wf-1", *BEFORE_GATE)
     decide_gate(tracker, "wf-1", "REJECTED")
@@ -449,7 +448,7 @@ def test_an_effect_after_the_end_raises_an_alert_without_changing_anything(
 
 
 def test_the_gate_escalates_after_its_interval_with_the_same_attempt_and_token(
-    tracker: VirtualTracker,
+    tracker: TrackerHarness,
 ) -> None:
     run(tracker, "wf-1", *BEFORE_GATE)
     tracker.advance(24 * H - 2 * MIN)
@@ -469,7 +468,7 @@ def test_the_gate_escalates_after_its_interval_with_the_same_attempt_and_token(
     assert decide_gate(tracker, "wf-1", "APPROVED", token=first.token).outcome is Outcome.APPLIED
 
 
-def test_the_gate_takes_its_default_reject_at_its_deadline(tracker: VirtualTracker) -> None:
+def test_the_gate_takes_its_default_reject_at_its_deadline(tracker: TrackerHarness) -> None:
     run(tracker, "wf-1", *BEFORE_GATE)
     opened_at = tracker.now_ms - MIN
     fired = tracker.advance(72 * H)
@@ -503,7 +502,7 @@ def test_the_gate_takes_its_default_reject_at_its_deadline(tracker: VirtualTrack
 def test_the_other_gate_defaults(
     flow: Flow, default: str, state: WorkflowState, cause: CompensationCause | None
 ) -> None:
-    tracker = VirtualTracker([variant(flow, gate_default=default)], secret=SECRET, now_ms=T0)
+    tracker = TrackerHarness([variant(flow, gate_default=default)], secret=SECRET, now_ms=T0)
     run(tracker, "wf-1", *BEFORE_GATE)
     tracker.advance(72 * H)
     record = tracker.record("wf-1")
@@ -516,7 +515,7 @@ def test_the_other_gate_defaults(
         assert record.compensation is not None and record.compensation.cause is cause
 
 
-def test_a_forged_or_expired_token_is_ignored(flow: Flow, tracker: VirtualTracker) -> None:
+def test_a_forged_or_expired_token_is_ignored(flow: Flow, tracker: TrackerHarness) -> None:
     run(tracker, "wf-1", *BEFORE_GATE)
     run(tracker, "wf-2", *BEFORE_GATE)
     before = tracker.record("wf-1")
@@ -550,7 +549,7 @@ def test_a_forged_or_expired_token_is_ignored(flow: Flow, tracker: VirtualTracke
 
 
 def test_a_timer_that_fired_or_was_cancelled_is_a_no_op(
-    flow: Flow, tracker: VirtualTracker
+    flow: Flow, tracker: TrackerHarness
 ) -> None:
     tracker.send(SUBMITTED, "wf-1")
     [step_timeout] = [t for t in tracker.record("wf-1").timers if t.ref == "classify_request"]
@@ -571,7 +570,7 @@ def test_a_timer_that_fired_or_was_cancelled_is_a_no_op(
 
 def test_a_passed_workflow_deadline_ends_timed_out_with_compensation(flow: Flow) -> None:
     """procurement v1's 5d cannot pass first (its entries' bounds add up to less), so 36h here."""
-    tracker = VirtualTracker([variant(flow, deadline=36 * H)], secret=SECRET, now_ms=T0)
+    tracker = TrackerHarness([variant(flow, deadline=36 * H)], secret=SECRET, now_ms=T0)
     run(tracker, "wf-1", *BEFORE_GATE)
     tracker.advance(36 * H)  # the escalation at 24h, then the workflow deadline
     record = tracker.record("wf-1")
@@ -596,7 +595,7 @@ def test_a_passed_workflow_deadline_ends_timed_out_with_compensation(flow: Flow)
 
 def test_a_v2_flow_loaded_beside_v1_does_not_change_an_in_flight_v1_workflow(flow: Flow) -> None:
     v2 = variant(flow, version=2, gate_deadline=48 * H, gate_default="approve")
-    tracker = VirtualTracker([flow], secret=SECRET, now_ms=T0)
+    tracker = TrackerHarness([flow], secret=SECRET, now_ms=T0)
     run(tracker, "old", *BEFORE_GATE)  # at the v1 gate
     tracker.registry = type(tracker.registry)([flow, v2])  # v2 deployed mid-run
     run(tracker, "new", *BEFORE_GATE)
@@ -619,11 +618,8 @@ def test_beyond_the_admission_limit_workflows_queue_and_the_most_urgent_goes_fir
     flow: Flow,
 ) -> None:
     from sagalog.priority import Priority
-    from sagalog.tracker import Admission
 
-    tracker = VirtualTracker(
-        [flow], secret=SECRET, now_ms=T0, admission={"procurement": Admission(limit=1)}
-    )
+    tracker = TrackerHarness([flow], secret=SECRET, now_ms=T0, admission={"procurement": 1})
     tracker.send(SUBMITTED, "first")
     tracker.advance(MIN)
     tracker.feed(tracker.event(SUBMITTED, "normal"))
@@ -649,7 +645,7 @@ def test_beyond_the_admission_limit_workflows_queue_and_the_most_urgent_goes_fir
 
 
 def test_the_deadline_runs_while_queued(flow: Flow) -> None:
-    submitted = VirtualTracker([flow], secret=SECRET).event(SUBMITTED, "q")
+    submitted = TrackerHarness([flow], secret=SECRET).event(SUBMITTED, "q")
     record = decide(None, submitted, flow=flow, now_ms=T0, secret=SECRET, admit=False).record
     assert record is not None and record.state is WorkflowState.QUEUED
     [deadline] = record.timers
@@ -661,7 +657,7 @@ def test_the_deadline_runs_while_queued(flow: Flow) -> None:
 
 
 def test_decide_is_deterministic_down_to_the_published_event_ids(
-    flow: Flow, tracker: VirtualTracker
+    flow: Flow, tracker: TrackerHarness
 ) -> None:
     """Reprocessing an input after a crash publishes the same ids, so consumers deduplicate."""
     run(tracker, "wf-1", *BEFORE_GATE)
@@ -682,12 +678,12 @@ def test_decide_is_deterministic_down_to_the_published_event_ids(
     assert len(ids) == len(set(ids)) == 2  # the transition and CompensationRequested
 
 
-def test_the_recent_event_ids_are_bounded(tracker: VirtualTracker) -> None:
+def test_the_recent_event_ids_are_bounded(tracker: TrackerHarness) -> None:
     from sagalog.tracker.record import RECENT_EVENT_IDS
 
     run(tracker, "wf-1", *BEFORE_GATE)
     full = tuple(f"old-{i}" for i in range(RECENT_EVENT_IDS))
-    tracker.records["wf-1"] = tracker.record("wf-1").model_copy(update={"recent_event_ids": full})
+    tracker.store(tracker.record("wf-1").model_copy(update={"recent_event_ids": full}))
     decide_gate(tracker, "wf-1", "APPROVED")
     recent = tracker.record("wf-1").recent_event_ids
     assert len(recent) == RECENT_EVENT_IDS
@@ -709,7 +705,7 @@ def test_the_recent_event_ids_are_bounded(tracker: VirtualTracker) -> None:
     ],
 )
 def test_a_misaddressed_platform_event_is_rejected_saying_why(
-    tracker: VirtualTracker, event_type: str, payload: dict[str, str], reason: str
+    tracker: TrackerHarness, event_type: str, payload: dict[str, str], reason: str
 ) -> None:
     run(tracker, "wf-1", *BEFORE_GATE)
     before = tracker.record("wf-1")

@@ -468,6 +468,29 @@ def test_fire_due_fires_at_most_limit_timers_earliest_first(lab: Lab) -> None:
     assert lab.processor.fire_due(lab.batch, 0, now_ms=late, limit=2) == 0
 
 
+def test_the_next_timer_is_the_earliest_pending_and_firing_it_twice_is_harmless(
+    lab: Lab,
+) -> None:
+    assert lab.processor.next_timer(lab.batch, 0) is None
+    applied(lab.send(SUBMITTED, "wf-1", "e1"))
+    timeout = lab.processor.next_timer(lab.batch, 0)  # the batch sees its own writes
+    assert timeout is not None and (timeout.ref, timeout.due_ms) == (
+        "reserve_budget",
+        T0 + 10 * MIN,
+    )
+    lab.commit()
+
+    applied(lab.processor.fire(lab.batch, 0, timeout, now_ms=timeout.due_ms))
+    assert lab.processor.fire(lab.batch, 0, timeout, now_ms=timeout.due_ms).outcome is (
+        Outcome.STALE  # the record no longer expects it
+    )
+    lab.commit()
+    assert timeout.key.encode() not in lab.rows(Table.TIMERS)
+    assert lab.processor.fired == 2
+    after = lab.processor.next_timer(lab.batch, 0)
+    assert after is not None and after.kind == "compensation_timeout"
+
+
 def test_a_timer_whose_step_completed_is_deleted_and_fires_nothing(lab: Lab) -> None:
     applied(lab.send(SUBMITTED, "wf-1", "e1"))
     lab.commit()

@@ -18,17 +18,12 @@ from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.flows.model import Flow
 from sagalog.flows.states import WorkflowState
 from sagalog.priority import Priority
+from sagalog.testing import TrackerHarness
 from sagalog.topology.loader import load_topology
-from sagalog.tracker import (
-    STORED_SCHEMA_VERSION,
-    Outcome,
-    StoredRecordError,
-    TimerFired,
-    TimerKind,
-    WorkflowRecord,
-    decide,
-)
-from sagalog.tracker.testing import VirtualTracker
+from sagalog.tracker import Outcome, StoredRecordError, WorkflowRecord, decide
+from sagalog.tracker.inputs import TimerFired
+from sagalog.tracker.record import STORED_SCHEMA_VERSION
+from sagalog.tracker.timers import TimerKind
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tracker_record_v1.json"
 SECRET = b"unit-test-gate-secret-32-bytes!!"  # the secret the fixture's token was signed with
@@ -76,11 +71,9 @@ def test_nothing_stored_in_the_old_format_is_lost_on_rewrite(stored: dict[str, A
 def test_a_workflow_stored_by_the_old_release_finishes_under_the_new_one(
     stored: dict[str, Any], flow: Flow
 ) -> None:
-    tracker = VirtualTracker([flow], secret=SECRET, now_ms=1_700_100_000_000)
+    tracker = TrackerHarness([flow], secret=SECRET, now_ms=1_700_100_000_000)
     record = WorkflowRecord.from_stored(stored)
-    tracker.records[record.workflow_id] = record
-    for timer in record.timers:
-        tracker.timers.add(timer)
+    tracker.store(record)
     assert record.gate is not None
     tracker.send(
         "sagalog.v1.GateDecided",

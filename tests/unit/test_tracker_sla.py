@@ -14,10 +14,10 @@ import pytest
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.events import StateTransition
 from sagalog.flows.model import Flow
+from sagalog.testing import TrackerHarness
 from sagalog.topology.loader import load_topology
-from sagalog.tracker import Span, evaluate, spans_of
-from sagalog.tracker.sla import percentile
-from sagalog.tracker.testing import VirtualTracker
+from sagalog.tracker.sla import Span, evaluate, percentile
+from sagalog.tracker.sla_monitor import SlaMonitor
 
 MIN = 60_000
 H = 60 * MIN
@@ -84,8 +84,9 @@ def test_nearest_rank_percentiles_report_observed_values() -> None:
         percentile([], "p50")
 
 
-def test_spans_come_from_a_workflows_transitions(flow: Flow) -> None:
-    tracker = VirtualTracker([flow], secret=b"unit-test-gate-secret-32-bytes!!", now_ms=0)
+def test_the_transitions_the_tracker_publishes_feed_the_monitor(flow: Flow) -> None:
+    tracker = TrackerHarness([flow], secret=b"unit-test-gate-secret-32-bytes!!", now_ms=0)
+    monitor = SlaMonitor(tracker.registry)
     for event_type in (
         "procurement.v1.RequestSubmitted",
         "procurement.v1.RequestClassified",
@@ -96,14 +97,12 @@ def test_spans_come_from_a_workflows_transitions(flow: Flow) -> None:
         tracker.send(event_type, "wf-1")
         tracker.advance(MIN)
     tracker.advance(5 * H)  # the gate escalates at 24h: not yet
-    transitions = [p.event for p in tracker.published if isinstance(p.event, StateTransition)]
-    spans = spans_of(transitions)
-    assert [(s.state, s.step) for s in spans][-2:] == [
-        ("running", "reserve_budget"),
-        ("pending_approval", "manager_approval"),
-    ]
-    assert spans[-1].left_ms is None and spans[-2].duration_ms(tracker.now_ms) == MIN
-    [alert] = evaluate(flow, spans, now_ms=tracker.now_ms)
+    for publish in tracker.published:
+        if isinstance(publish.event, StateTransition):
+            monitor.observe(publish.workflow_id, publish.event)
+    [(_, span)] = monitor.open.values()  # the only span a rule measures: the gate's
+    assert (span.state, span.step, span.left_ms) == ("pending_approval", "manager_approval", None)
+    [alert] = monitor.evaluate(tracker.now_ms)
     assert alert.name == "approvals_waiting" and alert.value_ms == 5 * H + MIN
 
 

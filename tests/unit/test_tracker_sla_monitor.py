@@ -10,10 +10,10 @@ import datetime as dt
 
 import pytest
 
-from saga_tracker.sla_monitor import SlaMonitor
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.events import StateTransition
 from sagalog.flows.registry import FlowRegistry
+from sagalog.tracker.sla_monitor import SlaMonitor
 
 from .test_tracker_processor import orders_registry
 

@@ -6,9 +6,8 @@ import random
 
 import pytest
 
-from sagalog.tracker import (
+from sagalog.tracker.timers import (
     Timer,
-    TimerIndex,
     TimerKind,
     decode_timer,
     due_range,
@@ -68,42 +67,3 @@ def test_keys_refuse_what_would_make_them_ambiguous() -> None:
         timer_key(due_ms=-1, workflow_id="wf", kind=TimerKind.STEP_TIMEOUT, ref="x")
     with pytest.raises(ValueError, match="must not contain"):
         timer_key(due_ms=1, workflow_id="wf", kind=TimerKind.STEP_TIMEOUT, ref="a|b")
-
-
-def test_the_index_pops_due_timers_in_order_and_skips_cancelled_ones() -> None:
-    index = TimerIndex()
-    for due in (30, 10, 20, 40):
-        index.add(timer(due, ref=f"s{due}"))
-    index.add(timer(10, ref="s10"))  # scheduling twice changes nothing
-    assert index.cancel(timer(20, ref="s20").key) and not index.cancel("nope")
-    assert index.next_due_ms() == 10
-    assert [t.due_ms for t in index.pop_due(35)] == [10, 30]
-    assert index.pop_due(35) == []  # a second tick finds nothing: popped timers are gone
-    assert len(index) == 1 and index.next_due_ms() == 40
-    index.add(timer(20, ref="s20"))  # rescheduled after its cancellation
-    assert [t.ref for t in index.pop_due(100)] == ["s20", "s40"]
-    assert index.next_due_ms() is None
-
-
-def test_a_tick_over_a_million_pending_timers_reads_only_the_due_ones() -> None:
-    day = 86_400_000
-    rng = random.Random(42)
-    keys = [
-        timer_key(
-            due_ms=rng.randrange(day, 30 * day),  # pending for one to thirty days
-            workflow_id=f"wf-{i}",
-            kind=TimerKind.GATE_DEADLINE,
-            ref="manager_approval#1",
-        )
-        for i in range(1_000_000)
-    ]
-    index = TimerIndex(keys)
-    for i in range(250):  # and a few due in the first hour
-        index.add(timer(rng.randrange(0, 3_600_000), f"due-{i}"))
-    assert len(index) == 1_000_250
-
-    fired = index.pop_due(3_600_000)
-    assert len(fired) == 250 and index.reads == 250  # the work is the due timers, no more
-    assert [t.due_ms for t in fired] == sorted(t.due_ms for t in fired)
-    assert index.pop_due(3_600_000) == [] and index.reads == 250  # an idle tick reads nothing
-    assert len(index) == 1_000_000

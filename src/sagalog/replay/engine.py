@@ -53,7 +53,6 @@ from sagalog.contracts.headers import (
 from sagalog.replay.journal import TIMER_CAUSE, Journal, Recorded, RecordedFiring
 from sagalog.replay.processing import Batch, OwnEcho, Processor, Unreadable, read_event
 from sagalog.tracker.actions import TRACKER_SOURCE, Outcome
-from sagalog.tracker.inputs import TimerFired
 from sagalog.tracker.tables import Table
 from sagalog.tracker.timers import decode_timer
 
@@ -221,7 +220,7 @@ class ReplayEngine:
             self._fire(batch, partition, firing)
 
     def _fire(self, batch: Batch, partition: int, firing: RecordedFiring) -> None:
-        """Fire one timer as the tracker's tick does: decide it, then drop its key."""
+        """Fire one recorded timer at the time it fired live (``Processor.fire``)."""
         self._fired.add(firing.timer_key)
         self.journal.mark_fired(firing.timer_key)
         try:
@@ -229,8 +228,7 @@ class ReplayEngine:
         except ValueError:
             return
         self.clock.saw(partition, firing.at_ms)
-        decision = self.processor.handle(batch, partition, TimerFired(timer), now_ms=firing.at_ms)
-        batch.overlay.delete(Table.TIMERS, partition, firing.timer_key.encode())
+        decision = self.processor.fire(batch, partition, timer, now_ms=firing.at_ms)
         if firing.seq >= 0:
             self.stats.fired_recorded += 1
             if decision.outcome is not Outcome.APPLIED:

@@ -44,9 +44,9 @@ from sagalog.replay.journal import Decided, decisions_from, fold
 from sagalog.replay.processing import Processor
 from sagalog.replay.reader import replay_consumer_config
 from sagalog.replay.settings import ReplaySettings
-from sagalog.replay.sink import RecordingSink
 from sagalog.replay.store import RebuildStore
 from sagalog.settings import ClientSettings
+from sagalog.tracker.recording import RecordingSink
 
 PHASES = ("journal", "replay", "live")
 

@@ -10,8 +10,14 @@ that never starts never gets its answer. The start event keeps its time.
 
 Time is a discrete-event clock: the next thing to happen is the earliest delivery
 or the earliest pending timer (a timer due at the same instant as a delivery fires
-after it). Timers fire at their due time by the tracker's own processor, with the
-decision code the tracker runs, into in-memory tables; nothing is published.
+after it). The workflow runs in a ``sagalog.testing.TrackerHarness``: the tracker's
+own processor, with the decision code the tracker runs, over in-memory tables, its
+timers fired at their due time by ``Processor.fire``; nothing is published.
+
+SLA rules are judged by the tracker's own ``SlaMonitor``, fed the run's
+transitions and evaluated after each decision and at the end, as the service
+evaluates it on its ticks: an ending lists the rules that would have fired had
+this workflow been the flow's only one.
 While the recording still holds answers for the workflow (delivered or waiting for
 their entry to start), time runs on as far as they need; once it holds none,
 timers fire only up to the *horizon*, the end of the recording: what the workflow
@@ -31,18 +37,13 @@ from dataclasses import dataclass, field
 
 from sagalog.events import CompensationRequested, GateDecision, StateTransition
 from sagalog.flows.model import COMPENSATION_COMPLETED, GATE_DECIDED, STEP_FAILED, Flow, Gate
-from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
 from sagalog.replay.assumptions import Answer, Assumption
-from sagalog.replay.processing import Batch, Processor
-from sagalog.replay.sink import RecordingSink
+from sagalog.testing import TrackerHarness
 from sagalog.tracker.compensation import CompensationRetry
 from sagalog.tracker.gates import gate_token
-from sagalog.tracker.inputs import GateVerdict, TimerFired, TrackedEvent
-from sagalog.tracker.record import WorkflowRecord
-from sagalog.tracker.sla import Span, observed, spans_of
-from sagalog.tracker.tables import MemoryTables, Table
-from sagalog.tracker.timers import Timer, decode_timer
+from sagalog.tracker.inputs import GateVerdict, TrackedEvent
+from sagalog.tracker.sla_monitor import SlaMonitor
 
 Trigger = tuple[str, str]
 """What an input answers: ``("step", name)``, ``("gate", name)``, ``("undo", step)``."""
@@ -51,7 +52,6 @@ MAX_DECISIONS = 10_000
 """A workflow deciding more than this in one run is looping: a bug, stopped loudly."""
 
 _SYNTHETIC = uuid.uuid5(uuid.NAMESPACE_URL, "https://sagalog.dev/replay/what-if/assumed")
-_PARTITION = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,15 +162,13 @@ class Simulator:
     ) -> None:
         self.flow = flow
         self.secret = secret
+        self.retry = retry
         self.horizon_ms = horizon_ms
-        self.sink = RecordingSink(keep=True)
-        self.processor = Processor(
-            registry=FlowRegistry([flow]), secret=secret, partitions=1, sink=self.sink, retry=retry
-        )
 
     def run(self, workflow_id: str, cues: Sequence[Cue], respond: Responder | None = None) -> Run:
-        self.sink.clear()
-        batch = self.processor.begin(MemoryTables())
+        tracker = TrackerHarness([self.flow], secret=self.secret, retry=self.retry)
+        sla = SlaMonitor(tracker.registry)
+        breached: set[str] = set()
         deliveries: list[tuple[int, int, TrackedEvent]] = []
         waiting: dict[Trigger, list[Cue]] = {}
         for order, cue in enumerate(cues):
@@ -179,32 +177,30 @@ class Simulator:
             else:
                 waiting.setdefault(cue.trigger, []).append(cue)
         heapq.heapify(deliveries)
-        run, seen, order, now = Run(Ending("not started")), 0, len(cues), 0
+        run, seen, order = Run(Ending("not started")), 0, len(cues)
         while True:
-            timer = self._next_timer(batch)
+            due = tracker.next_due_ms()
             next_delivery = deliveries[0][0] if deliveries else None
-            due = timer.due_ms if timer is not None else None
             if due is not None and (
                 due < next_delivery
                 if next_delivery is not None
                 else due <= self.horizon_ms or bool(waiting)
             ):
-                assert timer is not None
-                now = max(now, due)
-                self.processor.handle(batch, _PARTITION, TimerFired(timer), now_ms=due)
-                batch.overlay.delete(Table.TIMERS, _PARTITION, timer.key.encode())
+                tracker.fire_next()
             elif deliveries:
                 at, _, event = heapq.heappop(deliveries)
-                now = max(now, at)
-                self.processor.handle(batch, _PARTITION, event, now_ms=now, topic=self.flow.topic)
+                tracker.now_ms = max(tracker.now_ms, at)  # no timer is due before ``at``
+                tracker.feed(event, topic=self.flow.topic)
             else:
                 break
+            now = tracker.now_ms
             run.decisions += 1
             if run.decisions > MAX_DECISIONS:
                 raise RuntimeError(f"what-if of {workflow_id} did not settle: a bug")
-            for action in self.sink.actions[seen:]:
+            for action in tracker.published[seen:]:
                 if not isinstance(action.event, StateTransition):
                     continue
+                sla.observe(action.workflow_id, action.event)
                 trigger = started_trigger(self.flow, action.event)
                 if trigger is None or trigger in run.starts:
                     continue
@@ -216,8 +212,9 @@ class Simulator:
                 for at, event in respond(trigger, action.time_ms) if respond else ():
                     heapq.heappush(deliveries, (max(now, at), order, event))
                     order += 1
-            seen = len(self.sink.actions)
-        run.ending = self._ending(batch, workflow_id)
+            seen = len(tracker.published)
+            breached.update(alert.name for alert in sla.evaluate(now))
+        run.ending = self._ending(tracker, workflow_id, sla, breached)
         return run
 
     def answer(
@@ -257,37 +254,23 @@ class Simulator:
 
     # -- internals ------------------------------------------------------------------
 
-    def _next_timer(self, batch: Batch) -> Timer | None:
-        rows = batch.overlay.scan(Table.TIMERS, _PARTITION, b"", b"\xff", 1)
-        return decode_timer(rows[0][0]) if rows else None
-
-    def _ending(self, batch: Batch, workflow_id: str) -> Ending:
-        raw = batch.overlay.get(Table.RECORDS, _PARTITION, workflow_id.encode())
-        if raw is None:
+    def _ending(
+        self, tracker: TrackerHarness, workflow_id: str, sla: SlaMonitor, breached: set[str]
+    ) -> Ending:
+        record = tracker.get(workflow_id)
+        if record is None:
             return Ending("not started")
-        record = WorkflowRecord.model_validate_json(raw)
         requested = [
             a.event.step
-            for a in self.sink.actions
+            for a in tracker.published
             if isinstance(a.event, CompensationRequested) and a.event.attempt == 1
         ]
-        transitions = [a.event for a in self.sink.actions if isinstance(a.event, StateTransition)]
+        last = max((a.time_ms for a in tracker.published), default=0)
+        breached.update(alert.name for alert in sla.evaluate(max(self.horizon_ms, last)))
         return Ending(
             state=record.state.value,
             step=None if record.is_terminal else record.current,
             compensations=tuple(requested),
-            alerts=tuple(sorted({a.name for a in self.sink.alerts})),
-            sla=self._sla(spans_of(transitions), transitions),
+            alerts=tuple(sorted({a.name for a in tracker.alerts})),
+            sla=tuple(rule.name for rule in self.flow.sla if rule.name in breached),
         )
-
-    def _sla(self, spans: list[Span], transitions: list[StateTransition]) -> tuple[str, ...]:
-        """The rules one of these spans exceeds, each span measured whole (open ones up to
-        the later of the horizon and the last transition)."""
-        last = max((int(t.at.timestamp() * 1000) for t in transitions), default=0)
-        end = max(self.horizon_ms, last)
-        exceeded = []
-        for rule in self.flow.sla:
-            whole = rule.model_copy(update={"window": end + 1})
-            if any(d > rule.above for d in observed(whole, spans, now_ms=end)):
-                exceeded.append(rule.name)
-        return tuple(exceeded)

@@ -22,7 +22,8 @@ from sagalog.flows.model import (
     GATE_OPENED,
     STEP_FAILED,
 )
-from sagalog.tracker import TRACKER_SOURCE, TrackedEvent
+from sagalog.tracker.actions import TRACKER_SOURCE
+from sagalog.tracker.inputs import TrackedEvent
 
 NEEDS_PAYLOAD = frozenset({STEP_FAILED, COMPENSATION_COMPLETED, GATE_DECIDED})
 OWN_ECHOES = frozenset({GATE_OPENED, COMPENSATION_REQUESTED})
@@ -44,6 +45,16 @@ class OwnEcho:
     event_id: str
 
 
+def is_own_echo(meta: EventHeaders) -> bool:
+    """Whether a record is the tracker's own request read back, which it only seals.
+
+    Deciding its own ``GateOpened`` or ``CompensationRequested`` again would be
+    deciding one input twice; every other event it publishes to a workflow topic
+    (a gate default's ``GateDecided``) is an input like an agent's.
+    """
+    return meta.source == TRACKER_SOURCE and meta.type in OWN_ECHOES
+
+
 def read_event(
     codec: EventCodec, key: bytes | None, value: bytes | None, headers: RawHeaders
 ) -> TrackedEvent | Unreadable | OwnEcho:
@@ -52,7 +63,7 @@ def read_event(
         meta = EventHeaders.from_kafka(headers)
     except SagalogError as exc:
         return Unreadable(str(exc), type(exc).__name__)
-    if meta.source == TRACKER_SOURCE and meta.type in OWN_ECHOES:
+    if is_own_echo(meta):
         return OwnEcho(meta.workflow_id, meta.id)
     if key is not None and key.decode(errors="replace") != meta.workflow_id:
         return Unreadable(

@@ -1,6 +1,9 @@
 """Feed the tracker's rules: decide a batch of inputs, publish, then store. No faust here:
 the saga tracker service runs it over faust's tables, ``sagalog replay`` over a
-scratch store with a sink that publishes nothing.
+scratch store with a sink that publishes nothing, tests and what-if over memory
+(``sagalog.testing.TrackerHarness``). It is the one driver of the rules: parking,
+admission, duplicates and timers (``fire``, the one way a timer fires) are done
+here and nowhere else.
 
 ``sagalog.tracker.decide`` says what an input does; this module does it, with the
 one ordering that keeps the tracker correct when it is killed at any instant:
@@ -32,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,38 +44,28 @@ from sagalog.errors import FlowDefinitionError
 from sagalog.events import StateTransition
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
-from sagalog.flows.states import WorkflowState
-from sagalog.tracker import (
-    Admission,
-    Admit,
+from sagalog.tracker import admission_table
+from sagalog.tracker.actions import (
     Alert,
     CancelTimer,
-    CompensationRetry,
     Decision,
     Outcome,
     Park,
     Publish,
     ScheduleTimer,
-    StoredRecordError,
-    TimerFired,
-    TrackedEvent,
-    TrackerInput,
-    WorkflowRecord,
-    decide,
-    decode_timer,
-    due_range,
-    flow_for,
-    queue_key,
 )
-from sagalog.tracker.admission import is_active
-from sagalog.tracker.record import SealedEvent
+from sagalog.tracker.admission import Admission
+from sagalog.tracker.compensation import CompensationRetry
+from sagalog.tracker.exceptions import StoredRecordError
+from sagalog.tracker.inputs import Admit, TimerFired, TrackedEvent, TrackerInput
+from sagalog.tracker.machine import decide, flow_for
+from sagalog.tracker.outcome_log import OutcomeLog
+from sagalog.tracker.record import SealedEvent, WorkflowRecord
 from sagalog.tracker.seal import chain_head, seal
 from sagalog.tracker.tables import Overlay, Table, Tables, parked_prefix, prefix_end
+from sagalog.tracker.timers import Timer, decode_timer, due_range
 
 log = logging.getLogger("sagalog.tracker")
-
-_QUIET = frozenset({Outcome.APPLIED, Outcome.DUPLICATE, Outcome.STALE, Outcome.PARKED})
-"""Outcomes that are normal under at-least-once delivery: logged at debug level only."""
 
 
 class Sink(Protocol):
@@ -129,10 +121,9 @@ class Processor:
             name: Admission(limit=math.ceil(limit / partitions))
             for name, limit in (admission or {}).items()
         }
-        self.outcomes: Counter[Outcome] = Counter()
+        self._log = OutcomeLog(warn_every_s=warn_every_s)
+        self.outcomes: Counter[Outcome] = self._log.outcomes
         self.fired = 0
-        self._warned: dict[tuple[str, str], tuple[float, int]] = {}
-        self._warn_every_s = warn_every_s
         self._on_transition = on_transition
 
     # -- a batch ---------------------------------------------------------------
@@ -192,6 +183,19 @@ class Processor:
         assert decision is not None
         return decision
 
+    def fire(self, batch: Batch, partition: int, timer: Timer, *, now_ms: int) -> Decision:
+        """Fire ``timer`` at ``now_ms``: decide it, then drop its key; the decision.
+
+        The one way a timer fires, whoever chose the moment: the service's tick
+        (``fire_due``), a replay at the time it fired live, a test's or a what-if's
+        clock. A timer its record no longer expects decides to nothing (stale), so
+        firing one twice is harmless.
+        """
+        decision = self.handle(batch, partition, TimerFired(timer), now_ms=now_ms)
+        batch.overlay.delete(Table.TIMERS, partition, timer.key.encode())
+        self.fired += 1
+        return decision
+
     def fire_due(self, batch: Batch, partition: int, *, now_ms: int, limit: int) -> int:
         """Fire the timers of ``partition`` due at ``now_ms`` (at most ``limit``); how many.
 
@@ -204,11 +208,24 @@ class Processor:
                 timer = decode_timer(key)
             except ValueError as exc:
                 log.error("dropping an unreadable timer key: %s", exc)
+                batch.overlay.delete(Table.TIMERS, partition, key)
+                self.fired += 1
             else:
-                self.handle(batch, partition, TimerFired(timer), now_ms=now_ms)
-            batch.overlay.delete(Table.TIMERS, partition, key)
-        self.fired += len(due)
+                self.fire(batch, partition, timer, now_ms=now_ms)
         return len(due)
+
+    def next_timer(self, batch: Batch, partition: int) -> Timer | None:
+        """The earliest timer pending in ``partition`` (None when none is).
+
+        A driver with a clock of its own (a test's, a what-if's) asks this to know
+        how far it may skip; the service's tick asks ``fire_due`` instead.
+        """
+        for key, _ in batch.overlay.scan(Table.TIMERS, partition, b"", _NO_TIMER_KEY, 10):
+            try:
+                return decode_timer(key)
+            except ValueError:
+                continue
+        return None
 
     def seal(self, batch: Batch, partition: int, workflow_id: str, sealed: SealedEvent) -> bool:
         """Seal an event the rules need not see (the tracker's own output read back)
@@ -245,7 +262,7 @@ class Processor:
             flow = flow_for(self.registry, record, event_type, topic=topic)
         except FlowDefinitionError as exc:
             decision = Decision(None, (), Outcome.REJECTED, str(exc))
-            self._note(event, decision)
+            self._log.note(event, decision)
             if sealed is not None and record is not None:
                 self.seal(batch, partition, workflow_id, sealed)
             return decision, record
@@ -254,7 +271,7 @@ class Processor:
             decision = Decision(
                 None, (), Outcome.IGNORED, f"no workflow {workflow_id} is tracked; {what}"
             )
-            self._note(event, decision)
+            self._log.note(event, decision)
             return decision, record
         decision = decide(
             record,
@@ -265,7 +282,7 @@ class Processor:
             admit=self._admits(batch, partition, flow, record),
             retry=self.retry,
         )
-        self._note(event, decision)
+        self._log.note(event, decision)
         after = decision.record if decision.record is not None else record
         resealed = None if sealed is None or after is None else seal(after, sealed)
         if resealed is not None:
@@ -348,101 +365,15 @@ class Processor:
         policy = self.shares.get(flow.name)
         if record is not None or policy is None:
             return True
-        queued = self._queue(batch, partition, flow.name, limit=1)
-        return policy.admits_new(
-            active=self._active(batch, partition, flow.name, policy), queued=len(queued)
-        )
+        return admission_table.admits_new(batch.overlay, partition, flow.name, policy)
 
     def _admissions(
         self, batch: Batch, partition: int, before: WorkflowRecord | None, after: WorkflowRecord
     ) -> list[Admit]:
-        """Keep the partition's slots and queue; the queued workflows a freed slot admits.
-
-        A slot is a key per active workflow, not a counter: writing it twice (a batch
-        decided again after a crash) cannot leak or double-count a slot.
-        """
         policy = self.shares.get(after.flow)
         if policy is None:
             return []
-        overlay = batch.overlay
-        was = before is not None and is_active(before.state)
-        now = is_active(after.state)
-        slot = _slot_prefix(after.flow) + after.workflow_id.encode()
-        if now:
-            overlay.put(Table.ADMISSION, partition, slot, b"")
-        else:
-            overlay.delete(Table.ADMISSION, partition, slot)
-        key = (
-            _queue_prefix(after.flow)
-            + queue_key(
-                priority=after.priority,
-                queued_at_ms=after.started_at_ms,
-                workflow_id=after.workflow_id,
-            ).encode()
-        )
-        if after.state is WorkflowState.QUEUED:
-            overlay.put(Table.ADMISSION, partition, key, after.workflow_id.encode())
-        else:
-            overlay.delete(Table.ADMISSION, partition, key)
-        if not was or now:
-            return []
-        free = policy.free_slots(active=self._active(batch, partition, after.flow, policy)) or 0
-        return [
-            Admit(workflow_id) for workflow_id in self._queue(batch, partition, after.flow, free)
-        ]
-
-    def _active(self, batch: Batch, partition: int, flow: str, policy: Admission) -> int:
-        """Active workflows of ``flow`` in ``partition``, counted up to the share (no further)."""
-        prefix = _slot_prefix(flow)
-        limit = (policy.limit or 0) + 1
-        return len(
-            batch.overlay.scan(Table.ADMISSION, partition, prefix, prefix_end(prefix), limit)
-        )
-
-    def _queue(self, batch: Batch, partition: int, flow: str, limit: int) -> list[str]:
-        if limit <= 0:
-            return []
-        prefix = _queue_prefix(flow)
-        rows = batch.overlay.scan(Table.ADMISSION, partition, prefix, prefix_end(prefix), limit)
-        return [value.decode() for _, value in rows]
-
-    # -- logging -----------------------------------------------------------------
-
-    def _note(self, event: TrackerInput, decision: Decision) -> None:
-        self.outcomes[decision.outcome] += 1
-        if decision.outcome in _QUIET:
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("%s %s: %s", event.id, decision.outcome, decision.reason or "")
-            return
-        kind = event.event_type if isinstance(event, TrackedEvent) else type(event).__name__
-        self._warn(decision.outcome, kind, event, decision.reason or "")
-
-    def _warn(self, outcome: Outcome, kind: str, event: TrackerInput, reason: str) -> None:
-        """A structured warning, at most one per outcome and type every ``warn_every_s``."""
-        now = time.monotonic()
-        last, suppressed = self._warned.get((outcome, kind), (-math.inf, 0))
-        if now - last < self._warn_every_s:
-            self._warned[(outcome, kind)] = (last, suppressed + 1)
-            return
-        self._warned[(outcome, kind)] = (now, 0)
-        more = f" ({suppressed} more like it suppressed)" if suppressed else ""
-        log.warning(
-            "%s %s: %s%s",
-            outcome,
-            kind,
-            reason,
-            more,
-            extra={
-                "sagalog": {
-                    "agent": "saga-tracker",
-                    "action": f"input_{outcome}",
-                    "workflow_id": event.workflow_id,
-                    "event_type": kind,
-                    "event_id": event.id,
-                    "outcome": str(outcome),
-                }
-            },
-        )
+        return admission_table.track(batch.overlay, partition, policy, before, after)
 
 
 def _load(raw: bytes, workflow_id: str) -> WorkflowRecord:
@@ -452,9 +383,5 @@ def _load(raw: bytes, workflow_id: str) -> WorkflowRecord:
         raise StoredRecordError(f"workflow {workflow_id!r}: {exc}") from None
 
 
-def _slot_prefix(flow: str) -> bytes:
-    return b"slot|" + flow.encode() + b"|"
-
-
-def _queue_prefix(flow: str) -> bytes:
-    return b"queue|" + flow.encode() + b"|"
+_NO_TIMER_KEY = b"\xff"
+"""Above every timer key (they are ASCII up to the workflow id, and start with digits)."""

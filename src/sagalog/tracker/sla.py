@@ -1,7 +1,8 @@
 """Semantic SLA alerts: a flow's ``sla`` rules evaluated over a window of state spans.
 
 The raw material is the ``StateTransition`` stream: each transition ends one span
-(a workflow in a state, at an entry) and starts the next. A rule
+(a workflow in a state, at an entry) and starts the next; ``sla_monitor`` keeps
+them as the transitions are published, for the service and for what-if alike. A rule
 
 - ``time_in_state`` looks at the spans in its ``state``;
 - ``step_duration`` at the spans where its ``step`` was being worked on or waited
@@ -24,7 +25,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sagalog.events import StateTransition
 from sagalog.flows.model import Flow, SlaRule, format_duration
 from sagalog.flows.states import WorkflowState
 
@@ -60,18 +60,6 @@ class SlaAlert:
     @property
     def name(self) -> str:
         return self.rule.name
-
-
-def spans_of(transitions: Sequence[StateTransition]) -> list[Span]:
-    """The spans of ONE workflow, from its transitions in order; the last one is open."""
-    spans: list[Span] = []
-    for transition in transitions:
-        at_ms = int(transition.at.timestamp() * 1000)
-        if spans:
-            last = spans[-1]
-            spans[-1] = Span(last.state, last.step, last.entered_ms, at_ms)
-        spans.append(Span(transition.to_state, transition.step, at_ms))
-    return spans
 
 
 def percentile(values: Sequence[int], statistic: str, *, zeros: int = 0) -> int:

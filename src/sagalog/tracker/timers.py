@@ -28,9 +28,6 @@ no-op. Firing twice is harmless: exactly once in effect.
 from __future__ import annotations
 
 import enum
-import heapq
-from collections.abc import Iterable, Iterator
-from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -121,74 +118,3 @@ def due_range(now_ms: int) -> tuple[str, str]:
     due exactly at ``now_ms`` is included.
     """
     return "", f"{min(now_ms + 1, MAX_DUE_MS + 1):0{DUE_DIGITS}d}"
-
-
-class TimerStore(Protocol):
-    """What the tracker needs of a timer table; ``TimerIndex`` and the RocksDB table provide it."""
-
-    def add(self, timer: Timer) -> None: ...
-
-    def cancel(self, key: str) -> bool: ...
-
-    def pop_due(self, now_ms: int) -> list[Timer]: ...
-
-    def __len__(self) -> int: ...
-
-
-class TimerIndex:
-    """Pending timers in memory, ordered by key: the RocksDB timer table's twin for tests.
-
-    A heap of keys with lazy cancellation: ``cancel`` forgets the key at once and
-    the heap drops it when it surfaces, as a RocksDB tombstone is skipped by an
-    iterator. ``reads`` counts the keys ticks have taken off the heap, so a test can
-    show that a tick's work is the number of due timers, not of pending ones.
-    """
-
-    def __init__(self, keys: Iterable[str] = ()) -> None:
-        self._live: set[str] = set(keys)
-        self._heap: list[str] = list(self._live)
-        heapq.heapify(self._heap)
-        self.reads = 0
-
-    def add(self, timer: Timer) -> None:
-        """Schedule ``timer``; scheduling one already pending changes nothing."""
-        self.add_key(timer.key)
-
-    def add_key(self, key: str) -> None:
-        """Schedule the timer with table key ``key``."""
-        if key not in self._live:
-            self._live.add(key)
-            heapq.heappush(self._heap, key)
-
-    def cancel(self, key: str) -> bool:
-        """Forget the timer with ``key``; whether it was pending."""
-        if key in self._live:
-            self._live.discard(key)
-            return True
-        return False
-
-    def pop_due(self, now_ms: int) -> list[Timer]:
-        """Take every timer due at ``now_ms`` out of the index, earliest first."""
-        return list(self._take_due(now_ms))
-
-    def _take_due(self, now_ms: int) -> Iterator[Timer]:
-        _, upper = due_range(now_ms)
-        heap = self._heap
-        while heap and heap[0] < upper:
-            key = heapq.heappop(heap)
-            self.reads += 1
-            if key in self._live:
-                self._live.discard(key)
-                yield decode_timer(key)
-
-    def next_due_ms(self) -> int | None:
-        """When the earliest pending timer is due (None when none is): how long a tick may sleep."""
-        while self._heap and self._heap[0] not in self._live:
-            heapq.heappop(self._heap)
-        return int(self._heap[0][:DUE_DIGITS]) if self._heap else None
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._live
-
-    def __len__(self) -> int:
-        return len(self._live)

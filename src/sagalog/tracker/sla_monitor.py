@@ -1,4 +1,9 @@
-"""The flows' SLA rules, fed by the transitions this worker publishes, in bounded memory.
+"""The flows' SLA rules, fed by the transitions a tracker publishes, in bounded memory.
+
+The saga tracker service feeds it every transition it publishes and evaluates it
+on its ticks; a what-if run (``sagalog.replay.simulation``) feeds it one workflow's
+transitions and evaluates it after each decision, so both say "this SLA fires"
+by the same rules.
 
 ``sagalog.tracker.sla.evaluate`` does the statistics; this keeps its input, and
 only the part some rule measures (a span in a state and at a step that no rule of
@@ -31,14 +36,15 @@ from collections.abc import Iterable
 from sagalog.events import StateTransition
 from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import TERMINAL_STATES
-from sagalog.tracker import SlaAlert, Span, evaluate
-from sagalog.tracker.sla import measures
+from sagalog.tracker.sla import SlaAlert, Span, evaluate, measures
 
 FlowKey = tuple[str, int]
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
 
 class SlaMonitor:
+    """Spans of the flows' workflows as their transitions come; the rules that start firing."""
+
     def __init__(
         self, registry: FlowRegistry, *, max_closed: int = 100_000, max_open: int = 10_000
     ) -> None:

@@ -1,10 +1,10 @@
 """The tracker's sink with side effects disabled: it publishes nothing and remembers.
 
-A replay runs the tracker's processor unchanged, and the processor hands every
-event it would publish and every alert it would raise to a sink. Here nothing
-leaves the process: no producer is even created, so a replay cannot ask an agent
-for a compensation or page anyone, whatever it decides. What would have been
-published is counted (rebuild) or kept (what-if compares it).
+A replay, a what-if and a test run the tracker's processor unchanged, and the
+processor hands every event it would publish and every alert it would raise to a
+sink. Here nothing leaves the process: no producer is even created, so a replay
+cannot ask an agent for a compensation or page anyone, whatever it decides. What
+would have been published is counted (rebuild) or kept (what-if and tests read it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sagalog.tracker.actions import Alert, Publish
 
 
 class RecordingSink:
-    """Implements the processor's ``Sink``; ``keep`` keeps every action (for what-if)."""
+    """Implements the processor's ``Sink``; ``keep`` keeps every action (what-if, tests)."""
 
     def __init__(self, *, keep: bool = False) -> None:
         self.keep = keep
