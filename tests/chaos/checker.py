@@ -29,7 +29,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-TERMINAL = frozenset({"completed", "compensated", "failed", "timed_out"})
+from sagalog.flows.states import TERMINAL_STATES
+
+TERMINAL = TERMINAL_STATES
+"""States a workflow never leaves (``StrEnum`` members, so the transitions' plain strings match)."""
 MIN_ENDED_AS_PLANNED = 0.8
 """The share of a round's workflows that must end as planned for the round to pass."""
 
