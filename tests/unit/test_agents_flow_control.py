@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 
 import pytest
 
@@ -20,6 +19,7 @@ from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.rate_limit import DependencyLimits, TokenBucket
 
 from .fakes import FakeClock
+from .timing import VirtualTimeLoop, run_virtual
 
 
 def test_reservations_queue_one_behind_another() -> None:
@@ -75,68 +75,77 @@ def test_would_allow_counts_no_probe_and_moves_no_state() -> None:
     assert not breaker.would_allow()  # its one probe is in flight
 
 
-def _flow(rate: float, *, max_wait_s: float, open_for_s: float = 10.0) -> FlowControl:
+def _flow(
+    loop: VirtualTimeLoop, rate: float, *, max_wait_s: float, open_for_s: float = 10.0
+) -> FlowControl:
     return FlowControl(
         breaker_policy=BreakerPolicy(failure_threshold=1, open_for_s=open_for_s),
         rate_limits={"ledger": rate},
         max_rate_wait_s=max_wait_s,
-        clock=time.monotonic,
+        clock=loop.time,
     )
 
 
 async def _admit_all(flow: FlowControl, count: int) -> list[float | None]:
     """Admit ``count`` calls at once; when each was admitted (None: refused)."""
-    started = time.monotonic()
+    started = flow.clock()
 
     async def one() -> float | None:
         try:
             await flow.admit("ledger")
         except DependencyUnavailable as exc:
-            assert exc.retry_at > time.monotonic() + 0.05
+            assert exc.retry_at > flow.clock() + 0.05
             return None
-        return time.monotonic() - started
+        return flow.clock() - started
 
     return await asyncio.gather(*(one() for _ in range(count)))
 
 
 def test_a_batch_beyond_the_longest_rate_wait_is_deferred_not_held() -> None:
     # 100 handlers of one batch at 50 calls/s (an empty bucket, as after a start),
-    # waiting at most 0.2 s: ten go, in turn; ninety are deferred at once. Before, all
-    # hundred waited (two seconds, in the batch's open transaction).
-    flow = _flow(50.0, max_wait_s=0.2)
-    admitted = asyncio.run(_admit_all(flow, 100))
-    went = sorted(a for a in admitted if a is not None)
-    assert len(went) == 10
-    assert went[-1] < 0.2 + 0.1
-    assert went == sorted(went) and went[-1] - went[0] >= 0.15  # spread over the wait
+    # waiting at most 0.2 s: ten go, in turn, one every 20 ms; ninety are deferred at
+    # once. Before, all hundred waited (two seconds, in the batch's open transaction).
+    async def batch(loop: VirtualTimeLoop) -> list[float | None]:
+        return await _admit_all(_flow(loop, 50.0, max_wait_s=0.2), 100)
+
+    admitted = run_virtual(batch)
+    went = [a for a in admitted if a is not None]
+    assert went == pytest.approx([0.02 * n for n in range(1, 11)])  # in turn
+    assert admitted.count(None) == 90
 
 
 def test_an_open_breaker_refuses_without_spending_rate() -> None:
-    flow = _flow(10.0, max_wait_s=1.0)
-    breaker = flow.breaker("ledger")
-    breaker.allow()
-    breaker.record_failure()
-    for _ in range(50):
-        with pytest.raises(DependencyUnavailable):
-            asyncio.run(flow.admit("ledger"))
+    async def refused(loop: VirtualTimeLoop) -> FlowControl:
+        flow = _flow(loop, 10.0, max_wait_s=1.0)
+        breaker = flow.breaker("ledger")
+        breaker.allow()
+        breaker.record_failure()
+        for _ in range(50):
+            with pytest.raises(DependencyUnavailable):
+                await flow.admit("ledger")
+        assert loop.time() == 0.0  # refused at once, no wait
+        return flow
+
+    flow = run_virtual(refused)
     assert flow.limits.wait_time("ledger") <= 0.1  # nothing was reserved
 
 
 def test_a_probe_cancelled_in_its_rate_wait_does_not_wedge_the_breaker() -> None:
-    flow = _flow(2.0, max_wait_s=1.0, open_for_s=0.01)
-    breaker = flow.breaker("ledger")
-    breaker.allow()
-    breaker.record_failure()
-    time.sleep(0.02)  # due to half-open; the empty bucket makes the probe wait 0.5 s
-
-    async def cancelled_probe() -> None:
+    async def cancelled_probe(loop: VirtualTimeLoop) -> CircuitBreaker:
+        flow = _flow(loop, 2.0, max_wait_s=1.0, open_for_s=0.01)
+        breaker = flow.breaker("ledger")
+        breaker.allow()
+        breaker.record_failure()
+        await asyncio.sleep(0.02)  # due to half-open; the empty bucket makes the probe wait 0.5 s
         task = asyncio.ensure_future(flow.admit("ledger"))
         await asyncio.sleep(0.05)
+        assert not task.done()  # still in its rate wait
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        return breaker
 
-    asyncio.run(cancelled_probe())
+    breaker = run_virtual(cancelled_probe)
     # Before, the cancelled probe was counted in flight for good: half-open, refusing.
     assert breaker.state is BreakerState.OPEN and breaker.probes_in_flight == 0
     assert breaker.would_allow()
