@@ -27,7 +27,6 @@ from .tracker_harness import SECRET
 
 SECRET_BYTES = SECRET.encode()
 
-pytestmark = pytest.mark.integration
 
 GATE_DECIDED = "sagalog.v1.GateDecided"
 
