@@ -34,7 +34,7 @@ from sagalog.contracts.registry import SchemaRegistry, subject_for
 from sagalog.events import StateTransition
 
 from .browser import CHROMIUM, Browser
-from .conftest import Project
+from .project import Project
 
 S = 1000
 MIN = 60 * S

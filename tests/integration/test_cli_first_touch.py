@@ -10,7 +10,7 @@ import time
 
 from sagalog.settings import ClientSettings
 
-from .conftest import Project
+from .project import Project
 
 REQUEST = {
     "request_id": "r-42",

@@ -21,8 +21,8 @@ import pytest
 from sagalog.tracker import gate_token
 
 from .browser import CHROMIUM, Browser
-from .conftest import REPO
 from .gateway_harness import API_KEY, GatewayLab, gateway_lab  # noqa: F401
+from .project import REPO
 from .tracker_harness import SECRET
 
 SECRET_BYTES = SECRET.encode()

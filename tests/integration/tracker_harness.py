@@ -36,7 +36,7 @@ from sagalog.errors import SagalogError
 from sagalog.publisher import EventPublisher
 from sagalog.tracker import gate_token
 
-from .conftest import REPO, Project
+from .project import REPO, Project
 
 SECRET = "test-gate-secret-0123456789abcdef"
 DAY_MS = 86_400_000

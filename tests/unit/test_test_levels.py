@@ -8,6 +8,7 @@ collecting both folders with both markers deselected: nothing may be left.
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -30,3 +31,19 @@ def test_every_integration_and_chaos_test_carries_its_folders_marker(repo_root: 
     assert left == [], f"tests without their folder's marker:\n{output}"
     deselected = re.search(r"\((\d+) deselected\)", output)
     assert deselected is not None and int(deselected.group(1)) > 100, output  # they exist
+
+
+def test_no_module_imports_a_conftest(repo_root: Path) -> None:
+    """Helpers live in modules named for what they hold; a conftest imported by name is
+    loaded twice (by pytest, and again under the importer's name)."""
+    importers = [
+        f"{path.relative_to(repo_root)}:{node.lineno}"
+        for path in sorted((repo_root / "tests").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (isinstance(node, ast.ImportFrom) and "conftest" in (node.module or "").split("."))
+        or (
+            isinstance(node, ast.Import)
+            and any("conftest" in a.name.split(".") for a in node.names)
+        )
+    ]
+    assert importers == []
