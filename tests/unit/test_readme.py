@@ -124,7 +124,10 @@ def python_modules() -> list[str]:
 
 
 @pytest.mark.parametrize("module", python_modules())
-def test_every_python_module_shown_exists(module: str) -> None:
+def test_every_python_module_shown_exists(
+    module: str, repo_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(repo_root))  # run from the repository root, as shown
     assert importlib.util.find_spec(module) is not None, f"`python -m {module}`: no such module"
 
 
