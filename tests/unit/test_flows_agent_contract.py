@@ -32,6 +32,7 @@ from sagalog.flows.agent_contract import (
     UNKNOWN,
     Returns,
     check_agent_contract,
+    check_agent_in_project,
     contract_mismatches,
     returns_of,
 )
@@ -342,3 +343,14 @@ def test_an_unreadable_return_annotation_checks_the_rest_only(flows: list[Flow])
         "compensation ('release_budget', completed by procurement.v1.BudgetReleased) and the "
         "agent declares none: add @agent.compensates('reserve_budget')"
     ]
+
+
+def test_an_agents_start_checks_it_against_its_projects_flows(
+    repo_root: Path, tmp_path: Path
+) -> None:
+    misfit = budget_agent()
+    misfit.compensations.clear()
+    with pytest.raises(AgentContractError, match="step 'reserve_budget': the flow requires"):
+        check_agent_in_project(misfit, repo_root)
+    check_agent_in_project(budget_agent(), repo_root)
+    check_agent_in_project(misfit, tmp_path)  # no topology/flows: nothing to fit

@@ -8,10 +8,7 @@ import click
 
 from sagalog.agents.settings import AgentSettings
 from sagalog.cli.agent_modules import add_import_paths, load_agent
-from sagalog.contracts.catalog import SchemaCatalog
-from sagalog.flows.agent_contract import check_agent_contract
-from sagalog.flows.loader import load_flows
-from sagalog.topology.loader import load_topology
+from sagalog.flows.agent_contract import check_agent_in_project
 
 
 @click.group()
@@ -42,10 +39,5 @@ def run_agent(module: str, paths: tuple[str, ...]) -> None:
     agent, loaded = load_agent(module)
     found = getattr(loaded, "settings", None)
     settings = found if isinstance(found, AgentSettings) else AgentSettings()
-    root = Path(settings.project_dir)
-    if (root / "topology" / "flows").is_dir():
-        catalog = SchemaCatalog.load(root / "schemas")
-        topology = load_topology(root / "topology", known_schemas=catalog)
-        flows = load_flows(root / "topology" / "flows", catalog=catalog, topology=topology)
-        check_agent_contract(agent, flows)
+    check_agent_in_project(agent, Path(settings.project_dir))
     agent.run(settings)

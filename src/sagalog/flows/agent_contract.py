@@ -36,10 +36,14 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
+from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.errors import AgentContractError
+from sagalog.flows.loader import load_flows
 from sagalog.flows.model import COMPENSATION_COMPLETED, STEP_FAILED, Flow, Step
+from sagalog.topology.loader import load_topology
 
 
 class HandlerDeclaration(Protocol):
@@ -138,16 +142,13 @@ def _returns(annotation: Any) -> Returns:
     return UNKNOWN
 
 
-def contract_mismatches(
-    agent: AgentDeclaration, flows: Iterable[Flow], *, returns: Callable[..., Returns] = returns_of
-) -> list[ContractMismatch]:
+def contract_mismatches(agent: AgentDeclaration, flows: Iterable[Flow]) -> list[ContractMismatch]:
     """Every disagreement between ``agent`` and the flow versions that name it.
 
     Args:
         agent: the declaration, read through its public attributes.
         flows: every loaded flow version (older versions still run in-flight work,
             so the agent must serve each).
-        returns: how to read a handler's return types (the annotation by default).
 
     Returns:
         The mismatches in flow and step order; empty when the agent fits, and when
@@ -155,8 +156,20 @@ def contract_mismatches(
     """
     named = [(flow, step) for flow in flows for step in flow.steps if step.agent == agent.name]
     found: list[ContractMismatch] = []
+    unread: set[str] = set()
     for flow, step in named:
-        found += _step_mismatches(agent, flow, step, returns)
+        if flow.topic not in agent.topics and flow.label not in unread:
+            unread.add(flow.label)
+            found.append(
+                _mismatch(
+                    agent,
+                    flow.label,
+                    step.name,
+                    f"the flow runs on topic '{flow.topic}', which the agent does not read "
+                    f"(topics: {_listed(agent.topics)}); add it to Agent(topics=...)",
+                )
+            )
+        found += _step_mismatches(agent, flow, step)
     if not named:
         return found
     served = {step.name for _, step in named}
@@ -205,18 +218,25 @@ def check_agent_contract(agent: AgentDeclaration, flows: Iterable[Flow]) -> None
         )
 
 
-def _step_mismatches(
-    agent: AgentDeclaration, flow: Flow, step: Step, returns: Callable[..., Returns]
-) -> Iterable[ContractMismatch]:
+def check_agent_in_project(agent: AgentDeclaration, project_dir: Path) -> None:
+    """Refuse ``agent`` if it does not fit the flows of the project at ``project_dir``
+    (``schemas/`` and ``topology/``), as an agent's start does; a project without
+    ``topology/flows`` has nothing to fit.
+
+    Raises:
+        AgentContractError: a mismatch, as ``check_agent_contract`` says it.
+        FlowDefinitionError: the flow files themselves are refused.
+    """
+    directory = project_dir / "topology" / "flows"
+    if not directory.is_dir():
+        return
+    catalog = SchemaCatalog.load(project_dir / "schemas")
+    topology = load_topology(project_dir / "topology", known_schemas=catalog)
+    check_agent_contract(agent, load_flows(directory, catalog=catalog, topology=topology))
+
+
+def _step_mismatches(agent: AgentDeclaration, flow: Flow, step: Step) -> Iterable[ContractMismatch]:
     label = flow.label
-    if flow.topic not in agent.topics:
-        yield _mismatch(
-            agent,
-            label,
-            step.name,
-            f"the flow runs on topic '{flow.topic}', which the agent does not read "
-            f"(topics: {_listed(agent.topics)}); add it to Agent(topics=...)",
-        )
     handlers = [spec for spec in agent.handlers.values() if spec.step == step.name]
     if not handlers:
         yield _mismatch(
@@ -241,7 +261,7 @@ def _step_mismatches(
             label,
             step.name,
             spec,
-            returns(spec.func),
+            returns_of(spec.func),
             completes=step.completes_on,
             fails=step.fails_on,
             undo=False,
@@ -263,7 +283,7 @@ def _step_mismatches(
             label,
             step.name,
             undo,
-            returns(undo.func),
+            returns_of(undo.func),
             completes=step.undo_completes_on,
             fails=(STEP_FAILED,),
             undo=True,
