@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 
-.PHONY: install up down status demo first-touch test unit integration lint format clean bench chaos demo-cluster down-cluster
+.PHONY: install up down status demo first-touch chromium test unit integration lint format clean bench chaos demo-cluster down-cluster
 
 # Runs a command with every SAGALOG_* variable a client of the dev stack needs (its
 # brokers, registry, replication profile, logins), except those already exported:
@@ -67,7 +67,12 @@ unit: install
 integration: up
 	$(ON_STACK) $(BIN)/pytest tests/integration
 
-test: up lint
+# The browser tests need headless Chromium: found, or installed as root with apt-get,
+# by the same script as .ci/run; when neither works they skip and pytest says why.
+chromium:
+	@bash .ci/ensure-chromium
+
+test: up lint chromium
 	$(ON_STACK) $(BIN)/pytest
 
 .PHONY: bench

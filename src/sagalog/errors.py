@@ -88,6 +88,16 @@ class FlowDefinitionError(ConfigurationError):
     """
 
 
+class AgentContractError(ConfigurationError):
+    """An agent's declared handlers do not fit the flows that name it.
+
+    The message names the agent, the flow version and the step of each mismatch (a
+    missing handler or compensation, an event the flow does not start or complete
+    the step on); fix the declaration or the flow file. ``sagalog flows check
+    --agent <module>`` runs the same check without starting anything.
+    """
+
+
 class DestructiveChangeRefused(SagalogError):
     """A topology change would lose data or reorder keyed history; rerun with ``--force``
     only after reading why it was refused."""

@@ -1,11 +1,12 @@
-"""The names of the topics a tracker app owns, all prefixed with its app id.
+"""The names of the topics sagalog's runtimes own: the tracker app's (all prefixed
+with its app id) and each agent's retry topic.
 
-faust derives them from the app id; they are written here once so the tracker's
-startup, the gateway, the audit, the replay and the ACLs (everything under
+faust derives the tracker's from the app id; they are written here once so the
+tracker's startup, the gateway, the audit, the replay and the ACLs (everything under
 ``<app id>-`` is the tracker's) agree with faust without building the strings by
 hand. A leaf module at the bottom of the package: ``sagalog.topology`` names these
-topics in its ACLs and sits below ``sagalog.tracker``, so the names cannot live in
-the tracker.
+topics in its ACLs and sits below both runtimes (``sagalog.flows`` reads it), so the
+names can live in neither the tracker nor the agent runtime.
 """
 
 from __future__ import annotations
@@ -33,3 +34,8 @@ def assignor_topic(app_id: str) -> str:
 def owned_prefix(app_id: str) -> str:
     """Every topic the tracker app creates starts with this (changelogs, clock, assignor)."""
     return f"{app_id}-"
+
+
+def retry_topic_for(agent: str) -> str:
+    """The agent's internal retry topic (created by the runtime, like faust's changelogs)."""
+    return f"sagalog.agent.{agent}.retry"

@@ -33,8 +33,8 @@ from typing import Any
 
 from click.testing import CliRunner
 from confluent_kafka import Producer
-from tests.integration.conftest import REPO, Project
 from tests.integration.gateway_harness import API_KEY, GatewayLab
+from tests.integration.project import REPO, Project
 from tests.integration.test_audit import ORDER, _run_workflow
 from tests.integration.tracker_harness import PAYLOADS, TrackerLab
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from demo.fleet import Fleet, FleetConfig
 from demo.scenario import FAILING_VENDOR, Plan, Request, build_mix
-from integration.conftest import Project
+from integration.project import Project
 from integration.tracker_harness import PROCUREMENT, SECRET, latest_records, rebuild_from_log
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec

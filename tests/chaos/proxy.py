@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import random
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 
@@ -34,11 +35,22 @@ class NetworkFaults:
 class BrokerProxy:
     """Listens on ``listen_port`` and forwards to ``target_port`` on loopback, in a thread."""
 
-    def __init__(self, *, listen_port: int, target_port: int) -> None:
+    def __init__(
+        self,
+        *,
+        listen_port: int,
+        target_port: int,
+        pause: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        """Args:
+        pause: waits out a chunk's delay; a test passes one that records the delays
+            asked for, instead of timing round trips on a loaded machine.
+        """
         self.listen_port = listen_port
         self.target_port = target_port
         self.faults = NetworkFaults()
         self.resets = 0
+        self._pause = pause
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="chaos-proxy", daemon=True)
@@ -114,7 +126,7 @@ class BrokerProxy:
                     writer.transport.abort()
                     return
                 if faults.delay_ms or faults.jitter_ms:
-                    await asyncio.sleep(
+                    await self._pause(
                         (faults.delay_ms + faults.rng.uniform(0, faults.jitter_ms)) / 1000
                     )
                 writer.write(chunk)

@@ -15,8 +15,6 @@ import pytest
 from .cluster import CLUSTER_SHORT, COLUMNS
 from .suite import run_suite, table
 
-pytestmark = pytest.mark.chaos
-
 
 @pytest.mark.timeout(900)
 def test_a_leader_and_coordinator_killed_loses_duplicates_strands_and_exits_nothing(

@@ -14,8 +14,6 @@ import pytest
 
 from .suite import SHORT, run_suite, table
 
-pytestmark = pytest.mark.chaos
-
 
 @pytest.mark.timeout(1500)
 def test_no_fault_of_the_short_suite_loses_duplicates_strands_or_misorders_work(

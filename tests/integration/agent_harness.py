@@ -32,7 +32,7 @@ from sagalog.contracts.headers import header_dict
 from sagalog.publisher import EventPublisher, PublishedEvent
 from standins.server import StandinServer, serve
 
-from .conftest import REPO, Project
+from .project import REPO, Project
 
 REQUEST = "procurement.v1.RequestSubmitted"
 SCORED = "procurement.v1.RiskScored"

@@ -20,6 +20,12 @@ from typing import Any
 import aiohttp
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# The skip reason of every browser test; the terminal summary counts skips by it.
+NO_CHROMIUM = "needs headless Chromium (Debian's chromium), not found on PATH"
+HOW_TO_GET_CHROMIUM = (
+    "`make test` and .ci/run install it when run as root with apt-get (.ci/ensure-chromium); "
+    "otherwise: apt-get install -y chromium"
+)
 FLAGS = [
     "--headless=new",
     "--no-sandbox",  # the tests run as root
@@ -38,7 +44,7 @@ class Browser:
     """One Chromium process with one page; use as ``async with Browser(profile) as page``."""
 
     def __init__(self, profile: Path) -> None:
-        assert CHROMIUM is not None, "apt-get install chromium"
+        assert CHROMIUM is not None, f"{NO_CHROMIUM}: {HOW_TO_GET_CHROMIUM}"
         self.profile = profile
         self.process: subprocess.Popen[bytes] | None = None
         self._session: aiohttp.ClientSession | None = None

@@ -10,20 +10,17 @@ from __future__ import annotations
 import shutil
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from sagalog.cluster import connect_admin
-from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.errors import ServiceUnavailableError
 from sagalog.settings import ClientSettings
-from sagalog.topology.apply import TopologyClient
-from sagalog.topology.loader import load_topology
 
-REPO = Path(__file__).resolve().parents[2]
+from .browser import HOW_TO_GET_CHROMIUM, NO_CHROMIUM
+from .project import REPO, Project
 
 
 @pytest.fixture(scope="session")
@@ -36,35 +33,6 @@ def settings() -> ClientSettings:
             f"{exc}\nintegration tests need the local stack: run `sagalog dev up`", pytrace=False
         )
     return settings
-
-
-@dataclass
-class Project:
-    """A throwaway sagalog project whose topics have unique names."""
-
-    root: Path
-    settings: ClientSettings
-    suffix: str
-
-    def topic(self, name: str) -> str:
-        return f"{name}.{self.suffix}"
-
-    @property
-    def catalog(self) -> SchemaCatalog:
-        return SchemaCatalog.load(self.root / "schemas")
-
-    def write_topology(self, text: str) -> None:
-        (self.root / "topology" / "topics.yaml").write_text(text.replace("{s}", self.suffix))
-
-    def client(self) -> TopologyClient:
-        return TopologyClient(self.settings, self.catalog)
-
-    def topology(self):  # type: ignore[no-untyped-def]
-        return load_topology(self.root / "topology", known_schemas=self.catalog)
-
-    def apply(self, *, force: bool = False) -> list[object]:
-        client = self.client()
-        return list(client.apply(client.plan(self.topology()), force=force, report=lambda _: None))
 
 
 @pytest.fixture
@@ -98,7 +66,23 @@ topics:
             registry.delete_subject(subject, permanent=True)
 
 
-# Fixtures that live next to the helpers they drive (imported last: they import Project).
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say why the browser tests skipped and how to run them, rather than only that
+    they skipped: a run without Chromium checks neither the reviewer page nor the
+    analytics report in a browser."""
+    skipped = [
+        report
+        for report in terminalreporter.stats.get("skipped", [])
+        if NO_CHROMIUM in str(getattr(report, "longrepr", ""))
+    ]
+    if skipped:
+        terminalreporter.section("browser tests skipped", yellow=True)
+        terminalreporter.line(
+            f"{len(skipped)} browser test(s) skipped: {NO_CHROMIUM}. {HOW_TO_GET_CHROMIUM}."
+        )
+
+
+# Fixtures that live next to the helpers they drive.
 from .agent_harness import lab_factory  # noqa: E402, F401
 from .service_harness import service_lab  # noqa: E402, F401
 from .tracker_harness import tracker_lab  # noqa: E402, F401

@@ -30,7 +30,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from sagalog import client_config
 from sagalog.contracts.headers import header_dict
 
-from .conftest import REPO
+from .project import REPO
 from .tracker_harness import SECRET, TOPOLOGY, TrackerLab
 
 API_KEY = "integration-key-0123456789"

@@ -24,7 +24,7 @@ from sagalog.publisher import EventPublisher
 from standins.server import StandinServer, serve
 
 from .agent_harness import AgentProcess, read_until
-from .conftest import REPO, Project
+from .project import REPO, Project
 
 PROCUREMENT_TOPICS = """
 ignore: ["*"]

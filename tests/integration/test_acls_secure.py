@@ -62,7 +62,7 @@ from sagalog.topology.loader import load_topology
 
 from .private_stack import cli_environment, client_settings, private_settings, running, sagalog
 
-pytestmark = [pytest.mark.integration, pytest.mark.private_stack]
+pytestmark = pytest.mark.private_stack  # integration: by folder, tests/conftest.py
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = "procurement.events"

@@ -33,8 +33,8 @@ from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.registry import SchemaRegistry, subject_for
 from sagalog.events import StateTransition
 
-from .browser import CHROMIUM, Browser
-from .conftest import Project
+from .browser import CHROMIUM, NO_CHROMIUM, Browser
+from .project import Project
 
 S = 1000
 MIN = 60 * S
@@ -249,7 +249,7 @@ def test_known_transitions_give_known_figures(project: Project, tmp_path: Path) 
 def check_in_chromium(report: Path, tmp_path: Path) -> None:
     """The report as a person sees it: four charts drawn, nothing cut off, a screenshot."""
     if CHROMIUM is None:
-        pytest.skip("needs Debian's chromium to render the report: apt-get install -y chromium")
+        pytest.skip(NO_CHROMIUM)
     shot = tmp_path / "analytics-report.png"
 
     async def look() -> dict[str, Any]:

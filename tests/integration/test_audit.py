@@ -26,8 +26,8 @@ from sagalog.publisher import PublishedEvent
 from sagalog.topic_names import records_changelog
 from sagalog.tracker import gate_token
 
-from .conftest import REPO, Project
 from .gateway_harness import API_KEY, GatewayLab, gateway_lab  # noqa: F401
+from .project import REPO, Project
 from .test_reference_workflow import TOPOLOGY as REFERENCE_TOPOLOGY
 from .tracker_harness import FORWARD, PAYLOADS, PROCUREMENT, SECRET, TrackerLab
 

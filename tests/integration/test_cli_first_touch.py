@@ -8,9 +8,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from sagalog.settings import ClientSettings
 
-from .conftest import Project
+from .project import Project
 
 REQUEST = {
     "request_id": "r-42",
@@ -136,7 +138,10 @@ def test_unreachable_broker_and_registry_fail_fast(project: Project) -> None:
     assert time.monotonic() - started < 30
 
 
-def test_settings_point_at_the_local_stack_by_default() -> None:
+def test_settings_point_at_the_local_stack_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the defaults, whatever stack this run was pointed at (`sagalog dev run` exports it)
+    for name in ("SAGALOG_BOOTSTRAP_SERVERS", "SAGALOG_SCHEMA_REGISTRY_URL"):
+        monkeypatch.delenv(name, raising=False)
     settings = ClientSettings(_env_file=None)  # type: ignore[call-arg]
     assert settings.bootstrap_servers == "127.0.0.1:9092"
     assert settings.schema_registry_url.endswith("/apis/ccompat/v7")

@@ -19,8 +19,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sagalog.cli.dev import dev
 from sagalog.devstack import ComponentState, DevStackSettings, LocalStack, StartAction
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[LocalStack]:

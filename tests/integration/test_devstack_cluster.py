@@ -20,7 +20,7 @@ from sagalog.devstack import LocalStack, StartAction
 
 from .private_stack import cli_environment, client_settings, private_settings, running, sagalog
 
-pytestmark = [pytest.mark.integration, pytest.mark.private_stack]
+pytestmark = pytest.mark.private_stack  # integration: by folder, tests/conftest.py
 
 
 @pytest.fixture(scope="module")

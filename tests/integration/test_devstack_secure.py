@@ -26,7 +26,7 @@ from sagalog.devstack.certificates import CertificateAuthority
 
 from .private_stack import cli_environment, client_settings, private_settings, running, sagalog
 
-pytestmark = [pytest.mark.integration, pytest.mark.private_stack]
+pytestmark = pytest.mark.private_stack  # integration: by folder, tests/conftest.py
 
 
 @pytest.fixture(scope="module")

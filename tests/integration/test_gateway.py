@@ -20,14 +20,13 @@ import pytest
 
 from sagalog.tracker import gate_token
 
-from .browser import CHROMIUM, Browser
-from .conftest import REPO
+from .browser import CHROMIUM, NO_CHROMIUM, Browser
 from .gateway_harness import API_KEY, GatewayLab, gateway_lab  # noqa: F401
+from .project import REPO
 from .tracker_harness import SECRET
 
 SECRET_BYTES = SECRET.encode()
 
-pytestmark = pytest.mark.integration
 
 GATE_DECIDED = "sagalog.v1.GateDecided"
 
@@ -281,7 +280,7 @@ def test_the_cli_rejects_a_gate_and_the_read_model_survives_a_restart(
     assert rebuilt["history"][: len(shown["history"])] == shown["history"]
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium: apt-get install -y chromium")
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_a_reviewer_approves_in_headless_chromium(
     gateway_lab: GatewayLab,  # noqa: F811
     tmp_path: Path,

@@ -24,7 +24,7 @@ from sagalog.devstack import LocalStack
 
 from .private_stack import REPO, cli_environment, private_settings, running, sagalog
 
-pytestmark = [pytest.mark.integration, pytest.mark.private_stack]
+pytestmark = pytest.mark.private_stack  # integration: by folder, tests/conftest.py
 
 REQUESTS = 200
 SERVICES = (

@@ -20,7 +20,7 @@ from demo.fleet import Fleet, FleetConfig
 from demo.scenario import FAILING_VENDOR, Plan, build_mix
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 
-from .conftest import REPO, Project
+from .project import REPO, Project
 from .tracker_harness import PROCUREMENT
 
 TOPOLOGY = """

@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sagalog.cli.main import cli
 from sagalog.topic_names import records_changelog
 
-from .conftest import REPO
+from .project import REPO
 from .tracker_harness import DAY_MS, FORWARD, SECRET, Driver, TrackerLab, latest_records
 
 MIN = 60_000

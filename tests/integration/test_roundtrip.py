@@ -16,7 +16,7 @@ from sagalog.contracts.registry import SchemaRegistry
 from sagalog.publisher import EventPublisher
 from sagalog.tail import tail
 
-from .conftest import Project
+from .project import Project
 
 REQUEST = RequestSubmitted(
     request_id="r-1",

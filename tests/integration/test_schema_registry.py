@@ -14,7 +14,7 @@ from sagalog.errors import SchemaCompatibilityError
 from sagalog.publisher import EventPublisher
 from sagalog.tail import tail
 
-from .conftest import Project
+from .project import Project
 
 EVENT = "procurement.v1.BudgetReserved"
 

@@ -13,7 +13,7 @@ from sagalog.settings import ClientSettings
 from sagalog.topology.acl_apply import NOT_ENFORCED
 from sagalog.topology.plan import ChangeKind
 
-from .conftest import REPO, Project
+from .project import REPO, Project
 
 
 def partitions(project: Project, topic: str) -> int:

@@ -40,7 +40,7 @@ from sagalog.topic_names import records_changelog
 from sagalog.tracker import gate_token
 from sagalog.tracker.ticks import clock_topic
 
-from .conftest import REPO, Project
+from .project import REPO, Project
 
 SECRET = "test-gate-secret-0123456789abcdef"
 DAY_MS = 86_400_000

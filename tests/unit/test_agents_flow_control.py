@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import math
-from types import SimpleNamespace
 
 import pytest
 
-from sagalog.agents import flow_control
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState, CircuitBreaker
 from sagalog.agents.failures import DependencyUnavailable
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.rate_limit import DependencyLimits, TokenBucket
 
 from .fakes import FakeClock
+from .timing import VirtualTimeLoop, run_virtual
 
 
 def test_reservations_queue_one_behind_another() -> None:
@@ -77,96 +76,76 @@ def test_would_allow_counts_no_probe_and_moves_no_state() -> None:
 
 
 def _flow(
-    rate: float, *, max_wait_s: float, open_for_s: float = 10.0, clock: FakeClock | None = None
+    loop: VirtualTimeLoop, rate: float, *, max_wait_s: float, open_for_s: float = 10.0
 ) -> FlowControl:
     return FlowControl(
         breaker_policy=BreakerPolicy(failure_threshold=1, open_for_s=open_for_s),
         rate_limits={"ledger": rate},
         max_rate_wait_s=max_wait_s,
-        clock=clock or FakeClock(),
+        clock=loop.time,
     )
 
 
-class RateWaits:
-    """``flow_control``'s sleep, on the test's clock: each wait is recorded with the
-    time it would end, and ends when the test says (never, unless ``release``)."""
+async def _admit_all(flow: FlowControl, count: int) -> list[float | None]:
+    """Admit ``count`` calls at once; when each was admitted (None: refused)."""
+    started = flow.clock()
 
-    def __init__(self, clock: FakeClock, *, release: bool) -> None:
-        self.clock, self.release = clock, release
-        self.ends: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.ends.append(self.clock() + seconds)
-        if self.release:
-            await asyncio.sleep(0)
-        else:
-            await asyncio.Event().wait()
-
-
-def _rate_waits(monkeypatch: pytest.MonkeyPatch, clock: FakeClock, *, release: bool) -> RateWaits:
-    waits = RateWaits(clock, release=release)
-    monkeypatch.setattr(flow_control, "asyncio", SimpleNamespace(sleep=waits.sleep))
-    return waits
-
-
-def test_a_batch_beyond_the_longest_rate_wait_is_deferred_not_held(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # 100 handlers of one batch at 50 calls/s (an empty bucket, as after a start),
-    # waiting at most 0.2 s: ten go, in turn; ninety are deferred at once. Before, all
-    # hundred waited (two seconds, in the batch's open transaction).
-    clock = FakeClock()
-    flow = _flow(50.0, max_wait_s=0.2, clock=clock)
-    waits = _rate_waits(monkeypatch, clock, release=True)
-    refused: list[float] = []
-
-    async def one() -> None:
+    async def one() -> float | None:
         try:
             await flow.admit("ledger")
         except DependencyUnavailable as exc:
-            refused.append(exc.retry_at)
+            assert exc.retry_at > flow.clock() + 0.05
+            return None
+        return flow.clock() - started
 
-    async def admit_all() -> None:
-        await asyncio.gather(*(one() for _ in range(100)))
+    return await asyncio.gather(*(one() for _ in range(count)))
 
-    asyncio.run(admit_all())
-    went = [end - clock() for end in waits.ends]
-    assert len(went) == 10 and len(refused) == 90
-    assert went == pytest.approx([0.02 * n for n in range(1, 11)])  # in turn, over the wait
-    assert all(at > clock() + 0.05 for at in refused)
+
+def test_a_batch_beyond_the_longest_rate_wait_is_deferred_not_held() -> None:
+    # 100 handlers of one batch at 50 calls/s (an empty bucket, as after a start),
+    # waiting at most 0.2 s: ten go, in turn, one every 20 ms; ninety are deferred at
+    # once. Before, all hundred waited (two seconds, in the batch's open transaction).
+    async def batch(loop: VirtualTimeLoop) -> list[float | None]:
+        return await _admit_all(_flow(loop, 50.0, max_wait_s=0.2), 100)
+
+    admitted = run_virtual(batch)
+    went = [a for a in admitted if a is not None]
+    assert went == pytest.approx([0.02 * n for n in range(1, 11)])  # in turn
+    assert admitted.count(None) == 90
 
 
 def test_an_open_breaker_refuses_without_spending_rate() -> None:
-    flow = _flow(10.0, max_wait_s=1.0)
-    breaker = flow.breaker("ledger")
-    breaker.allow()
-    breaker.record_failure()
-    for _ in range(50):
-        with pytest.raises(DependencyUnavailable):
-            asyncio.run(flow.admit("ledger"))
+    async def refused(loop: VirtualTimeLoop) -> FlowControl:
+        flow = _flow(loop, 10.0, max_wait_s=1.0)
+        breaker = flow.breaker("ledger")
+        breaker.allow()
+        breaker.record_failure()
+        for _ in range(50):
+            with pytest.raises(DependencyUnavailable):
+                await flow.admit("ledger")
+        assert loop.time() == 0.0  # refused at once, no wait
+        return flow
+
+    flow = run_virtual(refused)
     assert flow.limits.wait_time("ledger") <= 0.1  # nothing was reserved
 
 
-def test_a_probe_cancelled_in_its_rate_wait_does_not_wedge_the_breaker(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    clock = FakeClock()
-    flow = _flow(2.0, max_wait_s=1.0, open_for_s=0.01, clock=clock)
-    breaker = flow.breaker("ledger")
-    breaker.allow()
-    breaker.record_failure()
-    clock.advance(0.02)  # due to half-open; the empty bucket makes the probe wait 0.5 s
-    waits = _rate_waits(monkeypatch, clock, release=False)
-
-    async def cancelled_probe() -> None:
+def test_a_probe_cancelled_in_its_rate_wait_does_not_wedge_the_breaker() -> None:
+    async def cancelled_probe(loop: VirtualTimeLoop) -> CircuitBreaker:
+        flow = _flow(loop, 2.0, max_wait_s=1.0, open_for_s=0.01)
+        breaker = flow.breaker("ledger")
+        breaker.allow()
+        breaker.record_failure()
+        await asyncio.sleep(0.02)  # due to half-open; the empty bucket makes the probe wait 0.5 s
         task = asyncio.ensure_future(flow.admit("ledger"))
-        while not waits.ends:  # until the probe is in its rate wait
-            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)
+        assert not task.done()  # still in its rate wait
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        return breaker
 
-    asyncio.run(cancelled_probe())
+    breaker = run_virtual(cancelled_probe)
     # Before, the cancelled probe was counted in flight for good: half-open, refusing.
     assert breaker.state is BreakerState.OPEN and breaker.probes_in_flight == 0
     assert breaker.would_allow()

@@ -108,3 +108,70 @@ def test_graph_refuses_a_broken_flow_but_not_for_another_ones_problems(project: 
     assert result.exit_code == 2
     assert "procurement.v2.yaml: flow 'procurement' v2, field 'deadline'" in result.stderr
     assert "fix procurement before drawing it" in result.stderr
+
+
+REFERENCE_AGENTS = ("intake", "retrieval", "risk", "budget", "purchasing", "notification")
+
+
+def test_check_with_agents_confirms_each_fits_its_steps(
+    project: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PURCHASING_AGENT_GATE_SECRET", "unit-test-gate-secret-0123456789")
+    agents = [arg for name in REFERENCE_AGENTS for arg in ("--agent", f"{name}_agent.agent")]
+    result = sagalog(project, "flows", "check", "--path", str(repo_root / "services"), *agents)
+    assert result.exit_code == 0, result.output
+    assert "ok  agent budget-agent (budget_agent.agent): fits steps reserve_budget" in result.stdout
+    assert len([line for line in result.stdout.splitlines() if "ok  agent " in line]) == 6
+
+
+def test_check_refuses_an_agent_that_does_not_fit_naming_agent_flow_and_step(
+    project: Path, tmp_path: Path
+) -> None:
+    modules = tmp_path / "agents"
+    modules.mkdir()
+    (modules / "misfit_budget.py").write_text(
+        "from procurement.events import BudgetReserved, RequestSubmitted\n"
+        "from sagalog.agents.declaration import Agent\n"
+        "agent = Agent('budget-agent', topics=['procurement.events'])\n"
+        "@agent.handles(RequestSubmitted, step='reserve_budget')\n"
+        "async def reserve(event, ctx) -> BudgetReserved: ...\n"
+    )
+    result = sagalog(project, "flows", "check", "--path", str(modules), "--agent", "misfit_budget")
+    assert result.exit_code == 2
+    errors = result.stderr.splitlines()
+    assert errors[0].startswith(
+        "error: agent 'budget-agent', flow procurement v1, step 'reserve_budget': handler "
+        "reserve takes procurement.v1.RequestSubmitted"
+    )
+    assert errors[1].startswith(
+        "agent 'budget-agent', flow procurement v1, step 'reserve_budget': the flow requires a "
+        "compensation ('release_budget'"
+    )
+
+
+def test_check_names_an_agent_module_it_cannot_import(project: Path) -> None:
+    result = sagalog(project, "flows", "check", "--agent", "no_such_agent_module")
+    assert result.exit_code == 2
+    assert "cannot import agent module 'no_such_agent_module'" in result.stderr
+
+
+def test_run_agent_refuses_to_start_an_agent_that_does_not_fit(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    modules = tmp_path / "agents"
+    modules.mkdir()
+    (modules / "unstartable_budget.py").write_text(
+        "from procurement.events import BudgetReserved, RiskScored\n"
+        "from sagalog.agents.declaration import Agent\n"
+        "agent = Agent('budget-agent', topics=['procurement.events'])\n"
+        "@agent.handles(RiskScored, step='reserve_budget')\n"
+        "async def reserve(event, ctx) -> BudgetReserved: ...\n"
+        "def refuse_to_run(settings=None):\n"
+        "    raise AssertionError('started although it does not fit')\n"
+        "agent.run = refuse_to_run\n"
+    )
+    monkeypatch.setenv("SAGALOG_AGENT_PROJECT_DIR", str(project))
+    result = CliRunner().invoke(cli, ["run", "agent", "unstartable_budget", "--path", str(modules)])
+    assert result.exit_code == 2, result.output
+    assert "agent 'budget-agent' does not fit its flows:" in result.stderr
+    assert "step 'reserve_budget': the flow requires a compensation" in result.stderr

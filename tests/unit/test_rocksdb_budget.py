@@ -3,8 +3,6 @@ partition): the sum stays within it, whatever the number of databases."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,8 @@ from rocksdict import Rdict
 
 from saga_tracker.rocks import BudgetedRocksDBOptions
 from sagalog.rocksdb_options import MB, MemoryBudget, bounded_options
+
+from .timing import wait_until
 
 
 def fill(db: Rdict, first: int, count: int) -> None:
@@ -26,15 +26,6 @@ def in_memtables(dbs: list[Rdict]) -> int:
         for db in dbs
         for name in ("rocksdb.num-entries-active-mem-table", "rocksdb.num-entries-imm-mem-tables")
     )
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def test_databases_under_one_budget_count_their_memtables_in_one_place(tmp_path: Path) -> None:
@@ -52,14 +43,27 @@ def test_databases_under_one_budget_count_their_memtables_in_one_place(tmp_path:
         second.close()
 
 
+def immutable_memtables(dbs: list[Rdict]) -> int:
+    """Records in memtables switched out for a flush and not yet flushed."""
+    return sum(int(db.property_int_value("rocksdb.num-entries-imm-mem-tables") or 0) for db in dbs)
+
+
 @pytest.mark.parametrize("budgeted", [True, False])
 def test_memtables_past_the_budget_are_flushed(tmp_path: Path, budgeted: bool) -> None:
-    """Six databases, 6 MB written round robin, a 2 MB budget: most records flushed to
-    files. Without a budget all 6 MB stay in memtables (4 MB each allowed).
+    """Six databases, 6 MB written round robin, a 2 MB budget: RocksDB flushes although
+    no database filled its own 4 MB memtable. Without a budget all 6,000 records stay
+    in memtables.
 
     RocksDB flushes the database being written when the total is past the budget, so
     a database nobody writes keeps its memtable: the budget bounds a steady flow, the
-    memtable size bounds each database."""
+    memtable size bounds each database. How much leaves memory is not fixed: a write
+    past the budget switches the memtable at once, but the flush runs in RocksDB's
+    background threads and frees memory only when done, and writes do not wait for it.
+    Eight runs on a loaded two-core machine left 420 to 5,485 of the 6,000 records in
+    memtables (an earlier version of this test asked for fewer than 1,000, then 3,000,
+    within 5 s, then 60 s, and failed now and then). So the test asks for what is
+    certain: the budget made RocksDB flush, and the flush completes.
+    """
     budget = MemoryBudget(cache_mb=4, memtables_mb=2)
     dbs = [
         Rdict(
@@ -71,13 +75,17 @@ def test_memtables_past_the_budget_are_flushed(tmp_path: Path, budgeted: bool) -
     try:
         for i in range(6_000):  # round robin, as workflows spread over partitions
             dbs[i % 6][b"%08d" % i] = b"x" * 1024
-        # RocksDB flushes in its background threads: poll for the outcome with a bound
-        # loose enough for a loaded machine. What is left in memtables depends on which
-        # write crossed the budget (2,305 records, ~2.3 MB, on one run; under 1,000 on
-        # another), so the test asks for what the budget promises, that most of the
-        # 6 MB left memory, not for one run's figure. Unbudgeted, all 6,000 stay.
-        flushed = wait_for(lambda: in_memtables(dbs) < 3_000, timeout=60.0 if budgeted else 1.0)
-        assert flushed == budgeted, in_memtables(dbs)
+        if not budgeted:
+            # 1 MB per database, under its 4 MB memtable: nothing asks for a flush.
+            assert in_memtables(dbs) == 6_000 and immutable_memtables(dbs) == 0
+            return
+        # Switched memtables are flushed in the background: wait, bounded for a
+        # loaded machine, returning as soon as the last is written to a file.
+        wait_until(
+            lambda: immutable_memtables(dbs) == 0,
+            what="the memtables the budget switched out are flushed",
+        )
+        assert in_memtables(dbs) < 6_000  # some records left memory, none had to
     finally:
         for db in dbs:
             db.close()

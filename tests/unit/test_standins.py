@@ -19,6 +19,8 @@ from sagalog.agents.failures import NonRetryableError, RetryableError
 from standins.client import perform
 from standins.server import StandinServer, serve
 
+from .timing import GENEROUS_S
+
 
 @pytest.fixture
 def erp() -> Iterator[str]:
@@ -33,12 +35,12 @@ def _post(url: str, body: dict[str, Any]) -> None:
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=5):
+    with urllib.request.urlopen(request, timeout=GENEROUS_S):
         pass
 
 
 def _calls(url: str) -> list[list[Any]]:
-    with urllib.request.urlopen(f"{url}/calls", timeout=5) as reply:
+    with urllib.request.urlopen(f"{url}/calls", timeout=GENEROUS_S) as reply:
         return list(json.load(reply)["calls"])
 
 

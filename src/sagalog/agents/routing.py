@@ -34,11 +34,6 @@ _OWN = {H_ATTEMPT, H_NOT_BEFORE, H_ORIGIN, H_LAST_ERROR}
 RawHeaders = Sequence[tuple[str, bytes | str | None]]
 
 
-def retry_topic_for(agent: str) -> str:
-    """The agent's internal retry topic (created by the runtime, like faust's changelogs)."""
-    return f"sagalog.agent.{agent}.retry"
-
-
 @dataclass(frozen=True)
 class RetryMark:
     """The retry state a record carries."""

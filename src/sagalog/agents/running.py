@@ -8,12 +8,14 @@ runtime (no Kafka client, no RocksDB): the declaration is data that flows, tests
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from sagalog.agents.declaration import Agent
 from sagalog.agents.exceptions import ConsumerFailed, ZombieFenced
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.worker import AgentWorker
-from sagalog.errors import AuthorizationError, ServiceUnavailableError
+from sagalog.errors import AuthorizationError, ConfigurationError, ServiceUnavailableError
+from sagalog.flows.agent_contract import check_agent_in_project
 
 
 def run(agent: Agent, settings: AgentSettings | None = None) -> None:
@@ -26,11 +28,21 @@ def run(agent: Agent, settings: AgentSettings | None = None) -> None:
     clients, see ``recovery``); with 3 when Kafka did not answer for
     ``outage_limit_s``; with 6 when the cluster denies it a right (the message names
     principal, operation and resource; a restart would not help until the ACLs are
-    applied).
+    applied); with 2 when the agent does not fit its project (its handlers against the
+    flows that name it, its event types against the schemas): nothing starts, and the
+    message names the agent, the flow and the step.
     """
-    worker = AgentWorker(agent, settings or AgentSettings())
+    settings = settings or AgentSettings()
     try:
+        check_agent_in_project(agent, Path(settings.project_dir))
+        worker = AgentWorker(agent, settings)
         worker.run()
-    except (ZombieFenced, ConsumerFailed, ServiceUnavailableError, AuthorizationError) as exc:
+    except (
+        ConfigurationError,
+        ZombieFenced,
+        ConsumerFailed,
+        ServiceUnavailableError,
+        AuthorizationError,
+    ) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

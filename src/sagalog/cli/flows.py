@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
+from sagalog.cli.agent_modules import add_import_paths, load_agent
 from sagalog.cli.context import Project, pass_project
-from sagalog.errors import FlowDefinitionError
+from sagalog.errors import AgentContractError, FlowDefinitionError
+from sagalog.flows.agent_contract import contract_mismatches
 from sagalog.flows.graph import GraphFormat, render
 from sagalog.flows.loader import FlowCheck, check_flows
 from sagalog.flows.model import Flow, format_duration
@@ -43,18 +45,51 @@ def _summary(flow: Flow) -> str:
 
 
 @flows.command()
+@click.option(
+    "--agent",
+    "agents",
+    multiple=True,
+    metavar="MODULE[:ATTR]",
+    help="Also check this agent's handlers against the flows (repeatable).",
+)
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="Add a folder to the import path for --agent (e.g. services).",
+)
 @pass_project
-def check(project: Project) -> None:
+def check(project: Project, agents: tuple[str, ...], paths: tuple[str, ...]) -> None:
     """Load every flow version and report every problem.
 
-    Exits 0 when all flows may run, 2 when any file has a problem; the message names
-    the file, flow, version, step and the problem, one line each.
+    With --agent, each agent's declared handlers are checked against the flow steps
+    that name it: the events that start and complete each step, and a compensation
+    where the flow undoes the step (the check `sagalog run agent` makes at start).
+
+    Exits 0 when all flows may run and every agent fits them, 2 when any file has a
+    problem or an agent does not fit; the message names the file, flow, version,
+    step (and agent) and the problem, one line each.
     """
     result = _check(project)
     for flow in result.flows:
         click.secho(f"ok  {_summary(flow)}", fg="green")
     if not result.ok:
         raise result.error()
+    add_import_paths(paths)
+    mismatches: list[str] = []
+    for module in agents:
+        agent, _ = load_agent(module)
+        found = contract_mismatches(agent, result.flows)
+        mismatches += [str(m) for m in found]
+        if not found:
+            steps = sorted({s.name for f in result.flows for s in f.steps if s.agent == agent.name})
+            fits = f"fits steps {', '.join(steps)}" if steps else "is named by no flow"
+            click.secho(f"ok  agent {agent.name} ({module}): {fits}", fg="green")
+    if mismatches:
+        raise AgentContractError(
+            "\n".join(mismatches) + "\nfix the agents' declarations or the flow files"
+        )
 
 
 @flows.command()

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import click
 
-from sagalog.agents import Agent, AgentSettings
+from sagalog.agents import AgentSettings
 from sagalog.agents import run as run_until_stopped
-from sagalog.errors import ConfigurationError
+from sagalog.cli.agent_modules import add_import_paths, load_agent
 
 
 @click.group()
@@ -31,20 +27,14 @@ def run_agent(module: str, paths: tuple[str, ...]) -> None:
     """Run the agent declared in MODULE (module:attribute, attribute defaults to `agent`).
 
     The module's `settings` (an AgentSettings) is used when it has one, so the service's
-    own env prefix applies. Scale out by starting more processes, each with its own
-    instance id. Exits 0 after SIGTERM, 70 when fenced by a newer instance.
+    own env prefix applies. Before it starts, its handlers are checked against the
+    project's flows (as `sagalog flows check --agent MODULE` does, and as every start
+    through `sagalog.agents.run` does): a mismatch exits 2
+    naming the agent, the flow and the step. Scale out by starting more processes,
+    each with its own instance id. Exits 0 after SIGTERM, 70 when fenced by a newer
+    instance.
     """
-    for path in paths:
-        sys.path.insert(0, str(Path(path).resolve()))
-    name, _, attribute = module.partition(":")
-    try:
-        loaded = importlib.import_module(name)
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"cannot import agent module '{name}': {exc}; pass --path with the folder that holds it"
-        ) from exc
-    agent = getattr(loaded, attribute or "agent", None)
-    if not isinstance(agent, Agent):
-        raise ConfigurationError(f"'{module}' has no Agent named '{attribute or 'agent'}'")
-    settings = getattr(loaded, "settings", None)
-    run_until_stopped(agent, settings if isinstance(settings, AgentSettings) else None)
+    add_import_paths(paths)
+    agent, loaded = load_agent(module)
+    found = getattr(loaded, "settings", None)
+    run_until_stopped(agent, found if isinstance(found, AgentSettings) else None)

@@ -25,8 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, model_validator
 
-from sagalog.agents.routing import retry_topic_for
-from sagalog.topic_names import owned_prefix, records_changelog
+from sagalog.topic_names import owned_prefix, records_changelog, retry_topic_for
 from sagalog.validators import checked as _checked
 
 _PRINCIPAL = re.compile(r"^User:[^\s*]+$")

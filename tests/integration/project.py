@@ -1,0 +1,48 @@
+"""A throwaway sagalog project on the shared cluster: the repository's schemas, a
+topology written by the test, and topic names with a unique suffix.
+
+A helper module rather than the conftest, so the chaos harness and the benchmarks
+import it as an ordinary module (a conftest imported by name is loaded a second
+time, under another module name, beside the one pytest loaded).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.settings import ClientSettings
+from sagalog.topology.apply import TopologyClient
+from sagalog.topology.loader import load_topology
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Project:
+    """A throwaway sagalog project whose topics have unique names."""
+
+    root: Path
+    settings: ClientSettings
+    suffix: str
+
+    def topic(self, name: str) -> str:
+        return f"{name}.{self.suffix}"
+
+    @property
+    def catalog(self) -> SchemaCatalog:
+        return SchemaCatalog.load(self.root / "schemas")
+
+    def write_topology(self, text: str) -> None:
+        (self.root / "topology" / "topics.yaml").write_text(text.replace("{s}", self.suffix))
+
+    def client(self) -> TopologyClient:
+        return TopologyClient(self.settings, self.catalog)
+
+    def topology(self):  # type: ignore[no-untyped-def]
+        return load_topology(self.root / "topology", known_schemas=self.catalog)
+
+    def apply(self, *, force: bool = False) -> list[object]:
+        client = self.client()
+        return list(client.apply(client.plan(self.topology()), force=force, report=lambda _: None))

@@ -1,0 +1,29 @@
+"""`.ci/ensure-chromium`, which `make test` and `.ci/run` both call: it finds Chromium on
+PATH and says where, and it never fails the build (without Chromium the browser tests
+skip, and pytest's summary says why)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+
+def test_a_chromium_on_path_is_found_and_named(repo_root: Path, tmp_path: Path) -> None:
+    fake = tmp_path / "chromium"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    done = subprocess.run(
+        ["bash", str(repo_root / ".ci" / "ensure-chromium")],
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"chromium: {fake}"
+
+
+def test_make_test_and_ci_use_the_same_script(repo_root: Path) -> None:
+    makefile = (repo_root / "Makefile").read_text()
+    assert "test: up lint chromium" in makefile and "bash .ci/ensure-chromium" in makefile
+    assert "bash .ci/ensure-chromium" in (repo_root / ".ci" / "run").read_text()
