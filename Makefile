@@ -56,6 +56,7 @@ lint: install
 	$(BIN)/ruff check src services tests
 	$(BIN)/ruff format --check src services tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff format src services tests
