@@ -22,38 +22,34 @@ Shape (see DESIGN.md, "Tracker"):
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
 import time
 from collections import Counter
-from typing import Any, NoReturn
+from typing import Any
 
 import faust
-from confluent_kafka import KafkaException
 from faust.types import TP
 
 from saga_tracker import faust_internals
 from saga_tracker.backlog import BacklogProbe
 from saga_tracker.batching import drained_batches
 from saga_tracker.clock import TrackerClock
-from saga_tracker.exits import exit_for
+from saga_tracker.exits import crash
 from saga_tracker.lag import LagWatch
 from saga_tracker.offsets import OffsetBook
 from saga_tracker.settings import TrackerSettings
 from saga_tracker.sink import KafkaSink
-from saga_tracker.stall import Suspect, judge, unread, waiting_its_turn
 from saga_tracker.store import FaustTables, Table, build_tables
 from saga_tracker.transport import TrackerApp
+from saga_tracker.watchdog import Watchdog
 from sagalog import client_config
 from sagalog.cluster import profile_config
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash
-from sagalog.errors import ServiceUnavailableError
 from sagalog.flows.registry import FlowRegistry
 from sagalog.health import HealthBook, logged_changes
 from sagalog.memory import release_free_memory
-from sagalog.rocksdb_options import MB, MemoryBudget
+from sagalog.rocksdb_options import MemoryBudget
 from sagalog.tracker import CompensationRetry
 from sagalog.tracker.decoding import OwnEcho, Unreadable, read_event
 from sagalog.tracker.processor import Processor
@@ -65,7 +61,6 @@ from sagalog.tracker.timers import due_range
 log = logging.getLogger("sagalog.tracker")
 
 
-TRIM_AFTER = 10_000  # inputs decided since the last heap trim
 # A fetch per partition: ~8,000 of the workflow topic's lz4-compressed records, a few
 # seconds of deciding, so the next fetch is always back before the queue runs dry.
 FETCH_BYTES_PER_PARTITION = 256 * 1024
@@ -110,10 +105,6 @@ class Tracker:
         self.ready = False
         self.backlog = BacklogProbe(settings)
         self.health = HealthBook(on_change=logged_changes(log, agent="saga-tracker"))
-        self.suspects: dict[tuple[str, int], Suspect] = {}
-        self.watched_generation = -1
-        self.inputs_at_trim = 0
-        self.batches_at_watch = 0
         self.offsets = OffsetBook()
         self.lag = LagWatch()
         self.queue_capacity = max(4096, settings.batch_max * 2)
@@ -121,6 +112,7 @@ class Tracker:
             cache_mb=settings.rocksdb_cache_mb, memtables_mb=settings.rocksdb_memtables_mb
         )
         self.app = self._build_app()
+        self.watchdog = Watchdog(self)
 
     # -- faust wiring ------------------------------------------------------------
 
@@ -354,137 +346,7 @@ class Tracker:
         self._tick(due)
 
     async def _watch(self) -> None:
-        """Exit (70) when a partition has records waiting and nothing of it was
-        committed for ``stall_timeout_s`` (see ``stall``).
-
-        faust can come out of a rebalance with its tables ready and its partitions
-        assigned, yet deliver nothing (faust issues 175 and 640 describe the like),
-        and after a broker restart it once left one partition unread for minutes
-        while the others flowed. A fresh process recovers; a tracker that silently
-        stops is the worst failure, so this worker hands over instead.
-        """
-        if self.ready and not self.health.started:
-            try:
-                faust_internals.check_instances(self.app)
-            except Exception as exc:
-                crash("faust's running consumer lacks what the tracker needs", exc)
-            self.health.ready()
-        generation = self.app.consumer_generation_id
-        batches = self.counts["batches"]
-        progressed, self.batches_at_watch = batches != self.batches_at_watch, batches
-        busy = waiting_its_turn(
-            queued=faust_internals.queued(self.app, self.clock_topic),
-            capacity=self.queue_capacity,
-            progressed=progressed,
-        )
-        if not self.ready or self.app.rebalancing or generation != self.watched_generation or busy:
-            # Offsets stand still across a rebalance (commits fail while it runs), and
-            # records wait their turn behind a backlog: suspicion starts again after.
-            self.suspects = {}
-            self.watched_generation = generation
-            return
-        mine = [
-            (tp.topic, tp.partition)
-            for tp in self.app.assignor.assigned_actives()
-            if tp.topic in self.workflow_topics or tp.topic == self.clock_topic
-        ]
-        try:
-            behind = await asyncio.to_thread(self.backlog.behind, mine)
-            self.suspects, candidates = judge(
-                self.suspects,
-                behind,
-                now=time.monotonic(),
-                after_s=self.settings.stall_timeout_s,
-            )
-            spans = {key: behind[key] for key in candidates}
-            stalled = await asyncio.to_thread(self.backlog.readable, spans) if spans else set()
-        except (ServiceUnavailableError, KafkaException) as exc:
-            # The broker is away: nothing can be delivered anyway, and the watch runs
-            # again in 5 s (that is its retry). Suspicion starts again once it is back,
-            # or every partition would count the outage as its own stall and exit.
-            self.suspects = {}
-            self.health.degrade("kafka", str(exc))
-            log.warning(
-                "stall check skipped, the broker did not answer: %s",
-                exc,
-                extra={"sagalog": {"agent": "saga-tracker", "action": "outage"}},
-            )
-            return
-        down_s = self.health.recover("kafka")
-        if down_s is not None:
-            log.info(
-                "the broker answers again after %.1f s; the stall check resumes",
-                down_s,
-                extra={
-                    "sagalog": {
-                        "agent": "saga-tracker",
-                        "action": "recovered",
-                        "duration_ms": int(down_s * 1000),
-                    }
-                },
-            )
-        if not behind and self.counts["inputs"] - self.inputs_at_trim >= TRIM_AFTER:
-            # Caught up after a burst (a backlog decided, a flood of starts): the heap's
-            # peak is not what a waiting tracker needs, as after a restore.
-            self.inputs_at_trim = self.counts["inputs"]
-            release_free_memory()
-            budget = self.rocksdb_budget
-            log.info(
-                "heap trimmed after %d inputs; RocksDB memtables %.1f MB of %d, cache %.1f MB "
-                "of %d",
-                self.counts["inputs"],
-                budget.memtables_bytes() / MB,
-                budget.memtables_mb,
-                budget.cache_bytes() / MB,
-                budget.cache_mb,
-                extra={"sagalog": {"agent": "saga-tracker", "action": "memory"}},
-            )
-        if stalled:
-            stalled = await self._commit_again(stalled, behind)
-        if stalled:
-            (topic, partition), (start, end) = max(
-                ((key, behind[key]) for key in stalled), key=lambda item: item[1][1] - item[1][0]
-            )
-            log.error(
-                "stalled partitions, as faust and aiokafka see them: %s",
-                json.dumps(faust_internals.describe(self.app, stalled), default=str),
-            )
-            log.error(
-                "offsets: finished %s, committed %s, faust committed %s",
-                {str(tp): o for tp, o in self.offsets.finished.items()},
-                {str(tp): o for tp, o in self.offsets.committed.items()},
-                {
-                    str(tp): o
-                    for tp, o in faust_internals.committed_offsets(self.app.consumer).items()
-                },
-            )
-            crash(
-                f"{topic}/{partition} has {end - start} committed record(s) past the group's "
-                f"offset {start}, which has not moved for {self.settings.stall_timeout_s:g}s "
-                f"({len(stalled)} partition(s) stalled)"
-            )
-
-    async def _commit_again(
-        self, stalled: set[tuple[str, int]], behind: dict[tuple[str, int], tuple[int, int]]
-    ) -> set[tuple[str, int]]:
-        """Commit again what was decided past a group offset that stood still; return
-        the partitions that are not read at all (see ``stall.unread``)."""
-        tps = {(tp.topic, tp.partition): tp for tp in self.offsets.finished}
-        finished = {key: self.offsets.finished[tp] for key, tp in tps.items()}
-        not_read, recommit = unread(sorted(stalled), behind, finished)
-        if recommit:
-            log.warning(
-                "decided past the group's offset, but the commit did not land; committing "
-                "again: %s",
-                {f"{t}/{p}": (behind[(t, p)][0], offset) for (t, p), offset in recommit.items()},
-                extra={"sagalog": {"agent": "saga-tracker", "action": "recommit"}},
-            )
-            offsets = {tps[key]: offset for key, offset in recommit.items()}
-            if await faust_internals.commit_offsets(self.app.consumer, offsets):
-                self.offsets.mark_committed(offsets)
-            for key in recommit:
-                self.suspects.pop(key, None)
-        return set(not_read)
+        await self.watchdog.watch()
 
     async def _commit_offsets(self) -> None:
         consumer = self.app.consumer
@@ -503,32 +365,6 @@ class Tracker:
             self.health.describe(),
             extra={"sagalog": {"agent": "saga-tracker", "action": "stats"}},
         )
-
-
-def crash(why: str, error: BaseException | None = None) -> NoReturn:
-    """Exit at once, storing and committing nothing more: the batch will be consumed again.
-
-    faust would restart a crashed agent inside the process, past the records it had
-    taken, so they would wait for the next rebalance. Exiting (code 70) hands them
-    to a restarted or surviving worker now; the order of writes makes that safe. A
-    right the cluster denies exits 6 instead, since no restart gets past it
-    (``exits.exit_for`` decides).
-    """
-    decision = exit_for(why, error)
-    log.critical(
-        "%s",
-        decision.message,
-        exc_info=True,
-        extra={
-            "sagalog": {
-                "agent": "saga-tracker",
-                "action": "exit",
-                "outcome": f"exit {decision.code}",
-            }
-        },
-    )
-    logging.shutdown()
-    os._exit(decision.code)
 
 
 def _sealed(message: Any, event_id: str) -> SealedEvent:

@@ -1,6 +1,6 @@
 """What the broker says is waiting for this tracker, independent of faust's consumer.
 
-The watchdog (``Tracker._watch``) needs to know whether records wait that a stalled
+The watchdog (``watchdog.Watchdog``) needs to know whether records wait that a stalled
 worker is not delivering. Asking faust's own consumer for its high watermark and
 position cannot tell: a consumer that came out of a rebalance and never fetched
 knows neither, which is exactly the stall to catch (seen in the v1/v2 deploy test:

@@ -1,6 +1,6 @@
 """How a crashed tracker exits: 70 when a restart helps, the error's own code when not.
 
-A failed batch or a stalled partition exits the process at once (``app.crash``), so
+A failed batch or a stalled partition exits the process at once (``crash``), so
 a restarted or surviving worker takes the records over. That is right for a broker
 away or a faust bug, and wrong for a right the cluster denies: the new process would
 be refused the same write and exit again, in a loop an operator reads as flakiness.
@@ -12,9 +12,14 @@ So does an installed faust or aiokafka that lacks an attribute the tracker needs
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass
+from typing import NoReturn
 
 from sagalog.errors import AuthorizationError, IncompatibleDependencyError
+
+log = logging.getLogger("sagalog.tracker")
 
 #: ``EX_SOFTWARE``: exited so that another worker processes the batch again.
 RESTART = 70
@@ -67,3 +72,29 @@ def _beyond_restart(
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return None
+
+
+def crash(why: str, error: BaseException | None = None) -> NoReturn:
+    """Exit at once, storing and committing nothing more: the batch will be consumed again.
+
+    faust would restart a crashed agent inside the process, past the records it had
+    taken, so they would wait for the next rebalance. Exiting (code 70) hands them
+    to a restarted or surviving worker now; the order of writes makes that safe. A
+    right the cluster denies exits 6 instead, since no restart gets past it
+    (``exits.exit_for`` decides).
+    """
+    decision = exit_for(why, error)
+    log.critical(
+        "%s",
+        decision.message,
+        exc_info=True,
+        extra={
+            "sagalog": {
+                "agent": "saga-tracker",
+                "action": "exit",
+                "outcome": f"exit {decision.code}",
+            }
+        },
+    )
+    logging.shutdown()
+    os._exit(decision.code)

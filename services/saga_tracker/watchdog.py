@@ -1,0 +1,190 @@
+"""The tracker's watchdog: a tracker that silently stops is the worst failure.
+
+Every 5 s it looks at the partitions this worker owns. One that has committed
+records waiting past the group's offset, and whose offset has not moved for
+``stall_timeout_s``, is stalled (``stall.judge``): first the watchdog commits again
+what was decided but whose commit did not land (``stall.unread``), and if records are
+still not read, the process exits (70) so that a fresh worker takes the partitions
+over. Around a rebalance, behind a backlog and while the broker is away it suspects
+nothing. The same look marks the tracker ready once faust's running consumer has
+everything the tracker needs (``faust_internals.check_instances``), and trims the heap
+after a burst.
+
+A module of its own so that the faust wiring (``app``) reads as wiring: the
+decisions are the pure functions of ``stall``; this is the loop that feeds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from confluent_kafka import KafkaException
+
+from saga_tracker import faust_internals
+from saga_tracker.exits import crash
+from saga_tracker.stall import Suspect, judge, unread, waiting_its_turn
+from sagalog.errors import ServiceUnavailableError
+from sagalog.memory import release_free_memory
+from sagalog.rocksdb_options import MB
+
+if TYPE_CHECKING:
+    from saga_tracker.app import Tracker
+
+log = logging.getLogger("sagalog.tracker")
+
+TRIM_AFTER = 10_000  # inputs decided since the last heap trim
+
+
+class Watchdog:
+    """The stall watch of one tracker process, and what it remembers between looks."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        self.tracker = tracker
+        self.suspects: dict[tuple[str, int], Suspect] = {}
+        self.watched_generation = -1
+        self.inputs_at_trim = 0
+        self.batches_at_watch = 0
+
+    async def watch(self) -> None:
+        """Exit (70) when a partition has records waiting and nothing of it was
+        committed for ``stall_timeout_s`` (see ``stall``).
+
+        faust can come out of a rebalance with its tables ready and its partitions
+        assigned, yet deliver nothing (faust issues 175 and 640 describe the like),
+        and after a broker restart it once left one partition unread for minutes
+        while the others flowed. A fresh process recovers; a tracker that silently
+        stops is the worst failure, so this worker hands over instead.
+        """
+        tracker = self.tracker
+        if tracker.ready and not tracker.health.started:
+            try:
+                faust_internals.check_instances(tracker.app)
+            except Exception as exc:
+                crash("faust's running consumer lacks what the tracker needs", exc)
+            tracker.health.ready()
+        generation = tracker.app.consumer_generation_id
+        batches = tracker.counts["batches"]
+        progressed, self.batches_at_watch = batches != self.batches_at_watch, batches
+        busy = waiting_its_turn(
+            queued=faust_internals.queued(tracker.app, tracker.clock_topic),
+            capacity=tracker.queue_capacity,
+            progressed=progressed,
+        )
+        if (
+            not tracker.ready
+            or tracker.app.rebalancing
+            or generation != self.watched_generation
+            or busy
+        ):
+            # Offsets stand still across a rebalance (commits fail while it runs), and
+            # records wait their turn behind a backlog: suspicion starts again after.
+            self.suspects = {}
+            self.watched_generation = generation
+            return
+        mine = [
+            (tp.topic, tp.partition)
+            for tp in tracker.app.assignor.assigned_actives()
+            if tp.topic in tracker.workflow_topics or tp.topic == tracker.clock_topic
+        ]
+        try:
+            behind = await asyncio.to_thread(tracker.backlog.behind, mine)
+            self.suspects, candidates = judge(
+                self.suspects,
+                behind,
+                now=time.monotonic(),
+                after_s=tracker.settings.stall_timeout_s,
+            )
+            spans = {key: behind[key] for key in candidates}
+            stalled = await asyncio.to_thread(tracker.backlog.readable, spans) if spans else set()
+        except (ServiceUnavailableError, KafkaException) as exc:
+            # The broker is away: nothing can be delivered anyway, and the watch runs
+            # again in 5 s (that is its retry). Suspicion starts again once it is back,
+            # or every partition would count the outage as its own stall and exit.
+            self.suspects = {}
+            tracker.health.degrade("kafka", str(exc))
+            log.warning(
+                "stall check skipped, the broker did not answer: %s",
+                exc,
+                extra={"sagalog": {"agent": "saga-tracker", "action": "outage"}},
+            )
+            return
+        down_s = tracker.health.recover("kafka")
+        if down_s is not None:
+            log.info(
+                "the broker answers again after %.1f s; the stall check resumes",
+                down_s,
+                extra={
+                    "sagalog": {
+                        "agent": "saga-tracker",
+                        "action": "recovered",
+                        "duration_ms": int(down_s * 1000),
+                    }
+                },
+            )
+        if not behind and tracker.counts["inputs"] - self.inputs_at_trim >= TRIM_AFTER:
+            # Caught up after a burst (a backlog decided, a flood of starts): the heap's
+            # peak is not what a waiting tracker needs, as after a restore.
+            self.inputs_at_trim = tracker.counts["inputs"]
+            release_free_memory()
+            budget = tracker.rocksdb_budget
+            log.info(
+                "heap trimmed after %d inputs; RocksDB memtables %.1f MB of %d, cache %.1f MB "
+                "of %d",
+                tracker.counts["inputs"],
+                budget.memtables_bytes() / MB,
+                budget.memtables_mb,
+                budget.cache_bytes() / MB,
+                budget.cache_mb,
+                extra={"sagalog": {"agent": "saga-tracker", "action": "memory"}},
+            )
+        if stalled:
+            stalled = await self._commit_again(stalled, behind)
+        if stalled:
+            (topic, partition), (start, end) = max(
+                ((key, behind[key]) for key in stalled), key=lambda item: item[1][1] - item[1][0]
+            )
+            log.error(
+                "stalled partitions, as faust and aiokafka see them: %s",
+                json.dumps(faust_internals.describe(tracker.app, stalled), default=str),
+            )
+            log.error(
+                "offsets: finished %s, committed %s, faust committed %s",
+                {str(tp): o for tp, o in tracker.offsets.finished.items()},
+                {str(tp): o for tp, o in tracker.offsets.committed.items()},
+                {
+                    str(tp): o
+                    for tp, o in faust_internals.committed_offsets(tracker.app.consumer).items()
+                },
+            )
+            crash(
+                f"{topic}/{partition} has {end - start} committed record(s) past the group's "
+                f"offset {start}, which has not moved for {tracker.settings.stall_timeout_s:g}s "
+                f"({len(stalled)} partition(s) stalled)"
+            )
+
+    async def _commit_again(
+        self, stalled: set[tuple[str, int]], behind: dict[tuple[str, int], tuple[int, int]]
+    ) -> set[tuple[str, int]]:
+        """Commit again what was decided past a group offset that stood still; return
+        the partitions that are not read at all (see ``stall.unread``)."""
+        tracker = self.tracker
+        tps = {(tp.topic, tp.partition): tp for tp in tracker.offsets.finished}
+        finished = {key: tracker.offsets.finished[tp] for key, tp in tps.items()}
+        not_read, recommit = unread(sorted(stalled), behind, finished)
+        if recommit:
+            log.warning(
+                "decided past the group's offset, but the commit did not land; committing "
+                "again: %s",
+                {f"{t}/{p}": (behind[(t, p)][0], offset) for (t, p), offset in recommit.items()},
+                extra={"sagalog": {"agent": "saga-tracker", "action": "recommit"}},
+            )
+            offsets = {tps[key]: offset for key, offset in recommit.items()}
+            if await faust_internals.commit_offsets(tracker.app.consumer, offsets):
+                tracker.offsets.mark_committed(offsets)
+            for key in recommit:
+                self.suspects.pop(key, None)
+        return set(not_read)
