@@ -9,8 +9,9 @@ import pytest
 
 from sagalog.agents.lineage import LINEAGE_AVRO_TYPE
 from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.durations import format_duration, positive_duration_ms
 from sagalog.errors import FlowDefinitionError
-from sagalog.flows.model import Flow, Gate, Step, format_duration, positive_duration_ms
+from sagalog.flows.model import Flow, Gate, Step
 from sagalog.flows.registry import FlowRegistry
 from sagalog.priority import Priority
 from sagalog.topology.loader import load_topology

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.durations import duration_ms
 from sagalog.errors import TopologyError
 from sagalog.topology.loader import load_topology
-from sagalog.topology.model import duration_ms
 
 
 def load(tmp_path: Path, text: str, catalog: SchemaCatalog | None = None) -> object:

@@ -12,8 +12,8 @@ import datetime as dt
 import click
 
 from sagalog.cli.context import Project, pass_project
+from sagalog.durations import format_duration, positive_duration_ms
 from sagalog.errors import ConfigurationError
-from sagalog.flows.model import format_duration, positive_duration_ms
 from sagalog.tracker.ticks import clock_topic, last_tick_ms, tick_all
 
 _APP_ID = click.option(

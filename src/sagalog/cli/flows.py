@@ -8,11 +8,12 @@ import click
 
 from sagalog.cli.agent_modules import add_import_paths, load_agent
 from sagalog.cli.context import Project, pass_project
+from sagalog.durations import format_duration
 from sagalog.errors import AgentContractError, FlowDefinitionError
 from sagalog.flows.agent_contract import contract_mismatches
 from sagalog.flows.graph import GraphFormat, render
 from sagalog.flows.loader import FlowCheck, check_flows
-from sagalog.flows.model import Flow, format_duration
+from sagalog.flows.model import Flow
 
 _SUFFIX_FORMATS: dict[str, GraphFormat] = {
     ".dot": "dot",

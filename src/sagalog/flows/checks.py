@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.durations import format_duration
 from sagalog.flows.model import (
     COMPENSATION_COMPLETED,
     COMPENSATION_REQUESTED,
@@ -26,7 +27,6 @@ from sagalog.flows.model import (
     Flow,
     Gate,
     Step,
-    format_duration,
 )
 from sagalog.flows.states import COMPENSATION_STATES, GATE_STATES, TERMINAL_STATES
 from sagalog.topology.model import Topology

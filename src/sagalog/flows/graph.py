@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sagalog.flows.model import Flow, Gate, Step, format_duration
+from sagalog.durations import format_duration
+from sagalog.flows.model import Flow, Gate, Step
 from sagalog.flows.states import WorkflowState
 
 GraphFormat = Literal["mermaid", "dot"]

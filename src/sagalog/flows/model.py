@@ -29,9 +29,9 @@ from pydantic import (
     model_validator,
 )
 
+from sagalog.durations import PositiveDurationMs, format_duration, is_positive_duration
 from sagalog.flows.states import WorkflowState
 from sagalog.priority import Priority
-from sagalog.topology.model import duration_ms
 from sagalog.validators import checked
 
 STEP_FAILED = "sagalog.v1.StepFailed"
@@ -44,34 +44,6 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _FLOW_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _EVENT_TYPE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
-_UNITS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000))
-
-
-def positive_duration_ms(value: Any) -> int:
-    """``"72h"`` -> 259200000; a flow's durations are finite and positive, ints are ms."""
-    try:
-        ms = duration_ms(value)
-    except ValueError:
-        ms = -1
-    if ms <= 0:
-        raise ValueError(f"{value!r} is not a positive duration; use e.g. 72h, 30m, 10s or 500ms")
-    return ms
-
-
-def _is_positive_duration(value: Any) -> bool:
-    try:
-        positive_duration_ms(value)
-    except ValueError:
-        return False
-    return True
-
-
-def format_duration(ms: int) -> str:
-    """The shortest exact text for a duration: 259200000 -> ``3d``, 90000 -> ``90s``."""
-    for unit, size in _UNITS:
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
 
 
 def is_event_type(value: Any) -> bool:
@@ -103,7 +75,6 @@ def _priority(value: Any) -> Any:
     return value
 
 
-PositiveDurationMs = Annotated[int, BeforeValidator(positive_duration_ms)]
 Name = Annotated[str, checked(_NAME, "a name of lowercase letters, digits and '_' (snake_case)")]
 FlowName = Annotated[
     str, checked(_FLOW_NAME, "a flow name of lowercase letters, digits, '_' and '-'")
@@ -169,7 +140,7 @@ class Step(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _undo_timeout_defaults_to_step_timeout(cls, data: Any) -> Any:
-        if isinstance(data, dict) and _is_positive_duration(data.get("timeout")):
+        if isinstance(data, dict) and is_positive_duration(data.get("timeout")):
             for key in ("compensation", "irreversible"):
                 undo = data.get(key)
                 if isinstance(undo, dict) and "timeout" not in undo:

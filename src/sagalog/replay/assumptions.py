@@ -29,8 +29,9 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from sagalog.durations import format_duration, positive_duration_ms
 from sagalog.errors import ConfigurationError
-from sagalog.flows.model import Flow, Gate, Step, format_duration, positive_duration_ms
+from sagalog.flows.model import Flow, Gate, Step
 
 UNDO_SUFFIX = ".undo"
 

@@ -9,33 +9,14 @@ a topology must not change under it.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator
 
+from sagalog.durations import DurationMs
 from sagalog.topology.services import ServiceSpec
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|w)\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-def duration_ms(value: Any) -> int:
-    """``"30d"`` -> 2592000000; ``"forever"`` -> -1 (Kafka's "keep everything"); ints are ms."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration such as 30d, 12h, 500ms or 'forever'")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        if value.strip().lower() in ("forever", "infinite", "-1"):
-            return -1
-        match = _DURATION.match(value)
-        if match:
-            return int(match.group(1)) * _UNIT_MS[match.group(2)]
-    raise ValueError(f"{value!r} is not a duration; use e.g. 30d, 12h, 90m, 500ms or 'forever'")
-
-
-DurationMs = Annotated[int, BeforeValidator(duration_ms)]
 
 
 def _config_value(value: Any) -> str:

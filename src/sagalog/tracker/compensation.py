@@ -38,9 +38,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sagalog.durations import format_duration
 from sagalog.errors import ConfigurationError
 from sagalog.events import CompensationRequested
-from sagalog.flows.model import Flow, Step, format_duration
+from sagalog.flows.model import Flow, Step
 from sagalog.flows.states import WorkflowState
 from sagalog.tracker._change import Change
 from sagalog.tracker.actions import Decision, Outcome

@@ -8,8 +8,9 @@ starts) and publishes what the entry needs, and ``leave`` cancels them again.
 
 from __future__ import annotations
 
+from sagalog.durations import format_duration
 from sagalog.events import GateDecided, GateDecision, GateOpened
-from sagalog.flows.model import Gate, Step, format_duration
+from sagalog.flows.model import Gate, Step
 from sagalog.flows.states import WorkflowState
 from sagalog.tracker import compensation
 from sagalog.tracker._change import Change, at

@@ -28,6 +28,7 @@ are on it; a rebuild that wants the original timestamps passes each event's
 
 from __future__ import annotations
 
+from sagalog.durations import format_duration
 from sagalog.events import GateDecision, StateTransition
 from sagalog.flows.model import (
     COMPENSATION_COMPLETED,
@@ -38,7 +39,6 @@ from sagalog.flows.model import (
     Flow,
     Gate,
     Step,
-    format_duration,
 )
 from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState

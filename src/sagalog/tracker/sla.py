@@ -25,7 +25,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sagalog.flows.model import Flow, SlaRule, format_duration
+from sagalog.durations import format_duration
+from sagalog.flows.model import Flow, SlaRule
 from sagalog.flows.states import WorkflowState
 
 _PERCENT = {"p50": 50, "p95": 95, "p99": 99, "max": 100}
