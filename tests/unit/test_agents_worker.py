@@ -290,6 +290,24 @@ def test_a_later_batch_parks_behind_the_parked_event(worker: Any) -> None:
     )
     assert worker.clients.producer.topics() == [RETRY, RETRY]
     assert worker.stats.parked == 1
+    assert worker.store.parked("wf-1") == {"e1": 5, "e2": 8}  # e2 waits in its own right
+
+
+def test_an_event_after_the_first_retry_ends_still_waits_behind_the_parked_one(
+    worker: Any,
+) -> None:
+    first = record(worker, submitted("wf-1"), workflow_id="wf-1", event_id="e1", offset=5)
+    worker.store.park("wf-1", "e1", 5)
+    worker._process(  # e2 parks behind e1 in a later batch
+        [record(worker, submitted("wf-1"), workflow_id="wf-1", event_id="e2", offset=8)]
+    )
+    worker._process([retried(first, offset=3, attempt=1, due_ms=NOW_MS)])  # e1 ends
+    assert worker.store.parked("wf-1") == {"e2": 8}
+    worker._process(
+        [record(worker, submitted("wf-1"), workflow_id="wf-1", event_id="e3", offset=9)]
+    )
+    assert worker.clients.producer.topics()[-1] == RETRY  # e3 does not overtake e2
+    assert worker.store.parked("wf-1") == {"e2": 8, "e3": 9}
 
 
 def test_a_retry_not_due_waits_with_its_partition_paused(worker: Any) -> None:

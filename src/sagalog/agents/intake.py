@@ -132,6 +132,10 @@ class Intake:
                 named = spec if validation_error is not None else None
                 return self._dead(message, verdict, error, spec=named, headers=headers)
             case Outcome.PARK:
+                # Parked in its own right, before the commit like every parking: it
+                # waits in the retry topic behind the earlier event, and an event that
+                # arrives after the earlier one ends must still wait behind this one.
+                store.park(headers.workflow_id, headers.id, origin.offset)
                 return self.builder.retry(
                     message,
                     Outcome.PARK,
