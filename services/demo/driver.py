@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from demo.scenario import Plan, Request
-from sagalog.agents.backoff import RetryPolicy, retry_within
+from sagalog.backoff import RetryPolicy, retry_within
 from sagalog.cli.gateway_client import GatewayClient
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.errors import ServiceUnavailableError

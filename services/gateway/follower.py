@@ -38,8 +38,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from gateway.read_model import ReadModel, TransitionEntry
 from gateway.settings import GatewaySettings
-from sagalog.agents.backoff import RetryPolicy
 from sagalog.authorization import authorization_error, topic_denied
+from sagalog.backoff import RetryPolicy
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_ID, H_WORKFLOW_ID, header_dict
 from sagalog.errors import SagalogError

@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from saga_tracker.clock import TrackerClock
 from saga_tracker.settings import TrackerSettings
-from sagalog.agents.backoff import RetryPolicy, retry_within
+from sagalog.backoff import RetryPolicy, retry_within
 from sagalog.cluster import connect_admin, internal_topic
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec

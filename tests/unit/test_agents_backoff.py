@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from sagalog.agents.backoff import RetryPolicy
+from sagalog.backoff import RetryPolicy
 from sagalog.errors import ConfigurationError
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from sagalog.agents.backoff import RetryPolicy
 from sagalog.agents.position import RecordPosition
 from sagalog.agents.routing import RetryMark
 from sagalog.agents.triage import (
@@ -18,6 +17,7 @@ from sagalog.agents.triage import (
     screen,
     sort,
 )
+from sagalog.backoff import RetryPolicy
 
 INPUT = "procurement.events"
 RETRY = "sagalog.agent.budget-agent.retry"

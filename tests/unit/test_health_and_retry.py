@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sagalog.agents.backoff import RetryPolicy, retry_within
 from sagalog.agents.recovery import RejoinBudget
+from sagalog.backoff import RetryPolicy, retry_within
 from sagalog.errors import ServiceUnavailableError
 from sagalog.health import Health, HealthBook
 

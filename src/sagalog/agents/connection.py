@@ -19,12 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from sagalog.agents.backoff import RetryPolicy, retry_within
 from sagalog.agents.exceptions import BROKER_AWAY, ClientHung, ConsumerFailed, is_fatal
 from sagalog.agents.recovery import FENCED_INSTANCE_ID, RejoinBudget
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.authorization import authorization_error, is_authorization_failure
+from sagalog.backoff import RetryPolicy, retry_within
 from sagalog.errors import SagalogError, ServiceUnavailableError
 from sagalog.health import HealthBook
 

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sagalog.agents.backoff import RetryPolicy
 from sagalog.agents.context import HandlerContext
 from sagalog.agents.declaration import HandlerSpec
 from sagalog.agents.failures import DependencyUnavailable, StepTimeout, is_retryable
@@ -27,6 +26,7 @@ from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore, WorkflowContext
 from sagalog.agents.telemetry import AgentTelemetry, current_traceparent
 from sagalog.agents.triage import PARKED_BEHIND, Outcome, after_failure
+from sagalog.backoff import RetryPolicy
 from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
 from sagalog.priority import schedule

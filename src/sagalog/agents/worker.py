@@ -33,7 +33,6 @@ from confluent_kafka import KafkaError, KafkaException, Message
 
 from sagalog.agents.accounting import account, after_commit, park_before_commit
 from sagalog.agents.assignment import Assignment
-from sagalog.agents.backoff import RetryPolicy
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
 from sagalog.agents.connection import KafkaClients
 from sagalog.agents.declaration import Agent
@@ -49,6 +48,7 @@ from sagalog.agents.state_store import StateStore
 from sagalog.agents.telemetry import AgentTelemetry, configure_logging, ensure_tracer_provider
 from sagalog.agents.transaction import Transactions
 from sagalog.authorization import authorization_error, is_authorization_failure
+from sagalog.backoff import RetryPolicy
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry

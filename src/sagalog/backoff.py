@@ -3,9 +3,11 @@
 Full jitter (a uniform draw between zero and the exponential cap) spreads the
 retries of many workflows that failed together, so a recovering dependency is not
 hit by a synchronized wave (AWS Architecture Blog, "Exponential Backoff and Jitter").
-The random draw is a parameter so tests pin it. ``RetryPolicy`` paces a handler's
+The random draw is a parameter so tests pin it. ``RetryPolicy`` paces an agent handler's
 retries through the retry topic; ``retry_within`` paces a client call retried in
 place (a broker away for a few seconds) with the same delays, inside a time bound.
+A leaf of the package: the agent runtime, the tracker service, the gateway and the
+demo driver all pace their retries with it.
 """
 
 from __future__ import annotations
