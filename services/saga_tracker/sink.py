@@ -24,9 +24,11 @@ from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import EventHeaders, new_event_id
+from sagalog.dead_letters import dead_letter_headers
 from sagalog.errors import AuthorizationError, SagalogError, ServiceUnavailableError
 from sagalog.events import TrackerAlert
 from sagalog.flows.model import Flow
+from sagalog.position import RecordPosition
 from sagalog.tracker import TRACKER_SOURCE, TRANSITIONS_TOPIC, Alert, Publish, SlaAlert
 from sagalog.tracker.ticks import encode_tick
 
@@ -129,18 +131,18 @@ class KafkaSink:
         now_ms: int,
     ) -> None:
         """The record as it was, plus why the tracker could not read it (headers)."""
-        marks: list[tuple[str, str | bytes | None]] = [
-            ("sagalog_dlq_reason", reason[:4000]),
-            ("sagalog_dlq_error_class", error_class),
-            ("sagalog_dlq_agent", self.settings.app_id),
-            ("sagalog_origin", f"{topic}/{partition}@{offset}"),
-            ("sagalog_dlq_time", str(now_ms)),
-        ]
         self.producer.produce(
             self.settings.deadletter_topic,
             key=key,
             value=value,
-            headers=[*headers, *marks],
+            headers=dead_letter_headers(
+                headers,
+                agent=self.settings.app_id,
+                reason=reason,
+                error_class=error_class,
+                origin=RecordPosition(topic, partition, offset),
+                now_ms=now_ms,
+            ),
             on_delivery=self._delivered,
         )
         log.warning(

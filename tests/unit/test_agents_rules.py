@@ -9,9 +9,9 @@ import pytest
 from sagalog.agents.context import idempotency_key
 from sagalog.agents.failures import NonRetryableError, RetryableError, StepTimeout, is_retryable
 from sagalog.agents.lineage import decision_lineage, prompt_hash
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.routing import dead_letter_headers, read_mark, retry_headers
 from sagalog.errors import EventValidationError
+from sagalog.position import RecordPosition
 from sagalog.topic_names import retry_topic_for
 
 

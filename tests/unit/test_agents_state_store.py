@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.state_store import StateStore
 from sagalog.errors import ConfigurationError
+from sagalog.position import RecordPosition
 
 
 def test_projection_is_idempotent_and_remembers_first_sighting(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.routing import RetryMark
 from sagalog.agents.triage import (
     PARKED_BEHIND,
@@ -18,6 +17,7 @@ from sagalog.agents.triage import (
     sort,
 )
 from sagalog.backoff import RetryPolicy
+from sagalog.position import RecordPosition
 
 INPUT = "procurement.events"
 RETRY = "sagalog.agent.budget-agent.retry"

@@ -20,7 +20,6 @@ from confluent_kafka import KafkaError, KafkaException
 from procurement.events import BudgetReserved, RequestSubmitted
 from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError, RetryableError
 from sagalog.agents.accounting import next_checkpoints
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.routing import read_mark, retry_headers
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.worker import AgentWorker
@@ -28,6 +27,7 @@ from sagalog.contracts.catalog import EventSchema, SchemaCatalog
 from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import EventHeaders, header_value
 from sagalog.contracts.models import Event
+from sagalog.position import RecordPosition
 
 TOPIC = "procurement.events"
 RETRY = "sagalog.agent.budget-agent.retry"

@@ -18,11 +18,11 @@ from typing import Any
 
 from sagalog.agents.handling import Work
 from sagalog.agents.outputs import Result
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.records import headers_of
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.agents.triage import Outcome
+from sagalog.position import RecordPosition
 
 
 def park_before_commit(store: StateStore, handled: Iterable[tuple[Work, Result]]) -> None:

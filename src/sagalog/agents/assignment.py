@@ -15,12 +15,12 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from sagalog.agents.connection import KafkaClients
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.hydration import hydrate
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.records import headers_of
 from sagalog.agents.routing import read_mark
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.agents.triage import hold_not_due
+from sagalog.position import RecordPosition
 
 
 class Assignment:

@@ -23,10 +23,10 @@ from typing import Any
 from sagalog.agents.failures import NonRetryableError
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.lineage import DecisionLineage, decision_lineage
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.state_store import StateStore, WorkflowContext
 from sagalog.contracts.headers import EventHeaders
 from sagalog.events import EffectRecorded
+from sagalog.position import RecordPosition
 from sagalog.tail import jsonable
 
 

@@ -20,7 +20,6 @@ from sagalog.agents.declaration import HandlerSpec
 from sagalog.agents.failures import DependencyUnavailable, StepTimeout, is_retryable
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.outputs import OutRecord, RecordBuilder, Result
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.records import headers_of
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore, WorkflowContext
@@ -29,6 +28,7 @@ from sagalog.agents.triage import PARKED_BEHIND, Outcome, after_failure
 from sagalog.backoff import RetryPolicy
 from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
+from sagalog.position import RecordPosition
 from sagalog.priority import schedule
 
 

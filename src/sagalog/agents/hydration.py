@@ -15,12 +15,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.records import headers_of
 from sagalog.agents.state_store import StateStore
 from sagalog.contracts.headers import EventHeaders
 from sagalog.errors import EventValidationError, ServiceUnavailableError
 from sagalog.memory import release_free_memory
+from sagalog.position import RecordPosition
 from sagalog.settings import ClientSettings
 
 POLL_S = 0.05

@@ -14,7 +14,6 @@ from typing import Any
 from sagalog.agents.declaration import Agent, HandlerSpec
 from sagalog.agents.handling import Work
 from sagalog.agents.outputs import RecordBuilder, Result
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.records import headers_of
 from sagalog.agents.routing import read_mark
 from sagalog.agents.state_store import StateStore
@@ -23,6 +22,7 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash
 from sagalog.contracts.headers import H_TYPE, EventHeaders, header_value
 from sagalog.errors import EventValidationError, SchemaError
+from sagalog.position import RecordPosition
 from sagalog.priority import Priority
 
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sagalog.agents.declaration import HandlerSpec
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.records import headers_of
 from sagalog.agents.routing import dead_letter_headers, retry_headers
 from sagalog.agents.telemetry import AgentTelemetry
@@ -25,6 +24,7 @@ from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
 from sagalog.errors import SagalogError
 from sagalog.events import StepFailed
+from sagalog.position import RecordPosition
 
 OutRecord = tuple[str, bytes | None, bytes | None, list[tuple[str, bytes | str | None]]]
 """(topic, key, value, headers): one record for the transaction to produce."""

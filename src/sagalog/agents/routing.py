@@ -13,25 +13,18 @@ can read them with ``sagalog tail`` and replay them by hand.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sagalog.agents.position import RecordPosition
+from sagalog import dead_letters
+from sagalog.dead_letters import H_ORIGIN, RawHeaders
 from sagalog.errors import EventValidationError
+from sagalog.position import RecordPosition
 
 H_ATTEMPT = "sagalog_attempt"
 H_NOT_BEFORE = "sagalog_not_before_ms"
-H_ORIGIN = "sagalog_origin"
 H_LAST_ERROR = "sagalog_last_error"
-H_DLQ_REASON = "sagalog_dlq_reason"
-H_DLQ_ERROR_CLASS = "sagalog_dlq_error_class"
-H_DLQ_STACK = "sagalog_dlq_stack"
-H_DLQ_ATTEMPTS = "sagalog_dlq_attempts"
-H_DLQ_AGENT = "sagalog_dlq_agent"
-H_DLQ_TIME = "sagalog_dlq_time_ms"
 
 _OWN = {H_ATTEMPT, H_NOT_BEFORE, H_ORIGIN, H_LAST_ERROR}
-RawHeaders = Sequence[tuple[str, bytes | str | None]]
 
 
 @dataclass(frozen=True)
@@ -96,18 +89,19 @@ def dead_letter_headers(
     origin: RecordPosition,
     now_ms: int,
 ) -> list[tuple[str, bytes | str | None]]:
-    """The original headers plus why the record could not be processed."""
-    kept = [(name, value) for name, value in original or () if name not in _OWN]
-    return [
-        *kept,
-        (H_DLQ_REASON, reason[:4000].encode()),
-        (H_DLQ_ERROR_CLASS, error_class.encode()),
-        (H_DLQ_STACK, stack[-8000:].encode()),
-        (H_DLQ_ATTEMPTS, str(attempts).encode()),
-        (H_DLQ_AGENT, agent.encode()),
-        (H_ORIGIN, str(origin).encode()),
-        (H_DLQ_TIME, str(now_ms).encode()),
-    ]
+    """The original headers, without this runtime's retry marks, plus why the record
+    could not be processed (``sagalog.dead_letters``: the tracker writes the same)."""
+    return dead_letters.dead_letter_headers(
+        original,
+        agent=agent,
+        reason=reason,
+        error_class=error_class,
+        stack=stack,
+        attempts=attempts,
+        origin=origin,
+        now_ms=now_ms,
+        dropped=_OWN,
+    )
 
 
 def _text(value: bytes | str | None) -> str | None:

@@ -32,8 +32,8 @@ from typing import Any
 
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
-from sagalog.agents.position import RecordPosition
 from sagalog.errors import ConfigurationError
+from sagalog.position import RecordPosition
 from sagalog.rocksdb_options import bounded_options
 
 _PROJECTION = "p:"

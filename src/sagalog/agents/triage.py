@@ -31,9 +31,9 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.routing import RetryMark
 from sagalog.backoff import RetryPolicy
+from sagalog.position import RecordPosition
 
 PARKED_BEHIND = "parked behind an earlier event of its workflow"
 

@@ -42,7 +42,6 @@ from sagalog.agents.handling import HandlerRunner, Work
 from sagalog.agents.intake import Intake
 from sagalog.agents.internal_topics import ensure_internal_topics
 from sagalog.agents.outputs import RecordBuilder, Result
-from sagalog.agents.position import RecordPosition
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.telemetry import AgentTelemetry, configure_logging, ensure_tracer_provider
@@ -54,6 +53,7 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import ServiceUnavailableError
 from sagalog.health import Health, HealthBook
+from sagalog.position import RecordPosition
 from sagalog.topic_names import retry_topic_for
 
 

@@ -1,11 +1,13 @@
 """Where a record sits in the log: topic, partition and offset, as one typed value.
 
-A position travels as text in two places that outlive the process: a retried
-record's ``sagalog_origin`` header (where the event was first consumed, so its
-outputs go back to that topic and its parking entry names that offset) and an
-effect ledger entry's ``delivery`` (which record's handling confirmed the effect).
-Both use ``topic/partition/offset``; this module is the one place that writes and
-reads that text, so no caller splits strings.
+A position travels as text in places that outlive the process: the
+``sagalog_origin`` header of a retried or dead-lettered record (where the event was
+first consumed, so a retry's outputs go back to that topic, its parking entry names
+that offset, and an operator finds the original), and an effect ledger entry's
+``delivery`` (which record's handling confirmed the effect). All use
+``topic/partition/offset``; this module is the one place that writes and reads that
+text, so no caller splits strings. A leaf of the package: the agent runtime and the
+tracker service both dead-letter records.
 
 A ``NamedTuple`` rather than a dataclass: the state store keeps first sightings as
 plain sequences and compares them with the position of the record in hand, and the
