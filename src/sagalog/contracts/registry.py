@@ -129,6 +129,14 @@ class SchemaRegistry:
                 lambda: self.client.register_schema(subject, Schema(schema.text, "AVRO")),
             )
         except SchemaRegistryError as exc:
+            if exc.http_status_code == 409 and "already exists" in str(exc.error_message):
+                # Not a refusal: the create raced with itself. The client retries a
+                # request the registry was slow to answer (a loaded machine), and
+                # Apicurio answers the retry of a create that landed with "already
+                # exists". The schema is registered; its id is what was asked for.
+                found = self._registered_id(subject, schema)
+                if found is not None:
+                    return found
             if exc.http_status_code == 409:
                 raise SchemaCompatibilityError(
                     f"registry refused {schema.name} ({schema.path}) under subject {subject}: "
@@ -137,6 +145,17 @@ class SchemaRegistry:
                     "version (a new namespace such as v2)"
                 ) from exc
             raise SchemaError(f"registry refused {subject}: {exc}") from exc
+
+    def _registered_id(self, subject: str, schema: EventSchema) -> int | None:
+        """The id ``schema`` has under ``subject``, or None when it is not registered."""
+        try:
+            found = self._call(
+                f"look up {schema.name} under {subject}",
+                lambda: self.client.lookup_schema(subject, Schema(schema.text, "AVRO")),
+            )
+        except SchemaRegistryError:
+            return None
+        return int(found.schema_id) if found.schema_id is not None else None
 
     def schema_id(self, subject: str, schema: EventSchema) -> int:
         """The id of ``schema`` as registered under ``subject``.
