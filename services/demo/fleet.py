@@ -27,6 +27,7 @@ from typing import Any
 
 from sagalog import client_config
 from sagalog.errors import ServiceUnavailableError
+from sagalog.exit_codes import Restart, restart_policy
 from sagalog.settings import ClientSettings
 
 SERVICES_DIR = Path(__file__).resolve().parents[1]
@@ -41,9 +42,6 @@ AGENTS: dict[str, tuple[str, dict[str, str]]] = {
     "notification_agent": ("NOTIFICATION_AGENT", {"mail_url": "mail"}),
 }
 STANDINS = ("ledger", "erp", "mail")
-
-
-RESTART_ME = 70  # EX_SOFTWARE: the platform's services ask to be started again
 
 
 def free_port() -> int:
@@ -223,12 +221,13 @@ class Fleet:
         return service.start()
 
     def supervise(self, *, every_s: float = 1.0) -> None:
-        """Restart, as an orchestrator would, every service that exits 70.
+        """Restart, as an orchestrator would, every service that exits ``RESTART`` (70).
 
-        70 is the services' "restart me": a tracker worker whose watchdog saw a
-        partition stall, an agent fenced or whose client hit a fatal error. They
-        exit rather than limp on, so without a supervisor the demo would stop with
-        them. Other exits are left for ``dead`` to report.
+        70 is the services' "restart me" (``sagalog.exit_codes``): a tracker worker
+        whose watchdog saw a partition stall, an agent whose clients could not be
+        rebuilt. They exit rather than limp on, so without a supervisor the demo
+        would stop with them. Other exits are left for ``dead`` to report: in a
+        demo a bug (1) or a bad setting (2) must show, not be restarted away.
         """
         stop = threading.Event()
         self._supervisor_stop = stop
@@ -236,7 +235,7 @@ class Fleet:
         def loop() -> None:
             while not stop.wait(every_s):
                 for name, code in self.reap():
-                    if code == RESTART_ME:
+                    if restart_policy(code) is Restart.AT_ONCE:
                         self.services[name].start()
                         self.restarted[name] += 1
 

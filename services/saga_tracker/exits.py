@@ -1,4 +1,4 @@
-"""How a crashed tracker exits: 70 when a restart helps, the error's own code when not.
+"""How a crashed tracker exits: ``RESTART`` (70) when a restart helps, else the error's code.
 
 A failed batch or a stalled partition exits the process at once (``crash``), so
 a restarted or surviving worker takes the records over. That is right for a broker
@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from sagalog.errors import AuthorizationError, IncompatibleDependencyError
+from sagalog.exit_codes import ExitCode, restart_policy
 
 log = logging.getLogger("sagalog.tracker")
 
-#: ``EX_SOFTWARE``: exited so that another worker processes the batch again.
-RESTART = 70
+#: Exited so that another worker processes the batch again (``sagalog.exit_codes``).
+RESTART = ExitCode.RESTART
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,15 @@ class Exit:
         code: the process exit code.
         message: what went wrong; a denied right's names the principal, the operation
             and the resource (the traceback is logged with it either way).
-        restart_helps: whether a new process could get past it.
     """
 
     code: int
     message: str
-    restart_helps: bool
+
+    @property
+    def restart_helps(self) -> bool:
+        """Whether a new process could get past it: the contract's policy for the code."""
+        return restart_policy(self.code).restarts
 
 
 def exit_for(why: str, error: BaseException | None) -> Exit:
@@ -53,12 +57,10 @@ def exit_for(why: str, error: BaseException | None) -> Exit:
         return Exit(
             code=denied.exit_code,
             message=f"{why}: {denied}; a restart would be refused the same way",
-            restart_helps=False,
         )
     return Exit(
         code=RESTART,
         message=f"{why}; exiting so that it is processed again",
-        restart_helps=True,
     )
 
 

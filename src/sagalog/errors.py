@@ -8,23 +8,25 @@ code inside the library raises the most specific family.
 
 from __future__ import annotations
 
+from sagalog.exit_codes import ExitCode
+
 
 class SagalogError(Exception):
     """Root of every error sagalog raises on purpose.
 
     Attributes:
-        exit_code: the process exit code the CLI uses for this family, so scripts
-            can tell bad input (2) from an unreachable service (3) from a refused
-            change (4).
+        exit_code: the process exit code for this family (``sagalog.exit_codes``, one
+            meaning each), so scripts and supervisors can tell bad input (2) from an
+            unreachable service (3) from a refused change (4).
     """
 
-    exit_code: int = 1
+    exit_code: int = ExitCode.FAILED
 
 
 class ConfigurationError(SagalogError):
     """A setting or a file the user wrote is wrong; fix the named input and rerun."""
 
-    exit_code = 2
+    exit_code = ExitCode.CONFIGURATION
 
 
 class IncompatibleDependencyError(ConfigurationError):
@@ -39,7 +41,7 @@ class IncompatibleDependencyError(ConfigurationError):
 class LocalStackError(SagalogError):
     """The embedded Kafka or schema registry could not be prepared, started or stopped."""
 
-    exit_code = 3
+    exit_code = ExitCode.UNAVAILABLE
 
 
 class ServiceUnavailableError(SagalogError):
@@ -49,13 +51,13 @@ class ServiceUnavailableError(SagalogError):
     is the one it listens on.
     """
 
-    exit_code = 3
+    exit_code = ExitCode.UNAVAILABLE
 
 
 class SchemaError(SagalogError):
     """A schema file is unreadable, or the catalog lacks a schema that was asked for."""
 
-    exit_code = 2
+    exit_code = ExitCode.CONFIGURATION
 
 
 class SchemaCompatibilityError(SchemaError):
@@ -66,13 +68,13 @@ class SchemaCompatibilityError(SchemaError):
     remove a field that has none.
     """
 
-    exit_code = 4
+    exit_code = ExitCode.REFUSED
 
 
 class EventValidationError(SagalogError):
     """An event's payload does not match its schema; the message names the field."""
 
-    exit_code = 2
+    exit_code = ExitCode.CONFIGURATION
 
 
 class TopologyError(ConfigurationError):
@@ -102,7 +104,7 @@ class DestructiveChangeRefused(SagalogError):
     """A topology change would lose data or reorder keyed history; rerun with ``--force``
     only after reading why it was refused."""
 
-    exit_code = 4
+    exit_code = ExitCode.REFUSED
 
 
 class AuthenticationError(SagalogError):
@@ -113,7 +115,7 @@ class AuthenticationError(SagalogError):
     ``SAGALOG_SSL_*`` settings (or ``sagalog dev env`` for the local stack) and rerun.
     """
 
-    exit_code = 5
+    exit_code = ExitCode.AUTHENTICATION
 
 
 class AuthorizationError(SagalogError):
@@ -125,4 +127,4 @@ class AuthorizationError(SagalogError):
     ``sagalog topology apply``, rather than granting it by hand.
     """
 
-    exit_code = 6
+    exit_code = ExitCode.AUTHORIZATION

@@ -38,6 +38,7 @@ from integration.tracker_harness import PROCUREMENT, SECRET, latest_records, reb
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
+from sagalog.exit_codes import ExitCode
 from sagalog.flows.loader import load_flows
 from sagalog.replay.diff import decided_fields
 from sagalog.topology.apply import TopologyClient
@@ -105,7 +106,12 @@ class Fault:
 
 @dataclass
 class Supervisor:
-    """Restarts services that exit (a crash, exit 70, a fenced zombie), as an orchestrator."""
+    """Restarts services that exit (a crash, exit 70, a fenced zombie), as an orchestrator.
+
+    It restarts every exit, not only those ``sagalog.exit_codes`` says to: a fault
+    can make a service exit in a way the contract says to look at (a fenced zombie,
+    7), and the round goes on to show what that cost; the exit is reported.
+    """
 
     fleet: Fleet
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -352,13 +358,15 @@ class ChaosRun:
         if fault.verify is not None:
             errors += fault.verify(self, requests)
         # Exits the supervisor restarted: 70 is the platform's "restart me"; any other
-        # code is reported (a finding), not failed: an orchestrator restarts it alike,
+        # code is reported (a finding), not failed: the supervisor restarts it alike,
         # and what it cost shows in lost, stuck and the rest.
         exits = self.supervisor.exits[exits_before:]
         history = self.history(fault, requests, states, after, injections, errors)
         history.notes.update(
             seconds=round(time.monotonic() - started, 1),
-            crashes=[f"{n}:{rc}" for n, rc in exits if rc not in (0, 70)],
+            crashes=[
+                f"{n}:{rc}" for n, rc in exits if rc not in (ExitCode.STOPPED, ExitCode.RESTART)
+            ],
         )
         history.exits, history.max_exits = list(exits), fault.max_exits
         history.figures.update(self.probe.figures(started, time.monotonic(), injections))

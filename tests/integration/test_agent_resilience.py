@@ -21,6 +21,7 @@ import pytest
 from sagalog.agents.context import idempotency_key
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
+from sagalog.exit_codes import ExitCode, restart_policy
 
 from .agent_harness import (
     AgentLab,
@@ -193,7 +194,8 @@ def test_a_paused_zombie_is_fenced_and_its_work_never_shows(lab_factory: Any) ->
     resumed = time.monotonic()
     code = zombie.process.wait(30)
     exited_in = time.monotonic() - resumed
-    assert code == 70, f"the zombie exited {code}, not 70 (fenced by a newer instance)"
+    assert code == ExitCode.FENCED, f"the zombie exited {code}, not 7 (fenced by a newer instance)"
+    assert not restart_policy(code).restarts, "a supervisor must leave a fenced zombie down"
     assert exited_in < 10, f"the zombie ran on for {exited_in:.1f}s after waking up"
     assert "was fenced" in zombie.log.read_text()
 

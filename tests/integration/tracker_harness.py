@@ -35,6 +35,7 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import header_dict
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import SagalogError
+from sagalog.exit_codes import ExitCode
 from sagalog.publisher import EventPublisher
 from sagalog.topic_names import records_changelog
 from sagalog.tracker import gate_token
@@ -427,7 +428,7 @@ class TrackerLab:
                     and process.process is not None
                     and process.process.poll() is not None
                 ):
-                    if process.process.returncode == 70:  # "restart me", as a supervisor would
+                    if process.process.returncode == ExitCode.RESTART:  # as a supervisor would
                         process.start()
                         continue
                     pytest.fail(

@@ -21,9 +21,10 @@ from sagalog.flows.agent_contract import check_agent_in_project
 def run(agent: Agent, settings: AgentSettings | None = None) -> None:
     """Run ``agent`` until SIGTERM or SIGINT (blocking).
 
-    Exits the process with code 70 when fenced by a newer instance with the same
-    instance id: this one is a zombie, and a supervisor must not mistake that for a
-    crash to retry in a loop; also with 70 when the consumer was fenced more often
+    Exits the process with the codes of ``sagalog.exit_codes``: 7 (``FENCED``) when
+    fenced by a newer instance with the same instance id: this one is a zombie, and a
+    supervisor must not restart it, or it would fence its replacement in turn; 70
+    (``RESTART``, restart at once) when the consumer was fenced more often
     than ``max_rejoins`` allows (each fencing before that is cured in-process by new
     clients, see ``recovery``); with 3 when Kafka did not answer for
     ``outage_limit_s``; with 6 when the cluster denies it a right (the message names

@@ -25,6 +25,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sagalog.errors import ConfigurationError, SagalogError, ServiceUnavailableError
+from sagalog.exit_codes import ExitCode
 
 
 class GatewayClientSettings(BaseSettings):
@@ -52,7 +53,7 @@ DEFAULT_RETRY_AFTER_S = 2.0
 class GatewayRefused(SagalogError):
     """The gateway answered with a 4xx: the request was wrong; its message says why."""
 
-    exit_code = 2
+    exit_code = ExitCode.CONFIGURATION
 
     def __init__(self, status: int, message: str, detail: Any = None) -> None:
         super().__init__(f"gateway refused ({status}): {message}")

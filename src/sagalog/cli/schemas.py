@@ -9,6 +9,7 @@ import click
 from sagalog.cli.context import Project, pass_project
 from sagalog.contracts.compatibility import RULE
 from sagalog.contracts.schema_check import check_schemas
+from sagalog.exit_codes import ExitCode
 
 
 @click.group()
@@ -66,4 +67,4 @@ def check(project: Project, as_json: bool) -> None:
         if report.ok:
             click.secho(f"ok: {len(report.checked)} schema(s) satisfy {RULE}", fg="green")
     if not report.ok:
-        raise SystemExit(4)
+        raise SystemExit(ExitCode.REFUSED)

@@ -8,6 +8,7 @@ import click
 
 from sagalog.cli.context import Project, pass_project
 from sagalog.errors import ConfigurationError
+from sagalog.exit_codes import ExitCode
 from sagalog.flows.loader import load_flows
 from sagalog.topology.acls import derive_acls
 from sagalog.topology.apply import TopologyClient
@@ -52,7 +53,7 @@ def plan(project: Project, detailed_exitcode: bool) -> None:
     result = client.plan(project.topology)
     _show(result)
     if detailed_exitcode and not result.empty:
-        raise SystemExit(10)
+        raise SystemExit(ExitCode.PLAN_DIFFERS)
 
 
 @topology.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sagalog.errors import SagalogError
+from sagalog.exit_codes import ExitCode
 
 
 class ReplayError(SagalogError):
@@ -12,7 +13,7 @@ class ReplayError(SagalogError):
     ``sagalog topology plan`` and the cluster with ``sagalog dev status``.
     """
 
-    exit_code = 2
+    exit_code = ExitCode.CONFIGURATION
 
 
 class StoreError(ReplayError):
