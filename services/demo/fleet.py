@@ -173,7 +173,7 @@ class Fleet:
             commit_interval_s=0.5,
             sla_interval_s=3600,
         )
-        return self._launch(f"tracker-{instance}", ["-m", "saga_tracker"], env)
+        return self._launch(f"tracker-{instance}", ["-m", "sagalog.services.tracker"], env)
 
     def start_gateway(self) -> Service:
         c = self.config
@@ -188,7 +188,7 @@ class Fleet:
             transitions_topic=c.transitions_topic,
             data_dir=c.run_dir / "data" / "gateway",
         )
-        return self._launch("gateway", ["-m", "gateway"], env)
+        return self._launch("gateway", ["-m", "sagalog.services.gateway"], env)
 
     def start_agent(self, module: str, instance: str = "a") -> Service:
         c = self.config

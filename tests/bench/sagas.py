@@ -1,7 +1,7 @@
 """Sagas end to end: sustained sagas/s under open-loop load, handoff latency by load, idle cost.
 
 The system under test is the whole platform as separate processes on the real broker:
-the saga tracker (``python -m saga_tracker``, wall clock) and five relay agents
+the saga tracker (``python -m sagalog.services.tracker``, wall clock) and five relay agents
 (``python -m tests.bench.saga_agents --step N``, the full agent runtime), on a
 throwaway project whose topics, groups, app id and registry subjects carry one
 unique suffix and are deleted at the end, even on failure. The flow
@@ -128,7 +128,7 @@ class SagaBenchError(Exception):
 class Service(Worker):
     """A service process (``python -m <module> <args>``); logs as ``Worker`` reads them."""
 
-    module: str = "saga_tracker"
+    module: str = "sagalog.services.tracker"
     args: tuple[str, ...] = ()
 
     def start(self) -> Service:
@@ -717,7 +717,7 @@ class SagalogSystem:
                 else self._tracker_env()
             ),
             log=self.scratch / "tracker.log",
-            module="tests.bench.sagas" if patched else "saga_tracker",
+            module="tests.bench.sagas" if patched else "sagalog.services.tracker",
             args=("patched-tracker",) if patched else (),
         ).start()
         for step in range(1, STEPS + 1):
@@ -1187,7 +1187,7 @@ def _start_gateway(lab: Lab, scratch: Path, services: list[Service]) -> tuple[Se
             )
         ),
         log=scratch / "gateway.log",
-        module="gateway",
+        module="sagalog.services.gateway",
     ).start()
     services.append(gateway)
     return gateway, f"http://127.0.0.1:{port}"
@@ -1374,7 +1374,7 @@ def _measure_sagalog(
     results |= found.as_dict("sagas")
     results["saga_profiles"] = found.profiles
     results["sagas_processes"] = {
-        "tracker": "python -m saga_tracker (wall clock)",
+        "tracker": "python -m sagalog.services.tracker (wall clock)",
         **{
             f"agent{s}": f"python -m tests.bench.saga_agents --step {s} ({system.agent_name(s)})"
             for s in range(1, STEPS + 1)
@@ -1538,7 +1538,7 @@ def run_patched_tracker() -> int:
         original(self, *args, **kwargs)
 
     aiokafka.AIOKafkaConsumer.__init__ = init
-    from saga_tracker.__main__ import main
+    from sagalog.services.tracker.__main__ import main
 
     return main()
 

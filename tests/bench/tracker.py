@@ -1,7 +1,7 @@
 """The saga tracker under load: live throughput, restore speed, idle cost at a gate.
 
 Everything runs on the real broker, the tracker as its own process (``python -m
-saga_tracker``, virtual clock) in a throwaway project whose topics, app ids and
+sagalog.services.tracker``, virtual clock) in a throwaway project whose topics, app ids and
 registry subjects all carry one unique suffix, deleted at the end even on failure.
 
 1. **Live throughput.** ``N`` workflows of the five-step test flow, each with its
@@ -158,7 +158,7 @@ class TrackerBenchError(Exception):
 
 @dataclass
 class Worker:
-    """One ``python -m saga_tracker`` process; its stdout and stderr go to ``log``."""
+    """One ``python -m sagalog.services.tracker`` process; its stdout and stderr go to ``log``."""
 
     name: str
     env: dict[str, str]
@@ -168,7 +168,7 @@ class Worker:
     def start(self) -> Worker:
         with self.log.open("ab") as handle:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "saga_tracker"],
+                [sys.executable, "-m", "sagalog.services.tracker"],
                 cwd=REPO,
                 env=self.env,
                 stdout=handle,
@@ -702,7 +702,7 @@ _PLUMBING = (
     "asyncio/base_events.py",
     "asyncio/events.py",
     "mode/worker.py",
-    "saga_tracker/__main__.py",
+    "sagalog.services.tracker/__main__.py",
     "threading.py",
 )
 """Frames on nearly every stack (interpreter start, the event loop): left out of totals."""

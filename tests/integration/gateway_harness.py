@@ -1,9 +1,9 @@
 """Drive the gateway as an OS process next to a ``TrackerLab``'s tracker.
 
 ``GatewayLab`` wraps a ``TrackerLab`` (unchanged): it adds ``WebhookReceived`` to the
-lab's workflow topic, starts the tracker and ``python -m gateway`` on a free port with
-its own RocksDB directory, and offers the few calls the tests make: HTTP requests with
-or without the API key, the workflow topic's end offsets (to prove a refused request
+lab's workflow topic, starts the tracker and ``python -m sagalog.services.gateway`` on a
+free port with its own RocksDB directory, and offers the few calls the tests make: HTTP
+requests with or without the API key, the workflow topic's end offsets (to prove a refused request
 published nothing) and the events of one type on it.
 """
 
@@ -59,7 +59,7 @@ class GatewayProcess:
     def start(self) -> GatewayProcess:
         handle = self.log.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gateway"],
+            [sys.executable, "-m", "sagalog.services.gateway"],
             cwd=REPO,
             env=self.env,
             stdout=handle,

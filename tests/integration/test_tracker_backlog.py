@@ -16,9 +16,9 @@ import pytest
 from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic, OffsetSpec
 
-from saga_tracker.backlog import BacklogProbe
-from saga_tracker.settings import TrackerSettings
 from sagalog.cluster import connect_admin
+from sagalog.services.tracker.backlog import BacklogProbe
+from sagalog.services.tracker.settings import TrackerSettings
 from sagalog.settings import ClientSettings
 
 

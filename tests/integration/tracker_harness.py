@@ -159,7 +159,7 @@ class TrackerProcess:
         self.stopped = False
         handle = self.log.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "saga_tracker"],
+            [sys.executable, "-m", "sagalog.services.tracker"],
             cwd=REPO,
             env=self.env,
             stdout=handle,

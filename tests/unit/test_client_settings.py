@@ -19,15 +19,15 @@ import pytest
 GATE_SECRET = "unit-test-gate-secret-0123456789"
 os.environ.setdefault("PURCHASING_AGENT_GATE_SECRET", GATE_SECRET)
 from budget_agent.agent import BudgetAgentSettings  # noqa: E402
-from gateway.settings import GatewaySettings  # noqa: E402
 from intake_agent.agent import IntakeAgentSettings  # noqa: E402
 from notification_agent.agent import NotificationAgentSettings  # noqa: E402
 from purchasing_agent.agent import PurchasingAgentSettings  # noqa: E402
 from retrieval_agent.agent import RetrievalAgentSettings  # noqa: E402
 from risk_agent.agent import RiskAgentSettings  # noqa: E402
-from saga_tracker.settings import TrackerSettings  # noqa: E402
 from sagalog import client_config  # noqa: E402
 from sagalog.agents.settings import AgentSettings  # noqa: E402
+from sagalog.services.gateway.settings import GatewaySettings  # noqa: E402
+from sagalog.services.tracker.settings import TrackerSettings  # noqa: E402
 from sagalog.settings import ClientSettings  # noqa: E402
 
 SERVICES: dict[str, tuple[type[ClientSettings], str]] = {

@@ -13,11 +13,6 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from gateway.api import create_app
-from gateway.application import Gateway
-from gateway.decisions import Decision, decision_event_id
-from gateway.follower import FollowerStatus
-from gateway.read_model import ReadModel, TransitionEntry
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.headers import EventHeaders, new_event_id
 from sagalog.contracts.models import Event
@@ -26,6 +21,11 @@ from sagalog.events import GateDecided, WebhookReceived
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.publisher import PublishedEvent
+from sagalog.services.gateway.api import create_app
+from sagalog.services.gateway.application import Gateway
+from sagalog.services.gateway.decisions import Decision, decision_event_id
+from sagalog.services.gateway.follower import FollowerStatus
+from sagalog.services.gateway.read_model import ReadModel, TransitionEntry
 from sagalog.tracker import gate_token
 
 from .gateway_fixtures import BEFORE_GATE, SECRET, at_gate, reference_flow, tracked

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gateway.read_model import ReadModel, TransitionEntry
-from gateway.views import detail_view
 from sagalog.audit.lookup import WorkflowSeal
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.flows.model import Flow
+from sagalog.services.gateway.read_model import ReadModel, TransitionEntry
+from sagalog.services.gateway.views import detail_view
 from sagalog.tracker.record import SealedEvent
 from sagalog.tracker.seal import seal
 

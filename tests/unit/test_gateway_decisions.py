@@ -6,12 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from gateway.decisions import Decision, check_decision, decision_event_id
-from gateway.exceptions import ExpiredToken, ForgedToken, NoOpenGate, UnknownWorkflow
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.events import GateDecision
 from sagalog.flows.model import Flow
 from sagalog.flows.states import WorkflowState
+from sagalog.services.gateway.decisions import Decision, check_decision, decision_event_id
+from sagalog.services.gateway.exceptions import (
+    ExpiredToken,
+    ForgedToken,
+    NoOpenGate,
+    UnknownWorkflow,
+)
 from sagalog.tracker import gate_token
 
 from .gateway_fixtures import BEFORE_GATE, SECRET, at_gate, reference_flow, tracked

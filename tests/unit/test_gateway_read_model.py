@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.read_model import ReadModel, TransitionEntry
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.flows.model import Flow
 from sagalog.flows.states import WorkflowState
+from sagalog.services.gateway.read_model import ReadModel, TransitionEntry
 from sagalog.tracker import StoredRecordError
 from sagalog.tracker.record import WorkflowRecord
 

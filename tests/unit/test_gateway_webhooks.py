@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.exceptions import BodyTooLarge, MalformedBody
-from gateway.settings import GatewaySettings
-from gateway.webhooks import WebhookCall, read_webhook, webhook_event_id
+from sagalog.services.gateway.exceptions import BodyTooLarge, MalformedBody
+from sagalog.services.gateway.settings import GatewaySettings
+from sagalog.services.gateway.webhooks import WebhookCall, read_webhook, webhook_event_id
 
 
 def call(body: bytes, *, kind: str = "signature.completed", **kw: object) -> WebhookCall:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from saga_tracker.settings import TrackerSettings
 from sagalog.errors import ConfigurationError
 from sagalog.replay.settings import ReplaySettings
+from sagalog.services.tracker.settings import TrackerSettings
 
 SHARED = (
     "app_id",

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from rocksdict import Rdict
 
-from saga_tracker.rocks import BudgetedRocksDBOptions
 from sagalog.rocksdb_options import MB, MemoryBudget, bounded_options
+from sagalog.services.tracker.rocks import BudgetedRocksDBOptions
 
 from .timing import wait_until
 

@@ -19,7 +19,7 @@ Writes are read back only after the batch's end: inside a batch the processor
 reads through its ``Overlay``, and a rebuild stages writes until its commit.
 
 The faust implementation is built for real, as the service builds it
-(``saga_tracker.store.build_tables``): faust tables on RocksDB, no broker needed for
+(``sagalog.services.tracker.store.build_tables``): faust tables on RocksDB, no broker needed for
 their storage; the changelog producer is a stand-in that acknowledges at flush (what
 reaches Kafka is the integration suites' business).
 """
@@ -36,10 +36,10 @@ from typing import Any
 import faust
 import pytest
 
-from saga_tracker import faust_internals
-from saga_tracker.store import FaustTables, build_tables
 from sagalog.replay.store import RebuildStore
 from sagalog.rocksdb_options import MemoryBudget
+from sagalog.services.tracker import faust_internals
+from sagalog.services.tracker.store import FaustTables, build_tables
 from sagalog.tracker.tables import (
     MemoryTables,
     Overlay,

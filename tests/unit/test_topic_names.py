@@ -39,7 +39,7 @@ def test_every_topic_the_tracker_owns_lies_under_its_prefix(topic: str) -> None:
 def test_the_gateway_the_topology_and_a_replay_follow_the_same_changelog(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gateway.settings import GatewaySettings
+    from sagalog.services.gateway.settings import GatewaySettings
 
     monkeypatch.setenv("SAGALOG_TRACKER_APP_ID", "app-1")
     monkeypatch.setenv("GATEWAY_TRACKER_APP_ID", "app-1")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from saga_tracker.batching import drained_batches
+from sagalog.services.tracker.batching import drained_batches
 
 from .timing import VirtualTimeLoop, run_virtual
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from saga_tracker.exits import RESTART, exit_for
 from sagalog.errors import AuthorizationError, ServiceUnavailableError
+from sagalog.services.tracker.exits import RESTART, exit_for
 
 DENIED = AuthorizationError("User:saga-tracker may not WRITE topic 'sagalog.alerts'")
 

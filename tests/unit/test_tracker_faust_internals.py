@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from faust.types import TP
 
-from saga_tracker import faust_internals
-from saga_tracker.exits import exit_for
-from saga_tracker.faust_internals import Need
 from sagalog.errors import ConfigurationError, IncompatibleDependencyError
+from sagalog.services.tracker import faust_internals
+from sagalog.services.tracker.exits import exit_for
+from sagalog.services.tracker.faust_internals import Need
 
 
 def test_the_installed_faust_and_aiokafka_have_everything_the_tracker_needs() -> None:
@@ -187,7 +187,7 @@ def test_describe_names_each_layer_of_a_stalled_partition() -> None:
 def test_the_service_refuses_to_start_with_the_message_before_anything_else(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from saga_tracker.__main__ import main
+    from sagalog.services.tracker.__main__ import main
 
     gone = Need("faust.transport.consumer.Consumer", "_commit_offsets", "commit its offsets")
     monkeypatch.setattr(faust_internals, "_class_needs", lambda: [(_Derived, gone)])

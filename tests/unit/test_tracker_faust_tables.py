@@ -9,7 +9,7 @@ from typing import Any
 
 import rocksdict
 
-from saga_tracker.store import FaustTables, Table
+from sagalog.services.tracker.store import FaustTables, Table
 
 
 class _Table:

@@ -57,8 +57,8 @@ def test_a_short_secret_is_refused_as_a_configuration_error() -> None:
 
 
 def _tracker_check(secret: str) -> bytes:
-    from saga_tracker.settings import TrackerSettings
-    from saga_tracker.startup import check_secret
+    from sagalog.services.tracker.settings import TrackerSettings
+    from sagalog.services.tracker.startup import check_secret
 
     return check_secret(TrackerSettings(_env_file=None, gate_secret=secret))  # type: ignore[call-arg]
 

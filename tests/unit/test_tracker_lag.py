@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from saga_tracker.lag import LagWatch
+from sagalog.services.tracker.lag import LagWatch
 
 A, B = ("orders", 0), ("orders", 1)
 

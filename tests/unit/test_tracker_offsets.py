@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from saga_tracker.offsets import OffsetBook
+from sagalog.services.tracker.offsets import OffsetBook
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from saga_tracker.store import MemoryTables, Table, parked_prefix
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.headers import EventHeaders
 from sagalog.errors import SagalogError
@@ -26,6 +25,7 @@ from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
 from sagalog.priority import Priority
+from sagalog.services.tracker.store import MemoryTables, Table, parked_prefix
 from sagalog.topology.loader import load_topology
 from sagalog.tracker import Alert, Decision, Outcome, Publish, TrackedEvent, WorkflowRecord
 from sagalog.tracker.processor import Batch, Processor

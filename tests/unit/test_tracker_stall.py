@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from saga_tracker.stall import Suspect, judge, unread, waiting_its_turn
+from sagalog.services.tracker.stall import Suspect, judge, unread, waiting_its_turn
 
 A, B = ("orders", 0), ("orders", 1)
 

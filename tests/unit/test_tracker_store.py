@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from saga_tracker.store import (
+from sagalog.services.tracker.store import (
     WRITE_ORDER,
     MemoryTables,
     Overlay,

@@ -1,6 +1,14 @@
-"""``sagalog run agent <module>``: run one instance of an agent service."""
+"""``sagalog run tracker|gateway|agent``: run one instance of a sagalog service.
+
+Each runs in the foreground until SIGTERM and exits with a code of
+``sagalog.exit_codes``; the root's ``--project-dir``, ``--bootstrap-servers`` and
+``--schema-registry-url`` apply to it as to every command, over its environment.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -38,3 +46,64 @@ def run_agent(module: str, paths: tuple[str, ...]) -> None:
     agent, loaded = load_agent(module)
     found = getattr(loaded, "settings", None)
     run_until_stopped(agent, found if isinstance(found, AgentSettings) else None)
+
+
+def _root_overrides() -> dict[str, Any]:
+    """The connection and project options given to ``sagalog`` itself, as settings fields."""
+    params = click.get_current_context().find_root().params
+    return {name: value for name, value in params.items() if value is not None}
+
+
+@run.command("tracker")
+@click.option(
+    "--flows",
+    "flows_dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Flow files [env SAGALOG_TRACKER_FLOWS_DIR; default <project-dir>/topology/flows].",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="This worker's RocksDB tables [env SAGALOG_TRACKER_DATA_DIR].",
+)
+def run_tracker(flows_dir: Path | None, data_dir: Path | None) -> None:
+    """Run one saga-tracker worker over the project's flows (scale out: start more).
+
+    The project folder holds schemas/ and topology/; its flows are loaded and checked
+    first (exit 2 naming the file, flow and step when one is refused). Settings are
+    SAGALOG_TRACKER_* over SAGALOG_*. Exits 0 after SIGTERM once its batch is
+    committed, 70 when it gave a stalled partition back (restart it at once).
+    """
+    from sagalog.services.tracker.__main__ import main
+    from sagalog.services.tracker.settings import TrackerSettings
+
+    overrides = _root_overrides()
+    if flows_dir is not None:
+        overrides["flows_dir"] = flows_dir
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    raise SystemExit(main(TrackerSettings(**overrides)))
+
+
+@run.command("gateway")
+@click.option("--host", help="Address to listen on [env GATEWAY_HOST].")
+@click.option("--port", type=click.IntRange(1, 65535), help="Port [env GATEWAY_PORT].")
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The read model's RocksDB [env GATEWAY_DATA_DIR].",
+)
+def run_gateway(host: str | None, port: int | None, data_dir: Path | None) -> None:
+    """Serve the HTTP gateway: human decisions on gates, webhooks, workflow reads.
+
+    Settings are GATEWAY_* over SAGALOG_*; GATEWAY_API_KEYS and GATEWAY_GATE_SECRET are
+    required (exit 2 naming the one missing).
+    """
+    from sagalog.services.gateway.__main__ import main
+    from sagalog.services.gateway.settings import GatewaySettings
+
+    overrides = _root_overrides()
+    for name, value in (("host", host), ("port", port), ("data_dir", data_dir)):
+        if value is not None:
+            overrides[name] = value
+    raise SystemExit(main(GatewaySettings(**overrides)))

@@ -7,7 +7,7 @@ stuck compensation is given up, the admission limits which workflow waits. So a
 replay reads them from the tracker's own environment variables
 (``SAGALOG_TRACKER_*``, or ``.env``), the ones the tracker's deployment already sets;
 ``tests/unit/test_replay_settings.py`` fails if these defaults drift from the
-tracker's (``saga_tracker.settings.TrackerSettings``).
+tracker's (``sagalog.services.tracker.settings.TrackerSettings``).
 """
 
 from __future__ import annotations

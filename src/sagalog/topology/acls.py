@@ -16,7 +16,7 @@ Kafka 4.4 on a secured broker, ``tests/integration/test_acls_secure.py``):
   ``assign()`` under a throwaway group ``sagalog-hydrate-<uuid>``: librdkafka still
   looks up that group's coordinator, so it needs DESCRIBE on the group prefix, and no
   more, since it never commits.
-- **Tracker** (faust, ``services/saga_tracker``): reads the workflow topics and its
+- **Tracker** (faust, ``src/sagalog/services/tracker``): reads the workflow topics and its
   clock topic in the group ``<app id>``; writes the workflow topics, transitions,
   alerts and dead letters; faust creates, reads and writes its changelogs
   ``<app id>-<table>-changelog`` and ``<app id>-__assignor-__leader``, and the tracker

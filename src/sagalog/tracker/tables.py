@@ -5,7 +5,7 @@ several partitions at once and must control *when* its writes reach storage (aft
 the events they cause are acknowledged), so it addresses partitions explicitly,
 through the ``Tables`` contract:
 
-- ``saga_tracker.store.FaustTables`` is the service's: faust's RocksDB tables and
+- ``sagalog.services.tracker.store.FaustTables`` is the service's: faust's RocksDB tables and
   their changelogs;
 - ``sagalog.replay.store.RebuildStore`` is a replay's: one fresh RocksDB holding the
   rebuilt tables with the offsets they were rebuilt up to;

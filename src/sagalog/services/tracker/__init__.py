@@ -1,4 +1,4 @@
 """The saga tracker service: faust feeding ``sagalog.tracker``'s rules.
 
-Run one worker with ``python -m saga_tracker``.
+Run one worker with ``python -m sagalog.services.tracker``.
 """

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.decisions import Decision
-from gateway.read_model import TransitionEntry
+from sagalog.services.gateway.decisions import Decision
+from sagalog.services.gateway.read_model import TransitionEntry
 from sagalog.tracker.record import WorkflowRecord
 
 

@@ -19,11 +19,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.application import Gateway
-from gateway.auth import HEADER, check_api_key
-from gateway.exceptions import BodyTooLarge, GatewayError, UnknownWorkflow
-from gateway.reviews import reviews_router
-from gateway.views import (
+from sagalog.flows.states import WorkflowState
+from sagalog.services.gateway.application import Gateway
+from sagalog.services.gateway.auth import HEADER, check_api_key
+from sagalog.services.gateway.exceptions import BodyTooLarge, GatewayError, UnknownWorkflow
+from sagalog.services.gateway.reviews import reviews_router
+from sagalog.services.gateway.views import (
     Accepted,
     DecisionAccepted,
     DecisionRequest,
@@ -36,8 +37,7 @@ from gateway.views import (
     gate_view,
     summary_view,
 )
-from gateway.webhooks import read_webhook
-from sagalog.flows.states import WorkflowState
+from sagalog.services.gateway.webhooks import read_webhook
 
 KEY_HEADER = APIKeyHeader(name=HEADER, auto_error=False)
 """Declared as a security scheme, so the OpenAPI document says how to authenticate."""

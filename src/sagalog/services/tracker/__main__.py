@@ -1,4 +1,4 @@
-"""``python -m saga_tracker``: run one tracker worker until SIGTERM.
+"""``python -m sagalog.services.tracker``: run one tracker worker until SIGTERM.
 
 Exit codes: 0 stopped, 2 bad configuration or flows, 3 Kafka/registry unreachable,
 6 a right the cluster denied (at start or on a write; a restart does not help), 70
@@ -11,15 +11,16 @@ import sys
 
 from sagalog.agents.telemetry import configure_logging
 from sagalog.errors import SagalogError
+from sagalog.services.tracker.settings import TrackerSettings
 
 
-def main() -> int:
+def main(settings: TrackerSettings | None = None) -> int:
+    """Run one worker with ``settings`` (default: read from the environment)."""
     from faust import Worker
 
-    from saga_tracker import faust_internals
-    from saga_tracker.app import Tracker
-    from saga_tracker.settings import TrackerSettings
-    from saga_tracker.startup import (
+    from sagalog.services.tracker import faust_internals
+    from sagalog.services.tracker.app import Tracker
+    from sagalog.services.tracker.startup import (
         check_secret,
         load_registry,
         make_clock,
@@ -27,7 +28,7 @@ def main() -> int:
         prepare_topics,
     )
 
-    settings = TrackerSettings()
+    settings = settings or TrackerSettings()
     configure_logging(json_lines=settings.json_logs, level=settings.log_level)
     try:
         faust_internals.check_classes()

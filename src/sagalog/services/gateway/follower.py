@@ -36,8 +36,6 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from gateway.read_model import ReadModel, TransitionEntry
-from gateway.settings import GatewaySettings
 from sagalog.authorization import authorization_error, topic_denied
 from sagalog.backoff import RetryPolicy
 from sagalog.contracts.codec import EventCodec
@@ -45,6 +43,8 @@ from sagalog.contracts.headers import H_ID, H_WORKFLOW_ID, header_dict
 from sagalog.errors import SagalogError
 from sagalog.health import HealthBook, logged_changes
 from sagalog.memory import release_free_memory
+from sagalog.services.gateway.read_model import ReadModel, TransitionEntry
+from sagalog.services.gateway.settings import GatewaySettings
 
 log = logging.getLogger("sagalog.gateway")
 

@@ -16,10 +16,15 @@ from __future__ import annotations
 import enum
 import uuid
 
-from gateway.exceptions import ExpiredToken, ForgedToken, NoOpenGate, UnknownWorkflow
 from sagalog.events import GateDecision
 from sagalog.flows.model import Flow
 from sagalog.flows.states import WorkflowState
+from sagalog.services.gateway.exceptions import (
+    ExpiredToken,
+    ForgedToken,
+    NoOpenGate,
+    UnknownWorkflow,
+)
 from sagalog.tracker.gates import verify_gate_token
 from sagalog.tracker.record import GateProgress, WorkflowRecord
 

@@ -13,24 +13,24 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gateway.decisions import Decision, check_decision, decision_event_id
-from gateway.exceptions import (
-    AlreadyDecided,
-    FlowNotLoaded,
-    NotReady,
-    PublishFailed,
-    UnknownWorkflow,
-)
-from gateway.follower import FollowerStatus
-from gateway.read_model import ReadModel
-from gateway.views import Accepted, DecisionAccepted
-from gateway.webhooks import WebhookCall, webhook_event_id
 from sagalog.contracts.models import Event
 from sagalog.errors import FlowDefinitionError, SagalogError
 from sagalog.events import GateDecided, WebhookReceived
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.publisher import PublishedEvent
+from sagalog.services.gateway.decisions import Decision, check_decision, decision_event_id
+from sagalog.services.gateway.exceptions import (
+    AlreadyDecided,
+    FlowNotLoaded,
+    NotReady,
+    PublishFailed,
+    UnknownWorkflow,
+)
+from sagalog.services.gateway.follower import FollowerStatus
+from sagalog.services.gateway.read_model import ReadModel
+from sagalog.services.gateway.views import Accepted, DecisionAccepted
+from sagalog.services.gateway.webhooks import WebhookCall, webhook_event_id
 from sagalog.tracker.record import WorkflowRecord
 from sagalog.tracker.seal import chain_head
 

@@ -1,4 +1,4 @@
-"""``python -m gateway``: serve the gateway until SIGTERM.
+"""``python -m sagalog.services.gateway``: serve the gateway until SIGTERM.
 
 Exit codes: 0 stopped, 2 bad configuration or flows, 3 Kafka/registry unreachable.
 """
@@ -10,25 +10,26 @@ from pathlib import Path
 
 from sagalog.agents.telemetry import configure_logging
 from sagalog.errors import ConfigurationError, SagalogError
+from sagalog.services.gateway.settings import GatewaySettings
 
 
-def main() -> int:
+def main(settings: GatewaySettings | None = None) -> int:
+    """Serve the gateway with ``settings`` (default: read from the environment)."""
     import uvicorn
 
-    from gateway.api import create_app
-    from gateway.application import SOURCE, Gateway
-    from gateway.follower import Follower
-    from gateway.read_model import ReadModel
-    from gateway.settings import GatewaySettings
     from sagalog.contracts.catalog import SchemaCatalog
     from sagalog.contracts.codec import EventCodec
     from sagalog.contracts.registry import SchemaRegistry
     from sagalog.flows.loader import load_flows
     from sagalog.publisher import EventPublisher
+    from sagalog.services.gateway.api import create_app
+    from sagalog.services.gateway.application import SOURCE, Gateway
+    from sagalog.services.gateway.follower import Follower
+    from sagalog.services.gateway.read_model import ReadModel
     from sagalog.topology.loader import load_topology
     from sagalog.tracker.gates import checked_secret
 
-    settings = GatewaySettings()
+    settings = settings or GatewaySettings()
     configure_logging(json_lines=settings.json_logs, level=settings.log_level)
     try:
         secret = checked_secret(

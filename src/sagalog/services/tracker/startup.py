@@ -12,8 +12,6 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException
 
-from saga_tracker.clock import TrackerClock
-from saga_tracker.settings import TrackerSettings
 from sagalog.backoff import RetryPolicy, retry_within
 from sagalog.cluster import connect_admin, internal_topic
 from sagalog.contracts.catalog import SchemaCatalog
@@ -22,6 +20,8 @@ from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import ConfigurationError, ServiceUnavailableError, TopologyError
 from sagalog.flows.loader import load_flows
 from sagalog.flows.registry import FlowRegistry
+from sagalog.services.tracker.clock import TrackerClock
+from sagalog.services.tracker.settings import TrackerSettings
 from sagalog.topic_names import assignor_topic
 from sagalog.topology.loader import load_topology
 from sagalog.tracker.gates import NEW_SECRET, checked_secret

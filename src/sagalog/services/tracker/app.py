@@ -30,18 +30,6 @@ from typing import Any
 import faust
 from faust.types import TP
 
-from saga_tracker import faust_internals
-from saga_tracker.backlog import BacklogProbe
-from saga_tracker.batching import drained_batches
-from saga_tracker.clock import TrackerClock
-from saga_tracker.exits import crash
-from saga_tracker.lag import LagWatch
-from saga_tracker.offsets import OffsetBook
-from saga_tracker.settings import TrackerSettings
-from saga_tracker.sink import KafkaSink
-from saga_tracker.store import FaustTables, Table, build_tables
-from saga_tracker.transport import TrackerApp
-from saga_tracker.watchdog import Watchdog
 from sagalog import client_config
 from sagalog.cluster import profile_config
 from sagalog.contracts.codec import EventCodec
@@ -50,6 +38,18 @@ from sagalog.flows.registry import FlowRegistry
 from sagalog.health import HealthBook, logged_changes
 from sagalog.memory import release_free_memory
 from sagalog.rocksdb_options import MemoryBudget
+from sagalog.services.tracker import faust_internals
+from sagalog.services.tracker.backlog import BacklogProbe
+from sagalog.services.tracker.batching import drained_batches
+from sagalog.services.tracker.clock import TrackerClock
+from sagalog.services.tracker.exits import crash
+from sagalog.services.tracker.lag import LagWatch
+from sagalog.services.tracker.offsets import OffsetBook
+from sagalog.services.tracker.settings import TrackerSettings
+from sagalog.services.tracker.sink import KafkaSink
+from sagalog.services.tracker.store import FaustTables, Table, build_tables
+from sagalog.services.tracker.transport import TrackerApp
+from sagalog.services.tracker.watchdog import Watchdog
 from sagalog.tracker import CompensationRetry
 from sagalog.tracker.decoding import OwnEcho, Unreadable, read_event
 from sagalog.tracker.processor import Processor

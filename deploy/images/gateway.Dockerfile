@@ -1,10 +1,11 @@
-# The sagalog gateway: `python -m gateway` on port 8080.
-# Build from the repository root: docker build -f services/gateway/Dockerfile .
+# The sagalog gateway: `sagalog run gateway` on port 8080, from the installed wheel.
+# Build from the repository root: docker build -f deploy/images/gateway.Dockerfile -t sagalog/gateway .
+# The project it serves (schemas/ and topology/) is copied in at /app; mount your own there.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PYTHONPATH=/app/services \
+    PIP_NO_CACHE_DIR=1 \
     GATEWAY_HOST=0.0.0.0 \
     GATEWAY_PORT=8080 \
     GATEWAY_PROJECT_DIR=/app \
@@ -14,12 +15,11 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY src ./src
 COPY deploy/local ./deploy/local
-RUN pip install --no-cache-dir .
+RUN pip install .
 
 # The contract and the flows the gateway checks requests against.
 COPY schemas ./schemas
 COPY topology ./topology
-COPY services/gateway ./services/gateway
 
 RUN useradd --system --uid 10001 gateway \
     && mkdir -p /var/lib/sagalog-gateway && chown gateway /var/lib/sagalog-gateway
@@ -30,4 +30,5 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=30s \
     CMD python -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2)" || exit 1
 # Required at run time: GATEWAY_API_KEYS, GATEWAY_GATE_SECRET, GATEWAY_BOOTSTRAP_SERVERS,
 # GATEWAY_SCHEMA_REGISTRY_URL (and GATEWAY_TRACKER_APP_ID if the tracker's is not the default).
-CMD ["python", "-m", "gateway"]
+# Exit codes: sagalog.exit_codes (README, "Exit codes"); 2, 5, 6 and 7 are not restarted.
+CMD ["sagalog", "run", "gateway"]

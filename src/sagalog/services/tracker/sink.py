@@ -19,7 +19,6 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from saga_tracker.settings import TrackerSettings
 from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import signed
@@ -29,6 +28,7 @@ from sagalog.errors import AuthorizationError, SagalogError, ServiceUnavailableE
 from sagalog.events import TrackerAlert
 from sagalog.flows.model import Flow
 from sagalog.position import RecordPosition
+from sagalog.services.tracker.settings import TrackerSettings
 from sagalog.tracker import TRACKER_SOURCE, TRANSITIONS_TOPIC, Alert, Publish, SlaAlert
 from sagalog.tracker.ticks import encode_tick
 

@@ -14,7 +14,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from gateway.exceptions import BodyTooLarge, MalformedBody
+from sagalog.services.gateway.exceptions import BodyTooLarge, MalformedBody
 
 KIND_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 _KIND = re.compile(KIND_PATTERN)

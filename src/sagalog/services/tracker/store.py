@@ -18,10 +18,10 @@ from typing import Any, Protocol
 import rocksdict
 from faust.types import TP
 
-from saga_tracker import faust_internals
-from saga_tracker.rocks import ROCKSDB_OPTIONS, BudgetedRocksDBOptions
 from sagalog.errors import SagalogError
 from sagalog.rocksdb_options import MemoryBudget
+from sagalog.services.tracker import faust_internals
+from sagalog.services.tracker.rocks import ROCKSDB_OPTIONS, BudgetedRocksDBOptions
 from sagalog.tracker.tables import (
     WRITE_ORDER,
     MemoryTables,

@@ -33,7 +33,7 @@ from typing import Any, cast
 import faust
 from faust.transport.drivers import aiokafka as driver
 
-from saga_tracker import faust_internals
+from sagalog.services.tracker import faust_internals
 
 ISOLATION_LEVEL = "read_committed"
 

@@ -42,8 +42,8 @@ from collections.abc import Iterable
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from saga_tracker.settings import TrackerSettings
 from sagalog.errors import ServiceUnavailableError
+from sagalog.services.tracker.settings import TrackerSettings
 
 TIMEOUT_S = 10.0
 

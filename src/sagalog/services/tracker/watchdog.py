@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
 
-from saga_tracker import faust_internals
-from saga_tracker.exits import crash
-from saga_tracker.stall import Suspect, judge, unread, waiting_its_turn
 from sagalog.errors import ServiceUnavailableError
 from sagalog.memory import release_free_memory
 from sagalog.rocksdb_options import MB
+from sagalog.services.tracker import faust_internals
+from sagalog.services.tracker.exits import crash
+from sagalog.services.tracker.stall import Suspect, judge, unread, waiting_its_turn
 
 if TYPE_CHECKING:
-    from saga_tracker.app import Tracker
+    from sagalog.services.tracker.app import Tracker
 
 log = logging.getLogger("sagalog.tracker")
 

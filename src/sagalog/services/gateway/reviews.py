@@ -33,10 +33,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from gateway.application import Gateway
-from gateway.auth import check_api_key
-from gateway.exceptions import GatewayError, MalformedBody
-from gateway.views import DecisionAccepted, DecisionRequest, GateView, gate_view
+from sagalog.services.gateway.application import Gateway
+from sagalog.services.gateway.auth import check_api_key
+from sagalog.services.gateway.exceptions import GatewayError, MalformedBody
+from sagalog.services.gateway.views import DecisionAccepted, DecisionRequest, GateView, gate_view
 
 HEADERS = {
     "Referrer-Policy": "no-referrer",

@@ -62,7 +62,7 @@ def _missing(need: Need, where: str) -> IncompatibleDependencyError:
         f"{where} has no attribute '{need.name}', which the saga tracker needs to "
         f"{need.why} (found {_versions()}); install the versions {PINNED_IN} pins "
         "(`pip install -e .`), or, upgrading on purpose, adapt "
-        "services/saga_tracker/faust_internals.py to the new name"
+        "src/sagalog/services/tracker/faust_internals.py to the new name"
     )
 
 

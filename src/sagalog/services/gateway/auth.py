@@ -10,7 +10,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Sequence
 
-from gateway.exceptions import MissingApiKey, WrongApiKey
+from sagalog.services.gateway.exceptions import MissingApiKey, WrongApiKey
 
 HEADER = "X-API-Key"
 
