@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -113,3 +113,50 @@ def logged_changes(
         )
 
     return on_change
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One probe's answer: ``ok`` is the HTTP 200/503, ``body`` says why to a person."""
+
+    ok: bool
+    body: dict[str, object]
+
+
+def liveness(
+    *, last_progress: float, now: float, bound_s: float, riding_out: Sequence[str] = ()
+) -> Verdict:
+    """Live while the service's own loop went round within ``bound_s``, or while it
+    is riding out an outage it names (``riding_out``: its loop is inside a bounded
+    reconnect, which ends in an exit of its own past ``outage_limit_s``).
+
+    A broker outage leaves a service live: a restart would not bring the broker
+    back, and would throw away the consumer's assignment and the tracker's warm
+    tables. Only a loop that stopped going round for no reason it knows (a deadlock,
+    a blocked event loop) fails the probe, for the orchestrator to restart it.
+    """
+    age = now - last_progress
+    ok = age <= bound_s or bool(riding_out)
+    body: dict[str, object] = {
+        "status": "live" if ok else "stuck",
+        "loop_seen_s_ago": round(age, 1),
+        "bound_s": bound_s,
+    }
+    if riding_out:
+        body["riding_out"] = list(riding_out)
+    return Verdict(ok, body)
+
+
+def readiness(book: HealthBook, *, waiting_for: list[str]) -> Verdict:
+    """Ready once the service started and nothing it needs is outstanding.
+
+    ``waiting_for`` names what a service still lacks (no assignment yet, partitions
+    being hydrated or restored, a rebalance in progress, a read model behind); a
+    rolling restart moves to the next instance only once this says ready, so that
+    at most one instance's work is in motion at a time. ``degraded`` is still ready:
+    the service does what it can and says what it cannot.
+    """
+    waiting = list(waiting_for)
+    if not book.started:
+        waiting.insert(0, "starting")
+    return Verdict(not waiting, {**book.describe(), "waiting_for": waiting})

@@ -120,6 +120,29 @@ class ClientSettings(BaseSettings):
         return client_config.registry(self)
 
 
+class ServiceSettings(ClientSettings):
+    """What a long-running service that speaks only Kafka adds: its health endpoints.
+
+    The tracker and every agent take these (under their own prefix first, then
+    ``SAGALOG_``); the gateway answers the same paths on its own HTTP port.
+    """
+
+    health_host: str = Field(default="0.0.0.0", description="Address of the health endpoints.")
+    health_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Serve /health/live and /health/ready on this port (0: a free one, "
+        "logged at start); unset: not served. Set it where an orchestrator probes.",
+    )
+    live_bound_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="/health/live fails once the service loop has not gone round for this "
+        "long (a deadlock, a blocked event loop); a broker outage does not fail it.",
+    )
+
+
 class _Inherited(PydanticBaseSettingsSource):
     """An ancestor's source, narrowed to the fields that ancestor declares."""
 

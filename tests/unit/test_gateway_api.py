@@ -60,6 +60,7 @@ class Rig:
     publisher: KeptPublisher
     statuses: dict[str, FollowerStatus]
     flow: Flow
+    follower: dict[str, bool]
 
     def set_status(self, status: FollowerStatus) -> None:
         self.statuses["now"] = status
@@ -108,12 +109,14 @@ def rig(tmp_path: Path, flow: Flow) -> Iterator[Rig]:
     batch.commit()
     publisher = KeptPublisher()
     statuses = {"now": FollowerStatus(ready=True, health="ok", lag=0)}
+    follower = {"alive": True}
     gateway = Gateway(
         model=model,
         publisher=publisher,
         flows=FlowRegistry([flow]),
         secret=SECRET,
         status=lambda: statuses["now"],
+        follower_alive=lambda: follower["alive"],
     )
     app = create_app(
         gateway,
@@ -121,7 +124,7 @@ def rig(tmp_path: Path, flow: Flow) -> Iterator[Rig]:
         max_body_bytes=LIMIT,
         webhook_source="sagalog/gateway",
     )
-    yield Rig(TestClient(app), model, publisher, statuses, flow)
+    yield Rig(TestClient(app), model, publisher, statuses, flow, follower)
     model.close()
 
 
@@ -184,6 +187,17 @@ def test_while_catching_up_reads_and_decisions_answer_503(rig: Rig) -> None:
     assert body["detail"]["lag"] == 42
     assert_error(rig.post("/v1/gates/decisions", decision(rig)), 503)
     assert rig.publisher.sent == []
+
+
+def test_health_ready_is_healthz_and_live_follows_the_follower_thread(rig: Rig) -> None:
+    assert rig.client.get("/health/ready").json() == rig.client.get("/healthz").json()
+    assert rig.client.get("/health/live").status_code == 200
+    rig.set_status(FollowerStatus(ready=False, lag=42, waiting_for="topic x"))
+    assert rig.client.get("/health/ready").status_code == 503
+    assert rig.client.get("/health/live").status_code == 200, "catching up is not stuck"
+    rig.follower["alive"] = False
+    live = rig.client.get("/health/live")
+    assert live.status_code == 503 and live.json()["follower"] == "stopped"
 
 
 # -- gates ---------------------------------------------------------------------------

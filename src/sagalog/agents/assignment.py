@@ -54,6 +54,8 @@ class Assignment:
         self.wall_ms = wall_ms
         self.paused_until: dict[tuple[str, int], int] = {}
         self.to_hydrate: dict[tuple[str, int], int] = {}
+        self.joined = False
+        """The group assigned this consumer its partitions (none is an assignment too)."""
         clients.on_assign = self.on_assign
         clients.on_revoke = self.on_revoke
 
@@ -61,6 +63,7 @@ class Assignment:
         """The clients are gone: the next consumer's assignment starts afresh."""
         self.paused_until.clear()
         self.to_hydrate.clear()
+        self.joined = False
         self.flow.rebalance(assigned=0, total=self.partitions)
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -89,6 +92,7 @@ class Assignment:
                 behind.append(TopicPartition(tp.topic, tp.partition))
         if behind:
             consumer.pause(behind)
+        self.joined = True
         first = self.inputs[0]
         assigned = sum(1 for tp in partitions if tp.topic == first)
         self.flow.rebalance(assigned=assigned, total=self.partitions)

@@ -15,14 +15,14 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from sagalog.settings import ClientSettings
+from sagalog.settings import ServiceSettings
 
 
 def _default_instance_id() -> str:
     return socket.gethostname()
 
 
-class AgentSettings(ClientSettings):
+class AgentSettings(ServiceSettings):
     """One agent instance's runtime settings (env prefix ``SAGALOG_AGENT_`` by default).
 
     The Kafka and registry connection fields are inherited from ``ClientSettings``, so

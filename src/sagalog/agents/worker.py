@@ -31,6 +31,7 @@ from types import FrameType
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
+from sagalog.agents import probes
 from sagalog.agents.accounting import account, after_commit, park_before_commit
 from sagalog.agents.assignment import Assignment
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
@@ -53,6 +54,7 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import ServiceUnavailableError
 from sagalog.health import Health, HealthBook
+from sagalog.health_server import HealthServer, serve_health
 from sagalog.position import RecordPosition
 from sagalog.topic_names import retry_topic_for
 
@@ -130,6 +132,9 @@ class AgentWorker:
         self._uncommitted_since: float | None = None  # skipped records' offsets wait since
         self._batch_started = float("-inf")
         self._loop = asyncio.new_event_loop()
+        self.last_progress = clock()
+        """When the run loop last went round (``probes.live``)."""
+        self.health_server: HealthServer | None = None
 
     @property
     def store(self) -> StateStore | None:
@@ -175,6 +180,10 @@ class AgentWorker:
         """Ask the worker to finish its batch, commit and exit (SIGTERM does this)."""
         self._stopping = True
 
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
     def run(self, *, install_signals: bool = True) -> None:
         """Consume until stopped. Blocks.
 
@@ -196,11 +205,16 @@ class AgentWorker:
             self.settings.data_dir / self.agent.name / self.settings.instance_id,
             folded_types=self.agent.folded_types(),
         )
+        self.health_server = serve_health(
+            self.settings, live=lambda: probes.live(self), ready=lambda: probes.ready(self)
+        )
         self.clients.connect()
-        self.telemetry.log("start", f"agent {self.agent.name} started", outcome="ok")
+        served = "" if self.health_server is None else f"; health on :{self.health_server.port}"
+        self.telemetry.log("start", f"agent {self.agent.name} started{served}", outcome="ok")
         started_stopping: float | None = None
         try:
             while not self._stopping:
+                self.last_progress = self.clock()
                 try:
                     self._iteration()
                 except ConsumerFailed as exc:
@@ -255,6 +269,8 @@ class AgentWorker:
         self.clients.close()
         if self.store is not None:
             self.store.close()
+        if self.health_server is not None:
+            self.health_server.stop()
         took = 0.0 if started is None else (self.clock() - started) * 1000
         counts = ", ".join(f"{name} {value}" for name, value in vars(self.stats).items())
         self.telemetry.log(

@@ -63,7 +63,12 @@ def main(settings: GatewaySettings | None = None) -> int:
     model = ReadModel(settings.data_dir / "read-model")
     follower = Follower(settings, model=model, codec=codec)
     gateway = Gateway(
-        model=model, publisher=publisher, flows=flows, secret=secret, status=lambda: follower.status
+        model=model,
+        publisher=publisher,
+        flows=flows,
+        secret=secret,
+        status=lambda: follower.status,
+        follower_alive=lambda: follower.alive,
     )
     app = create_app(
         gateway,

@@ -154,12 +154,20 @@ def create_app(
         return detail_view(record, gateway.model.history(workflow_id))
 
     @app.get("/healthz", response_model=Health, responses={503: {"model": Health}})
+    @app.get("/health/ready", response_model=Health, responses={503: {"model": Health}})
     def health() -> JSONResponse:
         """200 once the read model has caught up with the tracker (``status`` ``ok``, or
         ``degraded`` while the broker is away: reads are served, writes answer 503 with
-        Retry-After), 503 before (``starting``)."""
+        Retry-After), 503 before (``starting``). ``/healthz`` is the same answer."""
         body = Health(**gateway.health())
         return JSONResponse(body.model_dump(mode="json"), status_code=200 if body.ready else 503)
+
+    @app.get("/health/live")
+    def live() -> JSONResponse:
+        """200 while the gateway serves and its read-model follower runs; 503 when the
+        follower stopped for good (restart the process)."""
+        verdict = gateway.liveness()
+        return JSONResponse(verdict.body, status_code=200 if verdict.ok else 503)
 
     app.include_router(v1)
     app.include_router(reviews_router(gateway, api_keys=api_keys))

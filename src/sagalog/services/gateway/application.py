@@ -18,6 +18,7 @@ from sagalog.errors import FlowDefinitionError, SagalogError
 from sagalog.events import GateDecided, WebhookReceived
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
+from sagalog.health import Verdict
 from sagalog.publisher import PublishedEvent
 from sagalog.services.gateway.decisions import Decision, check_decision, decision_event_id
 from sagalog.services.gateway.exceptions import (
@@ -54,9 +55,11 @@ class Gateway:
         flows: FlowRegistry,
         secret: bytes,
         status: Callable[[], FollowerStatus],
+        follower_alive: Callable[[], bool] = lambda: True,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.model = model
+        self.follower_alive = follower_alive
         self.publisher = publisher
         self.flows = flows
         self.secret = secret
@@ -83,6 +86,20 @@ class Gateway:
             health = "degraded"
         body.pop("health", None)
         return {**body, "status": health, "problems": problems}
+
+    def liveness(self) -> Verdict:
+        """``/health/live``: the process serves (it answers at all) and its read-model
+        follower thread runs. A follower that died never catches up again, so the
+        gateway would answer 503 forever: that is the one thing a restart cures. A
+        broker outage is not (the follower rides it out and says ``degraded``)."""
+        running = self.follower_alive()
+        return Verdict(
+            running,
+            {
+                "status": "live" if running else "stuck",
+                "follower": "running" if running else "stopped",
+            },
+        )
 
     def require_ready(self) -> None:
         """Refuse to answer from a read model that has not caught up yet.

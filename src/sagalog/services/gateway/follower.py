@@ -127,6 +127,11 @@ class Follower:
         )
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        """The follower's thread runs (started and not ended)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self, timeout: float = 10) -> None:
         self._stop.set()
         if self._thread is not None:

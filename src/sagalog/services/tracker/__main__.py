@@ -18,7 +18,8 @@ def main(settings: TrackerSettings | None = None) -> int:
     """Run one worker with ``settings`` (default: read from the environment)."""
     from faust import Worker
 
-    from sagalog.services.tracker import faust_internals
+    from sagalog.health_server import serve_health
+    from sagalog.services.tracker import faust_internals, probes
     from sagalog.services.tracker.app import Tracker
     from sagalog.services.tracker.startup import (
         check_secret,
@@ -47,6 +48,11 @@ def main(settings: TrackerSettings | None = None) -> int:
         print(f"saga-tracker: {exc}", file=sys.stderr)
         return exc.exit_code
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    health = serve_health(
+        settings, live=lambda: probes.live(tracker), ready=lambda: probes.ready(tracker)
+    )
+    if health is not None:
+        print(f"saga-tracker: health on :{health.port}", file=sys.stderr)
     worker = Worker(tracker.app, loglevel=settings.log_level.lower(), quiet=True)
     worker.execute_from_commandline()
     return 0

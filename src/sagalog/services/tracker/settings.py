@@ -13,14 +13,14 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from sagalog.settings import ClientSettings
+from sagalog.settings import ServiceSettings
 
 
 def _default_instance_id() -> str:
     return socket.gethostname()
 
 
-class TrackerSettings(ClientSettings):
+class TrackerSettings(ServiceSettings):
     """One tracker worker. Several workers with the same ``app_id`` share the partitions."""
 
     model_config = SettingsConfigDict(

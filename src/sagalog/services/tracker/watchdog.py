@@ -48,6 +48,8 @@ class Watchdog:
         self.watched_generation = -1
         self.inputs_at_trim = 0
         self.batches_at_watch = 0
+        self.last_look = time.monotonic()
+        """When the watch last ran: the event loop's pulse (``probes.live``)."""
 
     async def watch(self) -> None:
         """Exit (70) when a partition has records waiting and nothing of it was
@@ -60,6 +62,7 @@ class Watchdog:
         stops is the worst failure, so this worker hands over instead.
         """
         tracker = self.tracker
+        self.last_look = time.monotonic()
         if tracker.ready and not tracker.health.started:
             try:
                 faust_internals.check_instances(tracker.app)

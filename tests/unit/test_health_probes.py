@@ -1,0 +1,145 @@
+"""The health contract: what /health/live and /health/ready answer, and the server."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from sagalog.agents import probes as agent_probes
+from sagalog.health import HealthBook, Verdict, liveness, readiness
+from sagalog.health_server import HealthServer, serve_health
+from sagalog.settings import ServiceSettings
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_loop_that_went_round_within_the_bound_is_live() -> None:
+    assert liveness(last_progress=990, now=1000, bound_s=60).ok
+    stuck = liveness(last_progress=900, now=1000, bound_s=60)
+    assert not stuck.ok and stuck.body["status"] == "stuck"
+    assert stuck.body["loop_seen_s_ago"] == 100
+
+
+def test_riding_out_a_named_outage_is_live_however_long_it_takes() -> None:
+    """A restart would not bring the broker back: the probe must not ask for one."""
+    verdict = liveness(last_progress=0, now=1000, bound_s=60, riding_out=["kafka"])
+    assert verdict.ok and verdict.body["riding_out"] == ["kafka"]
+
+
+def test_ready_only_once_started_and_waiting_for_nothing() -> None:
+    book = HealthBook(clock=Clock())
+    assert readiness(book, waiting_for=[]).body["waiting_for"] == ["starting"]
+    book.ready()
+    assert readiness(book, waiting_for=[]).ok
+    waiting = readiness(book, waiting_for=["hydration: 2 partition(s)"])
+    assert not waiting.ok and waiting.body["waiting_for"] == ["hydration: 2 partition(s)"]
+
+
+def test_a_degraded_service_is_still_ready() -> None:
+    book = HealthBook(clock=Clock())
+    book.ready()
+    book.degrade("kafka", "all brokers down")
+    verdict = readiness(book, waiting_for=[])
+    assert verdict.ok and verdict.body["status"] == "degraded"
+
+
+def agent(**state: Any) -> Any:
+    clock = Clock()
+    book = HealthBook(clock=clock)
+    worker = SimpleNamespace(
+        clock=clock,
+        last_progress=clock.now,
+        health=book,
+        settings=SimpleNamespace(live_bound_s=120.0),
+        assignment=SimpleNamespace(joined=False, to_hydrate={}),
+        stopping=False,
+    )
+    for name, value in state.items():
+        setattr(worker, name, value)
+    return worker
+
+
+def test_an_agent_is_ready_once_assigned_and_hydrated_and_not_while_stopping() -> None:
+    worker = agent()
+    worker.health.ready()
+    assert agent_probes.ready(worker).body["waiting_for"] == [
+        "assignment: the group has not assigned this instance yet"
+    ]
+    worker.assignment.joined = True
+    worker.assignment.to_hydrate = {("t", 0): 10}
+    assert "hydration" in agent_probes.ready(worker).body["waiting_for"][0]
+    worker.assignment.to_hydrate = {}
+    assert agent_probes.ready(worker).ok
+    worker.stopping = True
+    assert not agent_probes.ready(worker).ok
+
+
+def test_an_agent_reconnecting_through_an_outage_stays_live() -> None:
+    worker = agent()
+    worker.clock.now += 600
+    assert not agent_probes.live(worker).ok
+    worker.health.degrade("kafka", "all brokers down")
+    assert agent_probes.live(worker).ok
+
+
+def get(port: int, path: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as reply:
+            return reply.status, json.load(reply)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+@pytest.fixture
+def served() -> Any:
+    answers = {"live": Verdict(True, {"status": "live"}), "ready": Verdict(False, {"w": 1})}
+
+    def ready() -> Verdict:
+        if "raise" in answers:
+            raise RuntimeError("probe broke")
+        return answers["ready"]
+
+    server = HealthServer(live=lambda: answers["live"], ready=ready, host="127.0.0.1").start()
+    yield server, answers
+    server.stop()
+
+
+def test_the_server_answers_200_or_503_with_the_verdicts_body(served: Any) -> None:
+    server, answers = served
+    assert get(server.port, "/health/live") == (200, {"status": "live"})
+    assert get(server.port, "/health/ready") == (503, {"w": 1})
+    answers["ready"] = Verdict(True, {"w": 0})
+    assert get(server.port, "/health/ready?verbose=1") == (200, {"w": 0})
+
+
+def test_an_unknown_path_is_404_naming_the_known_ones(served: Any) -> None:
+    server, _ = served
+    code, body = get(server.port, "/healthz")
+    assert code == 404 and "/health/live" in body["error"]
+
+
+def test_a_probe_that_raises_is_503_with_the_error_not_a_hang(served: Any) -> None:
+    server, answers = served
+    answers["raise"] = True
+    code, body = get(server.port, "/health/ready")
+    assert code == 503 and "probe broke" in body["error"]
+
+
+def test_no_port_no_server() -> None:
+    settings = ServiceSettings(_env_file=None)  # type: ignore[call-arg]
+    assert settings.health_port is None
+    assert (
+        serve_health(settings, live=lambda: Verdict(True, {}), ready=lambda: Verdict(True, {}))
+        is None
+    )
