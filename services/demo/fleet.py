@@ -134,6 +134,8 @@ class Fleet:
     config: FleetConfig
     services: dict[str, Service] = field(default_factory=dict)
     urls: dict[str, str] = field(default_factory=dict)
+    health: dict[str, str] = field(default_factory=dict)
+    """Where each tracker, agent and gateway answers ``/health/live`` and ``/health/ready``."""
     restarted: Counter[str] = field(default_factory=Counter)
     exits: list[tuple[str, int]] = field(default_factory=list)
     """Every exit a service made on its own, ``(name, exit code)``, in order (``reap``)."""
@@ -160,8 +162,10 @@ class Fleet:
 
     def start_tracker(self, instance: str = "a") -> Service:
         c = self.config
+        name = f"tracker-{instance}"
         env = self._client_env(c.tracker_service) | _prefixed(
             "SAGALOG_TRACKER_",
+            **self._health_port(name),
             app_id=c.tracker_app_id,
             instance_id=instance,
             data_dir=c.run_dir / "data" / f"tracker-{instance}",
@@ -173,12 +177,12 @@ class Fleet:
             commit_interval_s=0.5,
             sla_interval_s=3600,
         )
-        return self._launch(f"tracker-{instance}", ["-m", "sagalog.services.tracker"], env)
+        return self._launch(name, ["-m", "sagalog.services.tracker"], env)
 
     def start_gateway(self) -> Service:
         c = self.config
         port = c.gateway_port or free_port()
-        self.urls["gateway"] = f"http://127.0.0.1:{port}"
+        self.urls["gateway"] = self.health["gateway"] = f"http://127.0.0.1:{port}"
         env = self._client_env(c.gateway_service) | _prefixed(
             "GATEWAY_",
             port=port,
@@ -193,7 +197,9 @@ class Fleet:
     def start_agent(self, module: str, instance: str = "a") -> Service:
         c = self.config
         prefix, standins = AGENTS[module]
+        name = module if instance == "a" else f"{module}-{instance}"
         values: dict[str, Any] = {
+            **self._health_port(name),
             "name": self.agent_name(module),
             "topic": c.topic,
             "instance_id": instance,
@@ -207,9 +213,7 @@ class Fleet:
         if module == "purchasing_agent":
             values["gate_secret"] = c.gate_secret
         env = self._client_env(values["name"]) | _prefixed(f"{prefix}_", **values)
-        return self._launch(
-            module if instance == "a" else f"{module}-{instance}", ["-m", module], env
-        )
+        return self._launch(name, ["-m", module], env)
 
     def agent_name(self, module: str) -> str:
         """The agent's name (and so its group, ``sagalog-agent-<name>``) in this fleet."""
@@ -299,7 +303,13 @@ class Fleet:
         raise ServiceUnavailableError(f"{service.name} did not log {text!r} within {timeout:g}s")
 
     def wait_gateway_ready(self, timeout: float = 120) -> None:
-        self._wait_http("gateway", f"{self.urls['gateway']}/healthz", timeout=timeout)
+        self.wait_ready("gateway", timeout=timeout)
+
+    def wait_ready(self, name: str, *, timeout: float = 120) -> float:
+        """Wait until service ``name`` answers 200 on ``/health/ready``; the seconds it took."""
+        started = time.monotonic()
+        self._wait_http(name, f"{self.health[name]}/health/ready", timeout=timeout)
+        return time.monotonic() - started
 
     # -- internals -----------------------------------------------------------------
 
@@ -320,6 +330,12 @@ class Fleet:
         )
         self.services[name] = service
         return service.start()
+
+    def _health_port(self, name: str) -> dict[str, Any]:
+        """The health endpoints' settings of service ``name``: a free port on loopback."""
+        port = free_port()
+        self.health[name] = f"http://127.0.0.1:{port}"
+        return {"health_host": "127.0.0.1", "health_port": port}
 
     def _client_env(self, principal: str) -> dict[str, str]:
         """The connection, once, as ``SAGALOG_*`` (every service's settings read it), then

@@ -78,6 +78,54 @@ def agent_kill(run: ChaosRun, rng: random.Random, window_s: float) -> Injections
     return _every(run, rng, window_s, (4, 8), lambda: run.kill(rng.choice(AGENTS)))
 
 
+def rolling_restart(run: ChaosRun, rng: random.Random, window_s: float) -> Injections:
+    """A rolling deployment: SIGTERM every agent and then the tracker, one at a time,
+    start it again and wait until it answers ``/health/ready`` before the next.
+
+    What each one took goes to the round's figures (``rolling_restart``): seconds to
+    exit after SIGTERM, its exit code (0 is the contract's), and seconds from its
+    start until ready; ``rolling_restart_verify`` fails the round on another code.
+    """
+    deadline = time.monotonic() + window_s
+    _sleep_until(deadline, rng.uniform(3, 6))
+    injections: Injections = []
+    taken: dict[str, dict[str, float | int | None]] = {}
+    run.figures["rolling_restart"] = taken
+    for name in (*AGENTS, "tracker-a"):
+        service = run.fleet.services[name]
+        with run.supervisor.lock:
+            run.supervisor.held.add(name)
+        started = time.monotonic()
+        service.stop(timeout=90)
+        stopped = time.monotonic()
+        code = service.process.returncode if service.process is not None else None
+        service.start()
+        with run.supervisor.lock:
+            run.supervisor.held.discard(name)
+        ready_s = run.fleet.wait_ready(name, timeout=300)
+        injections.append((started, time.monotonic()))
+        taken[name] = {
+            "exit": code,
+            "stop_s": round(stopped - started, 2),
+            "ready_s": round(ready_s, 2),
+        }
+        run.report(f"chaos: rolling restart: {name} {taken[name]}")
+    return injections
+
+
+def rolling_restart_verify(run: ChaosRun, requests: list[Request]) -> list[str]:
+    """Every SIGTERM ended in exit 0 (``STOPPED``): the batch finished and committed."""
+    taken = run.figures.get("rolling_restart", {})
+    missing = [name for name in (*AGENTS, "tracker-a") if name not in taken]
+    errors = [f"{name} was not restarted" for name in missing]
+    errors += [
+        f"{name} exited {figures['exit']} after SIGTERM, not 0"
+        for name, figures in taken.items()
+        if figures["exit"] != 0
+    ]
+    return errors
+
+
 Target = Callable[["ChaosRun", random.Random], "Broker"]
 """Which broker a broker fault hits, asked of the cluster when it strikes."""
 

@@ -19,6 +19,17 @@ from .stack import ChaosStack
 # 2,000 workflows stalled on the ledger, three budget agents sharing 40 calls/s.
 HERD = ThunderingHerd(rate=40.0, instances=("a", "b", "c"))
 
+# A rolling deployment of every agent and the tracker while 1,000 workflows run.
+ROLLING = Fault(
+    "rolling restart",
+    faults.rolling_restart,
+    window_s=120,
+    workflows=1000,
+    max_exits=0,
+    verify=faults.rolling_restart_verify,
+    settle_s=600,
+)
+
 FULL = (
     Fault("tracker SIGKILL", faults.tracker_kill, window_s=45, workflows=40),
     Fault("agent SIGKILL", faults.agent_kill, window_s=45, workflows=40),
@@ -26,6 +37,7 @@ FULL = (
     Fault("broker SIGSTOP 5-30 s", faults.broker_pause, window_s=60, workflows=40, max_exits=0),
     Fault("rebalance storm", faults.rebalance_storm, window_s=45, workflows=40),
     Fault("zombie agent", faults.zombie_agent, window_s=50, workflows=30),
+    ROLLING,
     Fault("poison events", faults.poison, window_s=30, workflows=30, verify=faults.poison_verify),
     Fault("duplicated + reordered delivery", faults.redeliver, window_s=40, workflows=30),
     Fault("network delay + loss (proxy)", faults.network_delay_loss, window_s=45, workflows=30),
