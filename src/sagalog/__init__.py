@@ -45,11 +45,14 @@ if TYPE_CHECKING:
     from sagalog.errors import SagalogError as SagalogError
     from sagalog.errors import SchemaError as SchemaError
     from sagalog.errors import ServiceUnavailableError as ServiceUnavailableError
+    from sagalog.events import CompensationRequested as CompensationRequested
     from sagalog.exit_codes import ExitCode as ExitCode
     from sagalog.publisher import EventPublisher as EventPublisher
     from sagalog.publisher import PublishedEvent as PublishedEvent
     from sagalog.settings import ClientSettings as ClientSettings
+    from sagalog.testing import ServiceProcess as ServiceProcess
     from sagalog.testing import TrackerHarness as TrackerHarness
+    from sagalog.testing import wait_for_event as wait_for_event
 
 __version__ = "0.1.0"
 
@@ -77,6 +80,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "SchemaCatalog": ("sagalog.contracts.catalog", "SchemaCatalog"),
     "EventCodec": ("sagalog.contracts.codec", "EventCodec"),
     "SchemaRegistry": ("sagalog.contracts.registry", "SchemaRegistry"),
+    "CompensationRequested": ("sagalog.events", "CompensationRequested"),
     # Publishing, and the settings every client shares.
     "EventPublisher": ("sagalog.publisher", "EventPublisher"),
     "PublishedEvent": ("sagalog.publisher", "PublishedEvent"),
@@ -94,6 +98,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ExitCode": ("sagalog.exit_codes", "ExitCode"),
     # Testing.
     "TrackerHarness": ("sagalog.testing", "TrackerHarness"),
+    "ServiceProcess": ("sagalog.testing", "ServiceProcess"),
+    "wait_for_event": ("sagalog.testing", "wait_for_event"),
 }
 
 __all__ = [
@@ -103,6 +109,7 @@ __all__ = [
     "AuthenticationError",
     "AuthorizationError",
     "ClientSettings",
+    "CompensationRequested",
     "ConfigurationError",
     "DecisionLineage",
     "DependencyUnavailable",
@@ -124,6 +131,7 @@ __all__ = [
     "SchemaCatalog",
     "SchemaError",
     "SchemaRegistry",
+    "ServiceProcess",
     "ServiceUnavailableError",
     "StepTimeout",
     "TrackerHarness",
@@ -132,6 +140,7 @@ __all__ = [
     "decision_lineage",
     "prompt_hash",
     "run_agent",
+    "wait_for_event",
 ]
 
 

@@ -24,16 +24,27 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
+from sagalog.contracts.catalog import SchemaCatalog
+from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.errors import ServiceUnavailableError
 from sagalog.events import StateTransition
+from sagalog.flows.loader import load_flows
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
 from sagalog.priority import Priority
+from sagalog.service_process import ServiceProcess
+from sagalog.settings import ClientSettings
+from sagalog.tail import tail
+from sagalog.topology.loader import load_topology
 from sagalog.tracker.actions import TRANSITIONS_TOPIC, Alert, Decision, Outcome, Publish
 from sagalog.tracker.compensation import CompensationRetry
 from sagalog.tracker.decoding import is_own_echo
@@ -44,7 +55,7 @@ from sagalog.tracker.recording import RecordingSink
 from sagalog.tracker.tables import MemoryTables, Table
 from sagalog.tracker.timers import Timer, decode_timer
 
-__all__ = ["TrackerHarness"]
+__all__ = ["ServiceProcess", "TrackerHarness", "wait_for_event"]
 
 PARTITION = 0
 """The one partition everything lives on."""
@@ -86,6 +97,18 @@ class TrackerHarness:
             retry=retry,
         )
         self._ids = itertools.count(1)
+
+    @classmethod
+    def for_project(
+        cls, project_dir: Path | str, *, secret: bytes, **options: Any
+    ) -> TrackerHarness:
+        """The harness over a project's flows (``topology/flows``), loaded and checked as
+        the tracker loads them; ``options`` as for the constructor."""
+        root = Path(project_dir)
+        catalog = SchemaCatalog.load(root / "schemas")
+        topology = load_topology(root / "topology", known_schemas=catalog)
+        flows = load_flows(root / "topology" / "flows", catalog=catalog, topology=topology)
+        return cls(flows, secret=secret, **options)
 
     @property
     def registry(self) -> FlowRegistry:
@@ -275,3 +298,37 @@ def _now(work: Coroutine[Any, Any, Any]) -> Any:
         return done.value
     work.close()
     raise RuntimeError("an in-memory commit waited on something: the harness cannot run it")
+
+
+def wait_for_event(
+    settings: ClientSettings,
+    topic: str,
+    *,
+    workflow_id: str,
+    event_type: str,
+    timeout_s: float = 120.0,
+) -> dict[str, Any]:
+    """The payload of the first ``event_type`` of ``workflow_id`` on ``topic`` (committed
+    records only), read from the beginning on a real cluster; for tests that run a
+    project's services and watch a workflow go through.
+
+    Raises:
+        ServiceUnavailableError: none came within ``timeout_s``; the message lists the
+            event types the workflow did have, which usually says where it stopped.
+    """
+    codec = EventCodec(
+        catalog=SchemaCatalog.load(Path(settings.project_dir) / "schemas"),
+        registry=SchemaRegistry(settings),
+    )
+    deadline = time.monotonic() + timeout_s
+    seen: list[str] = []
+    for record in tail(settings, codec, topic, workflow_id=workflow_id, idle_timeout_s=timeout_s):
+        if record.event_type == event_type and record.payload is not None:
+            return record.payload
+        seen.append(str(record.event_type))
+        if time.monotonic() > deadline:
+            break
+    raise ServiceUnavailableError(
+        f"no {event_type} of workflow {workflow_id!r} on {topic} within {timeout_s:g}s; "
+        f"it has {seen or 'no events'}"
+    )

@@ -18,6 +18,7 @@ from sagalog.cli.clock import clock
 from sagalog.cli.context import Project
 from sagalog.cli.events import publish, tail_command
 from sagalog.cli.flows import flows
+from sagalog.cli.new import new
 from sagalog.cli.replay import replay
 from sagalog.cli.run import run
 from sagalog.cli.schemas import schemas
@@ -89,6 +90,7 @@ cli.add_command(clock)
 cli.add_command(analytics)
 cli.add_command(audit)
 cli.add_command(replay)
+cli.add_command(new)
 
 
 def main() -> None:

@@ -45,7 +45,12 @@ def run_agent(module: str, paths: tuple[str, ...]) -> None:
     add_import_paths(paths)
     agent, loaded = load_agent(module)
     found = getattr(loaded, "settings", None)
-    run_until_stopped(agent, found if isinstance(found, AgentSettings) else None)
+    overrides = _root_overrides()
+    if isinstance(found, AgentSettings):
+        settings = type(found)(**overrides) if overrides else found
+    else:
+        settings = AgentSettings(**overrides)
+    run_until_stopped(agent, settings)
 
 
 def _root_overrides() -> dict[str, Any]:

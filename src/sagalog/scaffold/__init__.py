@@ -1,0 +1,100 @@
+"""``sagalog new NAME``: a project of the user's own, ready to run and to test.
+
+The template (``template/``, files ending in ``.tmpl``) holds a complete small
+project: its events, its topology with one flow, one agent with a compensation,
+tests on the tracker's rules in memory and on a real cluster, a Dockerfile. The
+platform's own schemas (``sagalog.v1``) are copied beside the project's, since the
+tracker and the runtime publish them on the project's topics; a wheel carries
+them as ``sagalog/scaffold/platform_schemas``, an editable install reads the
+repository's ``schemas/sagalog``.
+
+Placeholders are ``{{project}}`` (the name as given), ``{{package}}`` (the Python
+package and Avro namespace derived from it) and ``{{sagalog_version}}``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from sagalog.errors import ConfigurationError
+
+TEMPLATE = Path(__file__).parent / "template"
+SUFFIX = ".tmpl"
+RENAMED = {"gitignore": ".gitignore"}
+NAME = re.compile(r"^[a-z][a-z0-9]*([-_][a-z0-9]+)*$")
+RESERVED = frozenset({"sagalog", "test", "tests", "src"})
+
+
+@dataclass(frozen=True)
+class ProjectNames:
+    """The names a project is made of, derived once from what the user typed."""
+
+    project: str
+    package: str
+    sagalog_version: str
+
+    @classmethod
+    def of(cls, name: str, *, sagalog_version: str) -> ProjectNames:
+        """Check ``name`` and derive the package from it.
+
+        Raises:
+            ConfigurationError: the name cannot be a Python package and an Avro
+                namespace; the message says what would be accepted.
+        """
+        if not NAME.match(name) or name in RESERVED:
+            raise ConfigurationError(
+                f"project name {name!r} is refused: use lower-case letters and digits, "
+                "words joined by '-' or '_', starting with a letter (e.g. 'acme-orders'), "
+                f"and none of {sorted(RESERVED)}; it becomes the Python package and the "
+                "Avro namespace of the project's events"
+            )
+        return cls(project=name, package=name.replace("-", "_"), sagalog_version=sagalog_version)
+
+    def render(self, text: str) -> str:
+        for field, value in (
+            ("project", self.project),
+            ("package", self.package),
+            ("sagalog_version", self.sagalog_version),
+        ):
+            text = text.replace("{{" + field + "}}", value)
+        return text
+
+
+def platform_schemas() -> Path:
+    """The platform's ``sagalog.v1`` schemas: bundled in a wheel, the repository's otherwise."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "platform_schemas", here.parents[2] / "schemas" / "sagalog"):
+        if (candidate / "v1").is_dir():
+            return candidate
+    raise ConfigurationError(
+        f"the platform's schemas are neither in {here / 'platform_schemas'} nor in the "
+        "repository's schemas/sagalog: reinstall sagalog"
+    )
+
+
+def create_project(names: ProjectNames, target: Path) -> list[Path]:
+    """Write the project into ``target`` (which must not exist or be empty); the files.
+
+    Raises:
+        ConfigurationError: ``target`` holds files already; nothing is overwritten.
+    """
+    if target.exists() and any(target.iterdir()):
+        raise ConfigurationError(
+            f"{target} is not empty: choose a new folder (`sagalog new {names.project} "
+            "--dir PATH`) so that nothing of yours is overwritten"
+        )
+    written = []
+    for source in sorted(TEMPLATE.rglob(f"*{SUFFIX}")):
+        relative = source.relative_to(TEMPLATE).with_suffix("")
+        relative = relative.with_name(RENAMED.get(relative.name, relative.name))
+        path = target / names.render(str(relative))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(names.render(source.read_text()))
+        written.append(path)
+    schemas = target / "schemas" / "sagalog"
+    shutil.copytree(platform_schemas(), schemas)
+    written.extend(sorted(p for p in schemas.rglob("*") if p.is_file()))
+    return written
