@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 
-.PHONY: install up down status demo first-touch chromium test unit integration lint format clean bench chaos demo-cluster down-cluster
+.PHONY: install up down status demo first-touch chromium tools test unit integration lint format clean bench chaos demo-cluster down-cluster
 
 # Runs a command with every SAGALOG_* variable a client of the dev stack needs (its
 # brokers, registry, replication profile, logins), except those already exported:
@@ -73,7 +73,11 @@ integration: up
 chromium:
 	@bash .ci/ensure-chromium
 
-test: up lint chromium
+# Debian's docker-compose checks docker-compose.yml against the Compose schema (no engine).
+tools: chromium
+	@bash .ci/ensure-docker-compose
+
+test: up lint tools
 	$(ON_STACK) $(BIN)/pytest
 
 .PHONY: bench

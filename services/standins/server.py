@@ -194,8 +194,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Run an effect stand-in (ledger, ERP, mail).")
     parser.add_argument("name")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="0.0.0.0 in a container, for the agents to reach it"
+    )
     args = parser.parse_args()
-    server = StandinServer(("127.0.0.1", args.port), name=args.name)
+    server = StandinServer((args.host, args.port), name=args.name)
     print(json.dumps({"name": args.name, "port": server.server_address[1]}), flush=True)
     server.serve_forever()
 
