@@ -73,9 +73,9 @@ integration: up
 chromium:
 	@bash .ci/ensure-chromium
 
-# Debian's docker-compose checks docker-compose.yml against the Compose schema (no engine).
+# The checkers of the files we ship: docker-compose (compose file), the AsyncAPI parser.
 tools: chromium
-	@bash .ci/ensure-docker-compose
+	@bash .ci/ensure-tools
 
 test: up lint tools
 	$(ON_STACK) $(BIN)/pytest

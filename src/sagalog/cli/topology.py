@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+import yaml
 
 from sagalog.cli.context import Project, pass_project
 from sagalog.errors import ConfigurationError
@@ -12,6 +15,7 @@ from sagalog.exit_codes import ExitCode
 from sagalog.flows.loader import load_flows
 from sagalog.topology.acls import derive_acls
 from sagalog.topology.apply import TopologyClient
+from sagalog.topology.asyncapi import asyncapi_document
 from sagalog.topology.plan import Plan
 
 if TYPE_CHECKING:
@@ -151,3 +155,49 @@ def acls(project: Project) -> None:
         for rule in (r for r in rules if r.principal == principal):
             click.echo(f"  {rule.describe()}  # {rule.why}")
     click.echo(f"{len(rules)} binding(s) for {len(topology.services)} service(s)")
+
+
+@topology.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write it to this file (.json for JSON) [default: standard output, YAML].",
+)
+@click.option("--title", default="sagalog workflows", show_default=True, help="info.title")
+@click.option("--version", "doc_version", default="1.0.0", show_default=True, help="info.version")
+@pass_project
+def asyncapi(project: Project, output: Path | None, title: str, doc_version: str) -> None:
+    """Generate the project's AsyncAPI 3.0 document (no cluster needed).
+
+    Channels are the topics of topology/, messages their Avro schemas with the
+    CloudEvents headers, and operations which service sends and which receives each
+    message, as the flows and the declared services say.
+    """
+    topology = project.topology
+    flows = load_flows(
+        project.root / "topology" / "flows", catalog=project.catalog, topology=topology
+    )
+    document = asyncapi_document(
+        topology,
+        flows,
+        project.catalog,
+        title=title,
+        version=doc_version,
+        bootstrap_servers=project.settings.bootstrap_servers,
+    )
+    as_json = output is not None and output.suffix == ".json"
+    text = (
+        json.dumps(document, indent=2)
+        if as_json
+        else yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    )
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text)
+        click.echo(
+            f"wrote {output}: {len(document['channels'])} channel(s), "
+            f"{len(document['components']['messages'])} message(s), "
+            f"{len(document['operations'])} operation(s)"
+        )
