@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -54,43 +53,24 @@ def test_a_degraded_service_is_still_ready() -> None:
     assert verdict.ok and verdict.body["status"] == "degraded"
 
 
-def agent(**state: Any) -> Any:
-    clock = Clock()
-    book = HealthBook(clock=clock)
-    worker = SimpleNamespace(
-        clock=clock,
-        last_progress=clock.now,
-        health=book,
-        settings=SimpleNamespace(live_bound_s=120.0),
-        assignment=SimpleNamespace(joined=False, to_hydrate={}),
-        stopping=False,
-    )
-    for name, value in state.items():
-        setattr(worker, name, value)
-    return worker
-
-
 def test_an_agent_is_ready_once_assigned_and_hydrated_and_not_while_stopping() -> None:
-    worker = agent()
-    worker.health.ready()
-    assert agent_probes.ready(worker).body["waiting_for"] == [
+    health = HealthBook(clock=Clock())
+    health.ready()
+    waiting = agent_probes.ready(health=health, joined=False, hydrating=0, stopping=False)
+    assert waiting.body["waiting_for"] == [
         "assignment: the group has not assigned this instance yet"
     ]
-    worker.assignment.joined = True
-    worker.assignment.to_hydrate = {("t", 0): 10}
-    assert "hydration" in agent_probes.ready(worker).body["waiting_for"][0]
-    worker.assignment.to_hydrate = {}
-    assert agent_probes.ready(worker).ok
-    worker.stopping = True
-    assert not agent_probes.ready(worker).ok
+    hydrating = agent_probes.ready(health=health, joined=True, hydrating=2, stopping=False)
+    assert "hydration: 2 partition(s)" in hydrating.body["waiting_for"][0]
+    assert agent_probes.ready(health=health, joined=True, hydrating=0, stopping=False).ok
+    assert not agent_probes.ready(health=health, joined=True, hydrating=0, stopping=True).ok
 
 
 def test_an_agent_reconnecting_through_an_outage_stays_live() -> None:
-    worker = agent()
-    worker.clock.now += 600
-    assert not agent_probes.live(worker).ok
-    worker.health.degrade("kafka", "all brokers down")
-    assert agent_probes.live(worker).ok
+    health = HealthBook(clock=Clock())
+    assert not agent_probes.live(health=health, last_progress=0, now=600, bound_s=120).ok
+    health.degrade("kafka", "all brokers down")
+    assert agent_probes.live(health=health, last_progress=0, now=600, bound_s=120).ok
 
 
 def get(port: int, path: str) -> tuple[int, dict[str, Any]]:

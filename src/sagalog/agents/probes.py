@@ -1,40 +1,32 @@
 """What an agent instance answers on ``/health/live`` and ``/health/ready``.
 
-Live: its run loop went round within ``live_bound_s`` (a broker outage keeps it
-going round, rebuilding clients with backoff, so it stays live: a restart would not
-help). Ready: it joined its group and holds its assignment (possibly none, when
-there are more instances than partitions), with no partition still paused to
-rebuild its projection from the log; a rolling restart moves on only then.
+Live: its run loop went round within ``live_bound_s``, or it is rebuilding its
+clients through a broker outage (bounded by ``outage_limit_s``, past which it exits
+3 itself), so a restart is never asked for what a restart cannot cure. Ready: it
+joined its group and holds its assignment (possibly none, when there are more
+instances than partitions), with no partition still paused to rebuild its
+projection from the log; a rolling restart moves on only then.
+
+Plain functions of what the worker knows, so that they are tested without one.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from sagalog.health import Verdict, liveness, readiness
-
-if TYPE_CHECKING:
-    from sagalog.agents.worker import AgentWorker
+from sagalog.health import HealthBook, Verdict, liveness, readiness
 
 
-def live(worker: AgentWorker) -> Verdict:
+def live(*, health: HealthBook, last_progress: float, now: float, bound_s: float) -> Verdict:
     return liveness(
-        last_progress=worker.last_progress,
-        now=worker.clock(),
-        bound_s=worker.settings.live_bound_s,
-        riding_out=sorted(worker.health.problems),
+        last_progress=last_progress, now=now, bound_s=bound_s, riding_out=sorted(health.problems)
     )
 
 
-def ready(worker: AgentWorker) -> Verdict:
+def ready(*, health: HealthBook, joined: bool, hydrating: int, stopping: bool) -> Verdict:
     waiting = []
-    assignment = getattr(worker, "assignment", None)
-    if assignment is None or not assignment.joined:
+    if not joined:
         waiting.append("assignment: the group has not assigned this instance yet")
-    elif assignment.to_hydrate:
-        waiting.append(
-            f"hydration: {len(assignment.to_hydrate)} partition(s) rebuilding the projection"
-        )
-    if worker.stopping:
+    elif hydrating:
+        waiting.append(f"hydration: {hydrating} partition(s) rebuilding the projection")
+    if stopping:
         waiting.append("stopping: SIGTERM received, finishing the batch")
-    return readiness(worker.health, waiting_for=waiting)
+    return readiness(health, waiting_for=waiting)

@@ -53,7 +53,7 @@ from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import ServiceUnavailableError
-from sagalog.health import Health, HealthBook
+from sagalog.health import Health, HealthBook, Verdict
 from sagalog.health_server import HealthServer, serve_health
 from sagalog.position import RecordPosition
 from sagalog.topic_names import retry_topic_for
@@ -180,9 +180,22 @@ class AgentWorker:
         """Ask the worker to finish its batch, commit and exit (SIGTERM does this)."""
         self._stopping = True
 
-    @property
-    def stopping(self) -> bool:
-        return self._stopping
+    def _live(self) -> Verdict:
+        return probes.live(
+            health=self.health,
+            last_progress=self.last_progress,
+            now=self.clock(),
+            bound_s=self.settings.live_bound_s,
+        )
+
+    def _ready(self) -> Verdict:
+        assignment = getattr(self, "assignment", None)  # built once the store is open
+        return probes.ready(
+            health=self.health,
+            joined=assignment is not None and assignment.joined,
+            hydrating=0 if assignment is None else len(assignment.to_hydrate),
+            stopping=self._stopping,
+        )
 
     def run(self, *, install_signals: bool = True) -> None:
         """Consume until stopped. Blocks.
@@ -205,9 +218,7 @@ class AgentWorker:
             self.settings.data_dir / self.agent.name / self.settings.instance_id,
             folded_types=self.agent.folded_types(),
         )
-        self.health_server = serve_health(
-            self.settings, live=lambda: probes.live(self), ready=lambda: probes.ready(self)
-        )
+        self.health_server = serve_health(self.settings, live=self._live, ready=self._ready)
         self.clients.connect()
         served = "" if self.health_server is None else f"; health on :{self.health_server.port}"
         self.telemetry.log("start", f"agent {self.agent.name} started{served}", outcome="ok")
