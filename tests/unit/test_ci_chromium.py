@@ -23,7 +23,9 @@ def test_a_chromium_on_path_is_found_and_named(repo_root: Path, tmp_path: Path) 
     assert done.stdout.strip() == f"chromium: {fake}"
 
 
-def test_make_test_and_ci_use_the_same_script(repo_root: Path) -> None:
+def test_make_test_and_ci_use_the_same_scripts(repo_root: Path) -> None:
     makefile = (repo_root / "Makefile").read_text()
-    assert "test: up lint chromium" in makefile and "bash .ci/ensure-chromium" in makefile
-    assert "bash .ci/ensure-chromium" in (repo_root / ".ci" / "run").read_text()
+    assert "test: up lint tools" in makefile and "tools: chromium" in makefile
+    ci = (repo_root / ".ci" / "run").read_text()
+    for script in ("bash .ci/ensure-chromium", "bash .ci/ensure-tools"):
+        assert script in makefile and script in ci, script
