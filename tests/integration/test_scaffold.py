@@ -62,7 +62,10 @@ def test_the_wheel_installed_elsewhere_scaffolds_a_project_whose_tests_pass_on_t
         env=env,
         timeout=900,
     )
-    assert "run tracker" in run([str(sagalog), "run", "--help"], cwd=tmp_path, env=env, timeout=60)
+    for service in ("tracker", "gateway"):  # the platform's services came with the wheel
+        assert "--data-dir" in run(
+            [str(sagalog), "run", service, "--help"], cwd=tmp_path, env=env, timeout=60
+        )
     run([str(sagalog), "new", "shop"], cwd=tmp_path, env=env, timeout=60)
     project = tmp_path / "shop"
     out = run(
