@@ -32,7 +32,11 @@ def helm() -> str:
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([helm(), *args], capture_output=True, text=True, check=False)
+    """``helm ARGS`` for the Kubernetes version the manifests are checked against (a Helm
+    built from source, without release flags, would assume v1.20)."""
+    return subprocess.run(
+        [helm(), *args, "--kube-version", KUBERNETES], capture_output=True, text=True, check=False
+    )
 
 
 @pytest.fixture(scope="module")
