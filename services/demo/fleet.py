@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ from typing import Any
 from sagalog import client_config
 from sagalog.errors import ServiceUnavailableError
 from sagalog.exit_codes import Restart, restart_policy
+from sagalog.service_process import free_port
 from sagalog.settings import ClientSettings
 
 SERVICES_DIR = Path(__file__).resolve().parents[1]
@@ -42,12 +42,6 @@ AGENTS: dict[str, tuple[str, dict[str, str]]] = {
     "notification_agent": ("NOTIFICATION_AGENT", {"mail_url": "mail"}),
 }
 STANDINS = ("ledger", "erp", "mail")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

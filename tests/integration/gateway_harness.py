@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,17 +28,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from sagalog import client_config
 from sagalog.contracts.headers import header_dict
+from sagalog.service_process import free_port
 
 from .project import REPO
 from .tracker_harness import SECRET, TOPOLOGY, TrackerLab
 
 API_KEY = "integration-key-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
