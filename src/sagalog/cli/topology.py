@@ -17,6 +17,7 @@ from sagalog.topology.acls import derive_acls
 from sagalog.topology.apply import TopologyClient
 from sagalog.topology.asyncapi import asyncapi_document
 from sagalog.topology.plan import Plan
+from sagalog.topology.strimzi import strimzi_resources
 
 if TYPE_CHECKING:
     from sagalog.devstack.credentials import CredentialStore
@@ -201,3 +202,47 @@ def asyncapi(project: Project, output: Path | None, title: str, doc_version: str
             f"{len(document['components']['messages'])} message(s), "
             f"{len(document['operations'])} operation(s)"
         )
+
+
+@topology.command()
+@click.option("--strimzi", is_flag=True, required=True, help="As Strimzi KafkaTopic/KafkaUser.")
+@click.option("--cluster", default="my-cluster", show_default=True, help="The Kafka resource.")
+@click.option("--namespace", help="metadata.namespace of every resource [default: none].")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write them to this file [default: standard output].",
+)
+@pass_project
+def export(
+    project: Project, strimzi: bool, cluster: str, namespace: str | None, output: Path | None
+) -> None:
+    """Render the topology as Strimzi resources, for `kubectl apply` (no cluster needed).
+
+    A KafkaTopic per declared topic (partitions, the cluster profile's replication and
+    min.insync.replicas, retention) and a KafkaUser per declared service with SCRAM
+    and the ACLs `topology acls` lists.
+    """
+    topology = project.topology
+    flows = load_flows(
+        project.root / "topology" / "flows", catalog=project.catalog, topology=topology
+    )
+    resources = strimzi_resources(
+        topology,
+        flows,
+        cluster=cluster,
+        replication_factor=project.settings.replication_factor,
+        min_insync_replicas=project.settings.min_insync_replicas,
+        namespace=namespace,
+    )
+    text = yaml.safe_dump_all(resources, sort_keys=False)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.write_text(text)
+    kinds = [r["kind"] for r in resources]
+    click.echo(
+        f"wrote {output}: {kinds.count('KafkaTopic')} KafkaTopic(s), "
+        f"{kinds.count('KafkaUser')} KafkaUser(s)"
+    )
