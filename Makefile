@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 
-.PHONY: install up down status demo first-touch chromium tools test unit integration lint format clean bench chaos demo-cluster down-cluster
+.PHONY: install up down status demo first-touch chromium tools docs docs-serve test unit integration lint format clean bench chaos demo-cluster down-cluster
 
 # Runs a command with every SAGALOG_* variable a client of the dev stack needs (its
 # brokers, registry, replication profile, logins), except those already exported:
@@ -67,6 +67,13 @@ unit: install
 
 integration: up
 	$(ON_STACK) $(BIN)/pytest tests/integration
+
+# The documentation (docs/, mkdocs.yml) into site/; docs-serve rebuilds it as you edit.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 # The browser tests need headless Chromium: found, or installed as root with apt-get,
 # by the same script as .ci/run; when neither works they skip and pytest says why.

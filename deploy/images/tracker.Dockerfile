@@ -25,6 +25,6 @@ USER tracker
 VOLUME /var/lib/sagalog-tracker
 # Required at run time: SAGALOG_TRACKER_GATE_SECRET (the gateway's GATEWAY_GATE_SECRET),
 # SAGALOG_BOOTSTRAP_SERVERS, SAGALOG_SCHEMA_REGISTRY_URL; SAGALOG_TRACKER_INSTANCE_ID per worker.
-# Exit codes: sagalog.exit_codes (README, "Exit codes"): 70 asks for a restart at once;
+# Exit codes: sagalog.exit_codes (docs/service-contract.md): 70 asks for a restart at once;
 # 2, 5 and 6 are not restarted (fix the named input first).
 CMD ["sagalog", "run", "tracker"]

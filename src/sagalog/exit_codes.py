@@ -6,7 +6,7 @@ sees nothing of a process but its exit code. Until 2026-12 code 70 meant both
 fenced by a newer instance with its transactional id): no restart policy could be
 right for both. Here each code has one meaning and one policy, and every service,
 the CLI and every supervisor in this repository read it from this module; the
-README's table is rendered from ``CONTRACT`` and a test keeps the two equal.
+table in docs/service-contract.md is rendered from ``CONTRACT``; a test keeps the two equal.
 
 The small codes follow the error families of ``sagalog.errors`` (each family's
 ``exit_code`` is one of these); 70 is ``EX_SOFTWARE`` from sysexits.h, the code a
@@ -153,7 +153,7 @@ def restart_policy(code: int) -> Restart:
 
 
 def markdown_table() -> str:
-    """The contract as the README shows it (a test keeps the README's copy equal)."""
+    """The contract as docs/service-contract.md shows it (a test keeps the two equal)."""
     lines = [
         "| code | meaning | restart | for example |",
         "|---|---|---|---|",

@@ -156,12 +156,12 @@ def test_html_report_lists_undecodable_records() -> None:
 
 
 def test_the_readme_examples_parse(repo_root: Path) -> None:
-    """The README's commands use options the command has, so the README cannot rot."""
+    """The docs' commands use options the command has, so the docs cannot rot."""
     from sagalog.cli.analytics import analytics
 
     examples = [
         line.split("#")[0].split()
-        for line in (repo_root / "README.md").read_text().splitlines()
+        for line in (repo_root / "docs" / "analytics.md").read_text().splitlines()
         if line.startswith("sagalog analytics")
     ]
     assert examples

@@ -1,4 +1,5 @@
-"""The README's code runs, so that it cannot rot (the eventsourcing project's habit).
+"""The README's and the docs' code runs, so that neither can rot (the eventsourcing
+project's habit): the README and every page of ``docs/``.
 
 - every ```python block is executed; a block that declares an agent is checked
   against the repository's flows and its handlers are run on a stand-in context;
@@ -34,12 +35,18 @@ from sagalog.flows.loader import load_flows
 from sagalog.topology.loader import load_topology
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+PAGES = [README, *sorted((README.parent / "docs").rglob("*.md"))]
+
+
+def text() -> str:
+    """The README and the docs' pages, one after the other."""
+    return "\n".join(page.read_text() for page in PAGES)
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"`([^`\n]+)`")
 
 
 def blocks(language: str) -> list[str]:
-    return [body for lang, body in FENCE.findall(README.read_text()) if lang == language]
+    return [body for lang, body in FENCE.findall(text()) if lang == language]
 
 
 def shell_lines() -> Iterator[str]:
@@ -49,7 +56,7 @@ def shell_lines() -> Iterator[str]:
             line = re.sub(r"\s+#.*$", "", line).strip()
             if line and not line.startswith("#"):
                 yield line
-    prose = FENCE.sub("", README.read_text())
+    prose = FENCE.sub("", text())
     yield from (span for span in INLINE.findall(prose) if re.match(r"(sagalog|make|python) ", span))
 
 
@@ -167,7 +174,7 @@ def flows(repo_root: Path) -> list[Any]:
 @pytest.mark.parametrize("index", range(len(blocks("python"))))
 def test_every_python_block_runs(index: int, flows: list[Any]) -> None:
     namespace: dict[str, Any] = {"__name__": f"readme_block_{index}"}
-    exec(compile(blocks("python")[index], f"README.md python block {index + 1}", "exec"), namespace)
+    exec(compile(blocks("python")[index], f"docs python block {index + 1}", "exec"), namespace)
     agent = namespace.get("agent")
     if isinstance(agent, Agent):
         check_agent_contract(agent, flows)
