@@ -27,7 +27,7 @@ USER gateway
 VOLUME /var/lib/sagalog-gateway
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s \
-    CMD python -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2)" || exit 1
+    CMD python -c "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health/ready' % os.environ['GATEWAY_PORT'], timeout=2)" || exit 1
 # Required at run time: GATEWAY_API_KEYS, GATEWAY_GATE_SECRET, GATEWAY_BOOTSTRAP_SERVERS,
 # GATEWAY_SCHEMA_REGISTRY_URL (and GATEWAY_TRACKER_APP_ID if the tracker's is not the default).
 # Exit codes: sagalog.exit_codes (docs/service-contract.md); 2, 5, 6 and 7 are not restarted.

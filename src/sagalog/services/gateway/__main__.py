@@ -5,11 +5,14 @@ Exit codes: 0 stopped, 2 bad configuration or flows, 3 Kafka/registry unreachabl
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 from sagalog.agents.telemetry import configure_logging
 from sagalog.errors import ConfigurationError, SagalogError
+from sagalog.exit_codes import ExitCode
 from sagalog.services.gateway.settings import GatewaySettings
 
 
@@ -76,6 +79,12 @@ def main(settings: GatewaySettings | None = None) -> int:
         max_body_bytes=settings.max_body_bytes,
         webhook_source=settings.webhook_source,
     )
+    # uvicorn shuts down gracefully on SIGTERM, then restores the handler it found and
+    # raises the signal again, so that the process dies of it (exit -15, 143 in a
+    # shell): a supervisor would read that as a crash. The handler it finds is this
+    # one, which ends the process with 0 after the cleanup below, as the exit-code
+    # contract says; before uvicorn starts, it stops the start-up the same way.
+    signal.signal(signal.SIGTERM, _stopped)
     follower.start()
     try:
         uvicorn.run(
@@ -91,6 +100,10 @@ def main(settings: GatewaySettings | None = None) -> int:
         publisher.close()
         model.close()
     return 0
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(ExitCode.STOPPED)
 
 
 if __name__ == "__main__":
