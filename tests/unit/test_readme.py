@@ -41,6 +41,8 @@ PAGES = [README, *sorted((README.parent / "docs").rglob("*.md"))]
 def text() -> str:
     """The README and the docs' pages, one after the other."""
     return "\n".join(page.read_text() for page in PAGES)
+
+
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 INLINE = re.compile(r"`([^`\n]+)`")
 
