@@ -40,9 +40,10 @@ from sagalog.memory import release_free_memory
 from sagalog.rocksdb_options import MemoryBudget
 from sagalog.services.tracker import faust_internals
 from sagalog.services.tracker.backlog import BacklogProbe
-from sagalog.services.tracker.batching import drained_batches
+from sagalog.services.tracker.batching import drained_batches, of_generation
 from sagalog.services.tracker.clock import TrackerClock
 from sagalog.services.tracker.exits import crash
+from sagalog.services.tracker.handover import Turns
 from sagalog.services.tracker.lag import LagWatch
 from sagalog.services.tracker.offsets import OffsetBook
 from sagalog.services.tracker.settings import TrackerSettings
@@ -106,6 +107,7 @@ class Tracker:
         self.backlog = BacklogProbe(settings)
         self.health = HealthBook(on_change=logged_changes(log, agent="saga-tracker"))
         self.offsets = OffsetBook()
+        self.turns = Turns()
         self.lag = LagWatch()
         self.queue_capacity = max(4096, settings.batch_max * 2)
         self.rocksdb_budget = MemoryBudget(
@@ -147,6 +149,7 @@ class Tracker:
             broker_max_poll_records=settings.batch_max,
             consumer_max_fetch_size=FETCH_BYTES_PER_PARTITION,
             logging_config=None,
+            before_stop=self.hand_over_before_stop,
         )
         raw: dict[str, Any] = {
             "key_type": bytes,
@@ -183,6 +186,7 @@ class Tracker:
         self.tables[Table.RECORDS].on_recover(recovered)
 
         async def assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+            await self.turns.release()  # faust has put the new assignment's tables in place
             assigned = args[0] if args else kwargs.get("assigned", ())
             mine = sorted(tp.partition for tp in assigned if tp.topic == self.clock_topic)
             log.info(
@@ -194,6 +198,7 @@ class Tracker:
         app.on_partitions_assigned.connect(assigned)
 
         async def revoked(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+            await self.turns.hold()  # the batch in hand ends before faust lets its tables go
             await self._commit_offsets()  # the next owner starts where this one finished
 
         app.on_partitions_revoked.connect(revoked)
@@ -203,10 +208,14 @@ class Tracker:
                 stream.events(), settings.batch_max, generation=lambda: app.consumer_generation_id
             )
             async for events in batches:
-                try:
-                    await self.run_batch(events)
-                except Exception as exc:
-                    crash("a batch failed", exc)
+                async with self.turns.batch():
+                    # A rebalance may have come between taking and deciding them.
+                    current = of_generation(events, app.consumer_generation_id)
+                    try:
+                        if current:
+                            await self.run_batch(current)
+                    except Exception as exc:
+                        crash("a batch failed", exc)
 
         app.agent(source, name=f"{settings.app_id}.track", concurrency=1)(track)
         if not self.clock.virtual:
@@ -215,6 +224,20 @@ class Tracker:
         app.timer(30.0)(self._report)
         app.timer(5.0)(self._watch)
         return app
+
+    async def hand_over_before_stop(self) -> None:
+        """Finish the batch in hand and commit, before faust closes the tables (``handover``).
+
+        A batch that does not finish within ``stop_timeout_s`` (Kafka unreachable, its
+        acknowledgements not coming) is abandoned by exiting at once: nothing more is
+        stored or committed, so the next worker decides it again.
+        """
+        try:
+            await asyncio.wait_for(self.turns.hold(), self.settings.stop_timeout_s)
+        except TimeoutError:
+            timeout = self.settings.stop_timeout_s
+            crash(f"the batch in hand did not finish within {timeout} s of the stop")
+        await self._commit_offsets()
 
     # -- a batch -------------------------------------------------------------------
 

@@ -61,8 +61,7 @@ async def drained_batches(
             ended = _END in batch
             batch = [event for event in batch if event is not _END]
             if generation is not None:
-                now = generation()
-                batch = [e for e in batch if getattr(e.message, "generation_id", now) == now]
+                batch = of_generation(batch, generation())
             if batch:
                 yield batch
             if ended:
@@ -71,3 +70,9 @@ async def drained_batches(
                 return
     finally:
         task.cancel()
+
+
+def of_generation(events: list[Any], now: int) -> list[Any]:
+    """The events read in consumer generation ``now``; the others' partitions were
+    handed over since, and their next owner reads them again from the committed offset."""
+    return [e for e in events if getattr(e.message, "generation_id", now) == now]

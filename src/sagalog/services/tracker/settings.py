@@ -91,6 +91,13 @@ class TrackerSettings(ServiceSettings):
         description="A worker silent this long is dropped from the group and its partitions "
         "move; faust's default (60 s) would stall a restart that long after a crash.",
     )
+    stop_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest a stop waits for the batch in hand before the tables are "
+        "closed; past it the tracker exits 70 storing and committing nothing more, and "
+        "the next worker decides the batch again. Keep it under the grace period.",
+    )
     standby_replicas: int = Field(
         default=0, ge=0, description="Standby table copies on other workers (faster takeover)."
     )

@@ -27,7 +27,7 @@ them and checks at start that they still exist.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 import faust
@@ -71,11 +71,26 @@ class _Transport(driver.Transport):
 
 
 class TrackerApp(faust.App):
-    """A faust app whose consumer reads committed data and waits at most ``fetch_max_wait_ms``."""
+    """A faust app whose consumer reads committed data and waits at most ``fetch_max_wait_ms``,
+    and that runs ``before_stop`` before faust stops anything (``handover``)."""
 
-    def __init__(self, *args: Any, fetch_max_wait_ms: int, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        fetch_max_wait_ms: int,
+        before_stop: Callable[[], Awaitable[None]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.before_stop = before_stop
         super().__init__(*args, **kwargs)
+
+    async def on_stop(self) -> None:
+        """faust's stop revokes and closes the tables first and stops the agents last;
+        the batch in hand must end before the first of that."""
+        if self.before_stop is not None:
+            await self.before_stop()
+        await super().on_stop()
 
     def _new_transport(self) -> Any:
         return _Transport(self.conf.broker_consumer, self)
