@@ -13,12 +13,15 @@ The standard library's server is enough: two GETs, a few per minute.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from sagalog.health import Verdict
 from sagalog.settings import ServiceSettings
+
+log = logging.getLogger("sagalog.health")
 
 LIVE = "/health/live"
 READY = "/health/ready"
@@ -76,7 +79,14 @@ class HealthServer:
                     return
                 try:
                     verdict = probe()
-                except Exception as exc:  # a probe that fails says so; it never hangs
+                except Exception as exc:  # fail closed: a probe that fails says so, never hangs
+                    log.warning(
+                        "%s answered 503: its probe failed (%s: %s)",
+                        self.path,
+                        exc.__class__.__name__,
+                        exc,
+                        extra={"sagalog": {"action": "probe_failed"}},
+                    )
                     self._send(503, {"status": "probe failed", "error": repr(exc)})
                     return
                 self._send(200 if verdict.ok else 503, verdict.body)

@@ -12,6 +12,7 @@ import pytest
 from sagalog.agents import probes as agent_probes
 from sagalog.health import HealthBook, Verdict, liveness, readiness
 from sagalog.health_server import HealthServer, serve_health
+from sagalog.services.tracker.caught_up import unread
 from sagalog.settings import ServiceSettings
 
 
@@ -109,11 +110,25 @@ def test_an_unknown_path_is_404_naming_the_known_ones(served: Any) -> None:
     assert code == 404 and "/health/live" in body["error"]
 
 
-def test_a_probe_that_raises_is_503_with_the_error_not_a_hang(served: Any) -> None:
+def test_a_probe_that_raises_is_503_with_the_error_not_a_hang(
+    served: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     server, answers = served
     answers["raise"] = True
-    code, body = get(server.port, "/health/ready")
+    with caplog.at_level("WARNING", logger="sagalog.health"):
+        code, body = get(server.port, "/health/ready")
     assert code == 503 and "probe broke" in body["error"]
+    assert any(  # fails closed, and the service's log says why
+        "/health/ready" in r.getMessage() and "RuntimeError: probe broke" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_timers_wait_unless_the_partition_was_read_to_its_end() -> None:
+    assert unread(high=120, position=120) is None
+    assert unread(high=120, position=100) == "20 record(s) not read yet"
+    assert unread(high=None, position=100) == "not fetched yet"  # fails closed
+    assert unread(high=120, position=None) == "not fetched yet"
 
 
 def test_no_port_no_server() -> None:

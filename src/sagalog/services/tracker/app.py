@@ -41,6 +41,7 @@ from sagalog.rocksdb_options import MemoryBudget
 from sagalog.services.tracker import faust_internals
 from sagalog.services.tracker.backlog import BacklogProbe
 from sagalog.services.tracker.batching import drained_batches, of_generation
+from sagalog.services.tracker.caught_up import unread
 from sagalog.services.tracker.clock import TrackerClock
 from sagalog.services.tracker.exits import crash
 from sagalog.services.tracker.handover import Turns
@@ -102,6 +103,7 @@ class Tracker:
         )
         self.counts: Counter[str] = Counter()
         self.pending_ticks: set[int] = set()
+        self.unknown_positions: dict[int, str] = {}  # partition -> the error last logged
         self.last_sla_ms = 0
         self.ready = False
         self.backlog = BacklogProbe(settings)
@@ -325,22 +327,33 @@ class Tracker:
             asyncio.get_running_loop().call_later(0.2, self._tick, sorted(again))
 
     async def _caught_up(self, partition: int) -> bool:
-        """Whether every workflow topic's ``partition`` was fetched up to its high watermark.
-
-        Timers fire only then: after a restart with a backlog, a step's completion
-        still waiting in the log must not lose the race against its own timeout.
-        """
+        """Whether every workflow topic's ``partition`` was fetched up to its high watermark
+        (``caught_up``); an error asking the consumer counts as not, and is logged."""
         consumer = self.app.consumer
         for topic in self.workflow_topics:
             tp = TP(topic, partition)
             try:
-                high = consumer.highwater(tp)
-                position = await consumer.position(tp)
-            except Exception:
-                continue
-            if high is not None and position is not None and position < high:
+                why = unread(consumer.highwater(tp), await consumer.position(tp))
+            except Exception as exc:  # fail closed: the timers wait for the next tick
+                self._cannot_tell(tp, f"{exc.__class__.__name__}: {exc}")
                 return False
+            if why is not None:
+                return False
+        self.unknown_positions.pop(partition, None)
         return True
+
+    def _cannot_tell(self, tp: TP, error: str) -> None:
+        if self.unknown_positions.get(tp.partition) == error:
+            return  # said already; the next tick asks again
+        self.unknown_positions[tp.partition] = error
+        log.warning(
+            "timers of partition %d wait: the consumer could not tell the position of %s/%d (%s)",
+            tp.partition,
+            tp.topic,
+            tp.partition,
+            error,
+            extra={"sagalog": {"agent": "saga-tracker", "action": "timers_wait"}},
+        )
 
     def _tick(self, partitions: list[int]) -> None:
         for partition in partitions:
