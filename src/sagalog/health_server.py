@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from sagalog.errors import ConfigurationError
 from sagalog.health import Verdict
 from sagalog.settings import ServiceSettings
 
@@ -114,6 +115,14 @@ def serve_health(
     """Start the health endpoints where ``settings.health_port`` says; None when unset."""
     if settings.health_port is None:
         return None
-    return HealthServer(
-        live=live, ready=ready, host=settings.health_host, port=settings.health_port
-    ).start()
+    try:
+        server = HealthServer(
+            live=live, ready=ready, host=settings.health_host, port=settings.health_port
+        )
+    except OSError as exc:
+        raise ConfigurationError(
+            f"SAGALOG_HEALTH_PORT={settings.health_port}: cannot listen on "
+            f"{settings.health_host}:{settings.health_port} ({exc.strerror or exc}); "
+            "choose a free port, or 0 for any"
+        ) from exc
+    return server.start()

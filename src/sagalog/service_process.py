@@ -11,6 +11,7 @@ exit code for the test to compare with ``ExitCode.STOPPED``.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,12 +25,37 @@ from types import TracebackType
 
 from sagalog.errors import ServiceUnavailableError
 
+# Listening ports are picked below the kernel's ephemeral range (32768-60999 on
+# Linux, higher elsewhere). A port the kernel picked (bind to 0) and that was then
+# released is soon taken as the local end of some outgoing connection, a Kafka
+# client's, and a service binding it later fails for as long as that connection
+# lives: in a CI chaos run an agent's health server met EADDRINUSE 131 times in a row.
+LISTEN_PORTS = range(30000, 32768)
+_handed_out: set[int] = set()
+
 
 def free_port() -> int:
-    """A port nobody listens on now, on loopback."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nobody listens on now, on loopback, that no outgoing connection will take.
+
+    Never the same port twice in one process, so two services set up one after the
+    other, before either binds, cannot be handed the same one.
+
+    Raises:
+        ServiceUnavailableError: every port of ``LISTEN_PORTS`` is taken.
+    """
+    candidates = [port for port in LISTEN_PORTS if port not in _handed_out]
+    for port in random.sample(candidates, len(candidates)):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise ServiceUnavailableError(
+        f"no free port in {LISTEN_PORTS.start}-{LISTEN_PORTS.stop - 1} on 127.0.0.1; "
+        "stop the services holding them"
+    )
 
 
 @dataclass

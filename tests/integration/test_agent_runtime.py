@@ -143,6 +143,14 @@ def test_invalid_events_are_dead_lettered_at_once_and_the_partition_flows(
     assert failed["wf-zero"] == 1 and failed["wf-orphan"] == 1
 
 
+def wait_for_log(lab: AgentLab, text: str, timeout: float = 30.0) -> bool:
+    """Whether the agent's log shows ``text`` within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while text not in lab.logs() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return text in lab.logs()
+
+
 def test_circuit_breaker_opens_during_an_outage_and_closes_after(lab_factory: Any) -> None:
     lab: AgentLab = lab_factory()
     lab.faults(outage=True)
@@ -150,10 +158,7 @@ def test_circuit_breaker_opens_during_an_outage_and_closes_after(lab_factory: An
     out = publisher(lab)
     for n in range(10):
         submit(out, lab.topic, n, workflow_id=f"wf-o{n}")
-    deadline = time.monotonic() + 30
-    while '"closed->open"' not in lab.logs() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert '"transition": "closed->open"' in lab.logs()
+    assert wait_for_log(lab, '"transition": "closed->open"')
     calls_when_open = lab.ledger.book.failures_injected
     time.sleep(3)
     # While open, work waits: at most a probe per open period reaches the dependency.
@@ -166,6 +171,34 @@ def test_circuit_breaker_opens_during_an_outage_and_closes_after(lab_factory: An
     assert '"transition": "half_open->closed"' in logs
     assert '"action": "defer"' in logs
     assert '"action": "dead_letter"' not in logs
+
+
+def test_a_minute_long_outage_at_the_default_settings_dead_letters_nothing(
+    lab_factory: Any,
+) -> None:
+    """Outages wait, they do not fail: failed half-open probes spend no attempt.
+
+    With the defaults (5 attempts, a probe every 10 s) a 60 s outage is six failed
+    probes; counted as attempts, they dead-lettered every waiting workflow.
+    """
+    lab: AgentLab = lab_factory()
+    lab.faults(outage=True)
+    lab.agent()
+    out = publisher(lab)
+    for n in range(50):
+        submit(out, lab.topic, n, workflow_id=f"wf-long{n}")
+    assert wait_for_log(lab, '"transition": "closed->open"')
+    time.sleep(60)  # the outage: six probe periods
+    probes_failed = lab.logs().count('"transition": "half_open->open"')
+    lab.faults(outage=False)
+    records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 50, timeout=120)
+    assert len(lab.outputs(RESERVED, records)) == 50
+    assert len(lab.ledger.book.effects) == 50  # the dependency's own books
+    logs = lab.logs()
+    assert probes_failed >= 4, f"only {probes_failed} failed probes in a 60 s outage"
+    assert "its probe failed" in logs  # deferred, not retried
+    assert '"action": "dead_letter"' not in logs
+    assert not lab.outputs(FAILED, records)
 
 
 def test_outputs_carry_causation_trace_and_lineage_of_the_input(lab_factory: Any) -> None:

@@ -148,3 +148,24 @@ def test_default_clock_is_the_monotonic_clock() -> None:
 def test_bad_policy_is_a_configuration_error(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError, match="breaker policy"):
         BreakerPolicy(**kwargs)
+
+
+def test_probes_take_turns_while_another_caller_waits() -> None:
+    clock = FakeClock()
+    breaker = make_breaker(clock, threshold=1, open_for_s=10.0)
+    assert breaker.allow("a")
+    breaker.record_failure("a")
+    clock.advance(10.0)
+    assert breaker.allow("a")  # nobody else waits: "a" probes again
+    breaker.record_failure("a")
+    assert not breaker.allow("b")  # "b" is refused while open, and noted as waiting
+    clock.advance(10.0)
+    assert breaker.steps_aside("a")
+    assert not breaker.allow("a")  # "a" failed the last probe: "b" goes first
+    assert breaker.allow("b")
+    breaker.record_failure("b")  # fails too: an outage, and now "b" steps aside
+    assert not breaker.allow("a")  # refused while open: "a" waits
+    clock.advance(10.0)
+    assert not breaker.allow("b") and breaker.allow("a")
+    breaker.record_success()
+    assert breaker.state is CLOSED and not breaker.steps_aside("a")

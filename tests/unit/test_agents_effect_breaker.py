@@ -68,3 +68,61 @@ def test_unavailability_in_a_row_opens_it(tmp_path: Path) -> None:
         with pytest.raises(RetryableError):
             asyncio.run(ctx.effect("erp.create_po", _call(RetryableError("503"))))
     assert flow.breaker("erp").state is BreakerState.OPEN
+
+
+def test_a_failed_probe_is_a_deferral_an_ordinary_failure_is_not(tmp_path: Path) -> None:
+    """An outage's probe costs the event no attempt; the failures before it opened do."""
+    store, flow = StateStore(tmp_path), _flow()
+    clock = flow.clock
+    assert isinstance(clock, FakeClock)
+    closed_failures = []
+    for n in range(2):
+        ctx = _context(store, flow, f"e{n}")
+        with pytest.raises(RetryableError):
+            asyncio.run(ctx.effect("erp.create_po", _call(RetryableError("503"))))
+        closed_failures.append(ctx.failed_probe)
+    assert closed_failures == [None, None]  # ordinary attempts, counted by the runtime
+    clock.advance(10.0)
+    probe = _context(store, flow, "e0")
+    with pytest.raises(RetryableError):
+        asyncio.run(probe.effect("erp.create_po", _call(RetryableError("503 still"))))
+    assert probe.failed_probe is not None
+    assert probe.failed_probe.dependency == "erp"
+    assert probe.failed_probe.retry_at == clock.now + 10.0  # the breaker's next probe
+    assert flow.breaker("erp").state is BreakerState.OPEN
+
+
+def test_a_poison_event_steps_aside_and_the_next_probe_closes_the_breaker(
+    tmp_path: Path,
+) -> None:
+    """An event whose own call always fails cannot hold the breaker open for free."""
+    store, flow = StateStore(tmp_path), _flow()
+    clock = flow.clock
+    assert isinstance(clock, FakeClock)
+    for _ in range(2):  # the poison event opens the breaker
+        with pytest.raises(RetryableError):
+            asyncio.run(
+                _context(store, flow, "poison").effect(
+                    "erp.create_po", _call(RetryableError("500"))
+                )
+            )
+    clock.advance(10.0)
+    with pytest.raises(RetryableError):  # it probes, fails: free, but it is noted
+        asyncio.run(
+            _context(store, flow, "poison").effect("erp.create_po", _call(RetryableError("500")))
+        )
+    healthy = _context(store, flow, "healthy")
+    with pytest.raises(Exception, match="unavailable"):  # waits for the next probe
+        asyncio.run(healthy.effect("erp.create_po", lambda *, idempotency_key: "po-1"))
+    clock.advance(10.0)
+    poison = _context(store, flow, "poison")
+    with pytest.raises(Exception, match="unavailable") as refused:  # steps aside
+        asyncio.run(poison.effect("erp.create_po", _call(RetryableError("500"))))
+    assert refused.value.retry_at == clock.now + 10.0  # type: ignore[attr-defined]
+    healthy = _context(store, flow, "healthy")
+    assert asyncio.run(healthy.effect("erp.create_po", lambda *, idempotency_key: "po-1")) == "po-1"
+    assert flow.breaker("erp").state is BreakerState.CLOSED
+    poison = _context(store, flow, "poison")
+    with pytest.raises(RetryableError):  # an ordinary attempt now, bounded by the policy
+        asyncio.run(poison.effect("erp.create_po", _call(RetryableError("500"))))
+    assert poison.failed_probe is None

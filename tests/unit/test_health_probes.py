@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
 from typing import Any
@@ -10,8 +11,11 @@ from typing import Any
 import pytest
 
 from sagalog.agents import probes as agent_probes
+from sagalog.errors import ConfigurationError
+from sagalog.exit_codes import ExitCode
 from sagalog.health import HealthBook, Verdict, liveness, readiness
 from sagalog.health_server import HealthServer, serve_health
+from sagalog.service_process import LISTEN_PORTS, free_port
 from sagalog.services.tracker.caught_up import unread
 from sagalog.settings import ServiceSettings
 
@@ -138,3 +142,20 @@ def test_no_port_no_server() -> None:
         serve_health(settings, live=lambda: Verdict(True, {}), ready=lambda: Verdict(True, {}))
         is None
     )
+
+
+def test_a_taken_health_port_is_a_configuration_error_naming_it() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = ServiceSettings(_env_file=None, health_port=port, health_host="127.0.0.1")  # type: ignore[call-arg]
+        with pytest.raises(ConfigurationError, match=f"SAGALOG_HEALTH_PORT={port}") as error:
+            serve_health(settings, live=lambda: Verdict(True, {}), ready=lambda: Verdict(True, {}))
+    assert error.value.exit_code == ExitCode.CONFIGURATION  # not restarted in a loop
+
+
+def test_ports_for_listeners_come_from_below_the_ephemeral_range_never_twice() -> None:
+    ports = [free_port() for _ in range(50)]
+    assert len(set(ports)) == 50
+    assert all(port in LISTEN_PORTS and port < 32768 for port in ports)

@@ -9,6 +9,16 @@ closes the breaker, a failure opens it again for another period.
 An outcome reported while the breaker is open belongs to a call admitted before it
 opened; it is ignored, so a late success cannot skip the probes and a late failure
 cannot stretch the open period.
+
+A failed probe costs its event no attempt (``HandlerContext.effect`` turns it into a
+deferral): during an outage every probe fails, and counting them dead-lettered every
+waiting workflow (a 40 s outage at ``open_for_s=2`` spent all 5 attempts of each).
+That opens a door for a poison event, one whose own call fails whatever the
+dependency's health: probing first each time, it would hold the breaker open, free
+of charge, for good. So the probes take turns: the caller whose probe failed last
+steps aside at the next probe while another caller is waiting (``key``). If the
+other's probe succeeds, the breaker closes and the poison event's next failure is an
+ordinary attempt, bounded by the retry policy; if it fails too, it is an outage.
 """
 
 from __future__ import annotations
@@ -65,6 +75,10 @@ class CircuitBreaker:
     failures: int = 0
     opened_at: float = 0.0
     probes_in_flight: int = 0
+    last_failed_probe: str | None = None
+    """The key of the caller whose probe failed last: it steps aside while others wait."""
+    others_waiting: bool = False
+    """Whether a caller other than ``last_failed_probe`` was refused since that probe."""
     transitions: list[tuple[BreakerState, BreakerState]] = field(default_factory=list)
 
     def _move(self, to: BreakerState) -> None:
@@ -76,7 +90,7 @@ class CircuitBreaker:
         """When an open breaker lets the next probe through."""
         return self.opened_at + self.policy.open_for_s
 
-    def would_allow(self) -> bool:
+    def would_allow(self, key: str | None = None) -> bool:
         """Whether ``allow`` would let a call through now; changes nothing, counts no probe.
 
         For a caller that must wait for something else (a rate slot) before calling:
@@ -85,23 +99,43 @@ class CircuitBreaker:
         never reports back would keep the breaker half-open and refusing for good).
         """
         if self.state is BreakerState.OPEN:
-            return self.clock() >= self.retry_at()
+            return self.clock() >= self.retry_at() and not self.steps_aside(key)
         if self.state is BreakerState.HALF_OPEN:
-            return self.probes_in_flight < self.policy.half_open_probes
+            return self.probes_in_flight < self.policy.half_open_probes and not self.steps_aside(
+                key
+            )
         return True
 
-    def allow(self) -> bool:
-        """Whether a call may go to the dependency now (a probe counts as in flight)."""
+    def allow(self, key: str | None = None) -> bool:
+        """Whether a call may go to the dependency now (a probe counts as in flight).
+
+        Args:
+            key: who calls (the event being handled): the caller whose probe failed
+                last is refused a probe while another caller is waiting for one.
+        """
+        if not self.would_allow(key):
+            self.refused(key)
+            return False
         if self.state is BreakerState.OPEN:
-            if self.clock() < self.retry_at():
-                return False
             self._move(BreakerState.HALF_OPEN)
             self.probes_in_flight = 0
         if self.state is BreakerState.HALF_OPEN:
-            if self.probes_in_flight >= self.policy.half_open_probes:
-                return False
             self.probes_in_flight += 1
         return True
+
+    def refused(self, key: str | None) -> None:
+        """Note that ``key`` was refused a call: a caller other than the last failed
+        probe's is waiting, so that one steps aside at the next probe."""
+        if self.state is not BreakerState.CLOSED and key != self.last_failed_probe:
+            self.others_waiting = True
+
+    def is_probing(self) -> bool:
+        """Whether a call admitted now is a probe (its failure reopens the breaker)."""
+        return self.state is BreakerState.HALF_OPEN
+
+    def steps_aside(self, key: str | None) -> bool:
+        """Whether ``key``'s probe failed last and another caller waits for a probe."""
+        return key is not None and key == self.last_failed_probe and self.others_waiting
 
     def record_success(self) -> None:
         """The admitted call succeeded: the dependency answers, so the breaker closes."""
@@ -109,13 +143,19 @@ class CircuitBreaker:
             return
         self.failures = 0
         self.probes_in_flight = 0
+        self.last_failed_probe, self.others_waiting = None, False
         self._move(BreakerState.CLOSED)
 
-    def record_failure(self) -> None:
-        """The admitted call failed: count it, or reopen at once if it was a probe."""
+    def record_failure(self, key: str | None = None) -> None:
+        """The admitted call failed: count it, or reopen at once if it was a probe.
+
+        Args:
+            key: who called; a failed probe's caller steps aside at the next probe.
+        """
         if self.state is BreakerState.OPEN:
             return
         if self.state is BreakerState.HALF_OPEN:
+            self.last_failed_probe, self.others_waiting = key, False
             self._open()
             return
         self.failures += 1

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sagalog.agents.failures import NonRetryableError
+from sagalog.agents.failures import DependencyUnavailable, NonRetryableError
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.lineage import DecisionLineage, decision_lineage
 from sagalog.agents.state_store import StateStore, WorkflowContext
@@ -63,6 +63,9 @@ class HandlerContext:
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
     recorded: list[EffectRecorded] = field(default_factory=list)
     effects_called: int = 0
+    failed_probe: DependencyUnavailable | None = None
+    """Set when a call of this handler probed a half-open breaker and failed: if the
+    handler then fails retryably, the runtime defers the event without an attempt."""
     _occurrences: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -119,7 +122,7 @@ class HandlerContext:
                 self._record(name, key, recorded["result"])
             return recorded["result"]
         dependency = dependency or name.split(".", 1)[0]
-        await self.flow.admit(dependency)
+        probing = await self.flow.admit(dependency, key=self.event_id)
         self.effects_called += 1
         try:
             if inspect.iscoroutinefunction(call):
@@ -137,7 +140,11 @@ class HandlerContext:
         except BaseException:
             # A cancelled call (the step timed out) counts against the dependency too,
             # and every admitted half-open probe must report back.
-            self.flow.failed(dependency)
+            self.flow.failed(dependency, key=self.event_id)
+            if probing:  # the outage is not over: no attempt of this event is spent
+                self.failed_probe = DependencyUnavailable(
+                    dependency, retry_at=self.flow.breaker(dependency).retry_at()
+                )
             raise
         self.flow.succeeded(dependency)
         self.store.record_effect(

@@ -47,20 +47,25 @@ class FlowControl:
             )
         return breaker
 
-    async def admit(self, dependency: str) -> None:
-        """Wait for (or refuse) one call to ``dependency``.
+    async def admit(self, dependency: str, key: str | None = None) -> bool:
+        """Wait for (or refuse) one call to ``dependency``; whether the call is a probe.
 
         The breaker is asked first without counting a probe, then the rate slot is
         reserved and waited for, then the breaker is asked again, counting the probe,
         right before the call: a probe is never abandoned in a rate wait. A slot whose
         call the breaker then refuses (it opened meanwhile) is lost: the safe side.
 
+        Args:
+            dependency: the dependency's name.
+            key: who calls (the event being handled), so that probes take turns.
+
         Raises:
             DependencyUnavailable: with the monotonic time at which to try again.
         """
         breaker = self.breaker(dependency)
-        if not breaker.would_allow():
-            raise self._refused(breaker)
+        if not breaker.would_allow(key):
+            breaker.refused(key)
+            raise self._refused(breaker, key)
         wait = self.limits.reserve(dependency, max_wait_s=self.max_rate_wait_s)
         if wait is None:
             raise DependencyUnavailable(
@@ -69,11 +74,16 @@ class FlowControl:
         if wait > 0:
             await asyncio.sleep(wait)
         before = breaker.state
-        if not breaker.allow():
-            raise self._refused(breaker)
+        if not breaker.allow(key):
+            raise self._refused(breaker, key)
         self._notify(dependency, before, breaker.state)
+        return breaker.is_probing()
 
-    def _refused(self, breaker: CircuitBreaker) -> DependencyUnavailable:
+    def _refused(self, breaker: CircuitBreaker, key: str | None) -> DependencyUnavailable:
+        if breaker.steps_aside(key):  # another caller probes first: come back next period
+            return DependencyUnavailable(
+                breaker.name, retry_at=self.clock() + self.breaker_policy.open_for_s
+            )
         return DependencyUnavailable(
             breaker.name, retry_at=max(breaker.retry_at(), self.clock() + 0.05)
         )
@@ -84,10 +94,10 @@ class FlowControl:
         breaker.record_success()
         self._notify(dependency, before, breaker.state)
 
-    def failed(self, dependency: str) -> None:
+    def failed(self, dependency: str, key: str | None = None) -> None:
         breaker = self.breaker(dependency)
         before = breaker.state
-        breaker.record_failure()
+        breaker.record_failure(key)
         self._notify(dependency, before, breaker.state)
 
     def rebalance(self, *, assigned: int, total: int) -> None:

@@ -171,21 +171,40 @@ class HandlerRunner:
                 records = self._recorded(item, [*ctx.recorded, *outputs])
                 result = Result(Outcome.HANDLED, records=records)
             except DependencyUnavailable as exc:
-                delay_ms = max(0, int((exc.retry_at - self.clock()) * 1000))
-                result = self.builder.retry(
-                    item.message,
-                    Outcome.DEFER,
-                    attempt=item.attempt - 1,  # a deferral spends no attempt
-                    not_before_ms=self.wall_ms() + delay_ms,
-                    origin=item.origin,
-                    error=str(exc),
-                    extra=self._recorded(item, ctx.recorded),  # its effects still count
-                )
+                result = self._deferral(item, exc, ctx)
             except Exception as exc:
-                result = self._failure(item, exc, ctx)
+                if ctx.failed_probe is not None and is_retryable(exc):
+                    # Its call probed the dependency and found it still down: an
+                    # outage's probe is not the event's failure (see circuit_breaker).
+                    result = self._deferral(item, ctx.failed_probe, ctx, cause=exc)
+                else:
+                    result = self._failure(item, exc, ctx)
         result.duration_ms = (self.clock() - started) * 1000
         result.step, result.attempt = spec.step, item.attempt
         return result
+
+    def _deferral(
+        self,
+        item: Work,
+        unavailable: DependencyUnavailable,
+        ctx: HandlerContext,
+        *,
+        cause: Exception | None = None,
+    ) -> Result:
+        """Try again once the dependency can take the call, spending no attempt."""
+        delay_ms = max(0, int((unavailable.retry_at - self.clock()) * 1000))
+        error = str(unavailable)
+        if cause is not None:
+            error += f" (its probe failed: {cause.__class__.__name__}: {cause})"
+        return self.builder.retry(
+            item.message,
+            Outcome.DEFER,
+            attempt=item.attempt - 1,  # a deferral spends no attempt
+            not_before_ms=self.wall_ms() + delay_ms,
+            origin=item.origin,
+            error=error,
+            extra=self._recorded(item, ctx.recorded),  # its effects still count
+        )
 
     def _recorded(self, item: Work, events: Sequence[Event]) -> list[OutRecord]:
         traceparent = current_traceparent() or item.headers.traceparent

@@ -48,9 +48,13 @@ def main(settings: TrackerSettings | None = None) -> int:
         print(f"saga-tracker: {exc}", file=sys.stderr)
         return exc.exit_code
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    health = serve_health(
-        settings, live=lambda: probes.live(tracker), ready=lambda: probes.ready(tracker)
-    )
+    try:
+        health = serve_health(
+            settings, live=lambda: probes.live(tracker), ready=lambda: probes.ready(tracker)
+        )
+    except SagalogError as exc:
+        print(f"saga-tracker: {exc}", file=sys.stderr)
+        return exc.exit_code
     if health is not None:
         print(f"saga-tracker: health on :{health.port}", file=sys.stderr)
     worker = Worker(tracker.app, loglevel=settings.log_level.lower(), quiet=True)

@@ -67,6 +67,11 @@ log = logging.getLogger("sagalog.tracker")
 # seconds of deciding, so the next fetch is always back before the queue runs dry.
 FETCH_BYTES_PER_PARTITION = 256 * 1024
 
+# The longest a timer check waits for the consumer to know a partition's position
+# (a partition just assigned has none until its first fetch): past it, the timers
+# wait for the next tick (``caught_up``).
+POSITION_WAIT_S = 1.0
+
 
 class Tracker:
     """The running tracker: faust app, tables, processor, clock and counters."""
@@ -333,7 +338,9 @@ class Tracker:
         for topic in self.workflow_topics:
             tp = TP(topic, partition)
             try:
-                why = unread(consumer.highwater(tp), await consumer.position(tp))
+                # Bounded: a batch waiting here would hold a rebalance's hand-over too.
+                position = await asyncio.wait_for(consumer.position(tp), POSITION_WAIT_S)
+                why = unread(consumer.highwater(tp), position)
             except Exception as exc:  # fail closed: the timers wait for the next tick
                 self._cannot_tell(tp, f"{exc.__class__.__name__}: {exc}")
                 return False
