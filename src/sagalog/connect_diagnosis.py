@@ -13,7 +13,9 @@ answer".
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import socket
+import ssl
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,10 +62,47 @@ def certificate_subject(path: str) -> str:
     return certificate.subject.rfc4514_string()
 
 
+def speaks_tls(address: str, *, timeout_s: float = 2.0) -> bool:
+    """Whether the listener at ``host:port`` answers a TLS handshake.
+
+    A plaintext client on a TLS listener, and a client of a proxy whose broker is
+    down, see the same thing: the connection closed during the first request. Only
+    the first is a setting to fix (exit 5, not restarted); the second is an outage
+    to wait out (exit 3 at most, restarted). A chaos run's agents, restarted during
+    a broker outage behind its proxy, were told to use TLS. A handshake tells the
+    two apart: a TLS listener answers it, even one that then wants a certificate.
+    """
+    host, _, port = address.rpartition(":")
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # only whether it speaks TLS, not whom to trust
+    try:
+        with (
+            socket.create_connection((host, int(port)), timeout=timeout_s) as raw,
+            context.wrap_socket(raw, server_hostname=host or None),
+        ):
+            return True
+    except (ssl.SSLEOFError, ssl.SSLZeroReturnError):
+        return False  # closed without a word of TLS
+    except ssl.SSLError:
+        return True  # a TLS alert: it speaks TLS, and refused something of ours
+    except (OSError, ValueError):
+        return False
+
+
 def diagnose(
-    settings: ClientSettings, reports: Sequence[ClientReport]
+    settings: ClientSettings,
+    reports: Sequence[ClientReport],
+    *,
+    tls_probe: Callable[[str], bool] = speaks_tls,
 ) -> AuthenticationError | None:
     """The authentication failure these reports show, or None (then: not reachable).
+
+    Args:
+        settings: the client's settings (protocol, user, certificate).
+        reports: what librdkafka reported while connecting.
+        tls_probe: whether a ``host:port`` answers TLS (``speaks_tls``): a closed
+            plaintext connection means "use TLS" only if it does.
 
     Raises nothing: the caller decides what to raise when this finds nothing.
     """
@@ -108,6 +147,8 @@ def diagnose(
     if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
         for report in reports:
             if any(marker in report.text for marker in _PLAINTEXT_CLOSED):
+                if not tls_probe(_address(report, settings)):
+                    continue  # closed, but not by TLS: a proxy or a broker going down
                 return AuthenticationError(
                     f"Kafka at {_address(report, settings)} closed the connection of a "
                     f"{protocol} client ({_principal(settings)}) during its first request: "

@@ -6,11 +6,17 @@ for each case; the integration test ``test_devstack_secure`` runs the same cases
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sagalog.connect_diagnosis import ClientReport, diagnose
+from sagalog.connect_diagnosis import ClientReport, diagnose, speaks_tls
 from sagalog.devstack.certificates import CertificateAuthority
 from sagalog.settings import ClientSettings
 
@@ -49,10 +55,50 @@ def test_a_plaintext_client_on_a_tls_listener_is_told_to_use_tls() -> None:
         "[thrd:127.0.0.1:9092/bootstrap]: 127.0.0.1:9092/bootstrap: Disconnected: connection "
         "closed by peer: receive 0 after POLLIN (after 4ms in state APIVERSION_QUERY)",
     )
-    error = diagnose(_settings(bootstrap_servers="127.0.0.1:9092"), [DOWN, report])
+    settings = _settings(bootstrap_servers="127.0.0.1:9092")
+    error = diagnose(
+        settings, [DOWN, report], tls_probe=lambda address: address == "127.0.0.1:9092"
+    )
     assert error is not None
     assert "PLAINTEXT client (principal User:ANONYMOUS)" in str(error)
     assert "SAGALOG_SECURITY_PROTOCOL=SASL_SSL" in str(error)
+    # The same close from a listener that does not speak TLS (a proxy whose broker is
+    # down): an outage to wait out, not a setting to fix.
+    assert diagnose(settings, [DOWN, report], tls_probe=lambda address: False) is None
+
+
+def test_a_tls_listener_answers_the_probe_and_one_that_just_closes_does_not(
+    tmp_path: Path,
+) -> None:
+    authority = CertificateAuthority(tmp_path)
+    server_files = authority.issue_broker_certificate()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(server_files.certificate, server_files.key)
+    with _listener(lambda conn: context.wrap_socket(conn, server_side=True)) as tls_port:
+        assert speaks_tls(f"127.0.0.1:{tls_port}")
+    with _listener(lambda conn: conn) as closing_port:  # accepts, then closes at once
+        assert not speaks_tls(f"127.0.0.1:{closing_port}")
+    assert not speaks_tls(f"127.0.0.1:{closing_port}")  # nobody listens any more
+
+
+@contextlib.contextmanager
+def _listener(serve: Callable[[socket.socket], Any]) -> Iterator[int]:
+    """A loopback listener that handles one connection with ``serve`` and closes it."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def accept() -> None:
+        conn, _ = server.accept()
+        with contextlib.suppress(OSError, ssl.SSLError):
+            serve(conn).close()
+        conn.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        thread.join(timeout=10)
+        server.close()
 
 
 def test_a_certificate_of_another_ca_names_its_subject(tmp_path: Path) -> None:
