@@ -67,16 +67,7 @@ def test_single_node_kraft_properties_pinned() -> None:
         # Small enough for compaction to keep the logs every transaction writes to small.
         "offsets.topic.segment.bytes": str(8 << 20),
         "transaction.state.log.segment.bytes": str(8 << 20),
-        # One node: its own controller never fences it for a late heartbeat.
-        "broker.session.timeout.ms": "600000",
     }
-
-
-def test_several_nodes_keep_kafkas_fencing_so_a_dead_brokers_partitions_move() -> None:
-    nodes = _nodes(brokers=3, kafka_port=19092, controller_port=19093)
-    for node in nodes:
-        properties = kafka_server_properties(node=node, nodes=nodes, data_dir=DATA)
-        assert "broker.session.timeout.ms" not in properties
 
 
 def test_a_proxy_in_front_of_the_broker_is_what_clients_are_told_to_use() -> None:

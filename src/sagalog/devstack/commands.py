@@ -67,8 +67,6 @@ class BrokerTls:
 #: ``CN=budget-agent`` (whatever follows) is ``User:budget-agent``, the SCRAM user's name.
 PRINCIPAL_MAPPING_RULES = "RULE:^CN=([^,]+)(,.*)?$/$1/,DEFAULT"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-#: How late a single node's heartbeat to its own controller may be before it is fenced.
-SINGLE_NODE_SESSION_TIMEOUT_MS = 600_000
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
@@ -97,14 +95,6 @@ def kafka_server_properties(
     (40 s for one offsets partition) and ran out of its heap doing so.
 
     With ``tls`` the node has no plaintext listener at all (``secure_listeners``).
-
-    A single node is never fenced by its own controller for a late heartbeat
-    (``broker.session.timeout.ms`` of 10 minutes instead of 9 s): with no other broker
-    to take its partitions over, fencing only takes every partition offline. On a
-    loaded machine (load 42 on two cores) the one node's heartbeat waited 41.8 s in
-    its own controller's queue after a restart; the controller fenced the broker, and
-    the stack stayed unusable for every test after it. Several nodes keep Kafka's
-    default, so that a dead broker's partitions move on within seconds.
     """
     replicas, min_isr = replication_profile(len(nodes))
     properties = {
@@ -128,8 +118,6 @@ def kafka_server_properties(
         "offsets.topic.segment.bytes": str(8 * 1024 * 1024),
         "transaction.state.log.segment.bytes": str(8 * 1024 * 1024),
     }
-    if len(nodes) == 1:
-        properties["broker.session.timeout.ms"] = str(SINGLE_NODE_SESSION_TIMEOUT_MS)
     return properties
 
 
