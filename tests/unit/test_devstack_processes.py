@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from sagalog.devstack.processes import (
     is_running,
     port_is_free,
     read_pid_record,
+    spawn_detached,
     write_pid_record,
 )
 
@@ -45,6 +47,25 @@ def test_a_closed_port_is_free() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     assert port_is_free(host="127.0.0.1", port=port)
+
+
+def test_a_niceness_reaches_the_threads_the_spawned_process_starts(tmp_path: Path) -> None:
+    """Set before ``exec``, so a JVM's later threads inherit it (Linux keeps it per thread)."""
+    log = tmp_path / "child.log"
+    report = (
+        "import os, threading\n"
+        "seen = []\n"
+        "def look(): seen.append(os.getpriority(os.PRIO_PROCESS, 0))\n"
+        "thread = threading.Thread(target=look)\n"
+        "thread.start(); thread.join()\n"
+        "print('niceness', os.nice(0), seen[0], flush=True)\n"
+    )
+    before = os.nice(0)
+    pid = spawn_detached(command=[sys.executable, "-c", report], log_path=log, nice=5)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, log.read_text()
+    expected = min(before + 5, 19)
+    assert f"niceness {expected} {expected}" in log.read_text()
 
 
 def test_pid_records_round_trip_and_garbage_reads_as_none(tmp_path: Path) -> None:

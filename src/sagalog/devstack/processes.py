@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -169,7 +170,7 @@ def port_answers(*, host: str, port: int, timeout_s: float) -> bool:
         return False
 
 
-def spawn_detached(*, command: Sequence[str], log_path: Path) -> int:
+def spawn_detached(*, command: Sequence[str], log_path: Path, nice: int = 0) -> int:
     """Start ``command`` in its own session, stdout and stderr appended to ``log_path``.
 
     Its own session means no SIGHUP when the terminal closes and no SIGINT when
@@ -178,6 +179,12 @@ def spawn_detached(*, command: Sequence[str], log_path: Path) -> int:
     a ``Popen`` object would warn that its child is "still running" when collected.
     The child inherits no other descriptor (Python opens them close-on-exec).
 
+    A ``nice`` other than 0 runs the command through ``nice(1)``, which sets the
+    niceness before ``exec``: every thread the JVM starts inherits it, where a
+    ``setpriority`` on the pid afterwards would reach only the threads that
+    already exist (Linux keeps niceness per thread). ``nice`` execs the command,
+    so the pid is the JVM's.
+
     Returns:
         The pid of the new process.
     """
@@ -185,6 +192,8 @@ def spawn_detached(*, command: Sequence[str], log_path: Path) -> int:
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     with log_path.open("a", encoding="utf-8") as log:
         log.write(f"{START_MARKER} at {stamp}: {' '.join(command)}\n")
+    if nice:
+        command = [shutil.which("nice") or "/usr/bin/nice", "-n", str(nice), *command]
     return os.posix_spawn(
         command[0],
         list(command),

@@ -168,7 +168,11 @@ class Supervisor:
         Split from the wait so that both JVMs boot at the same time: the registry
         (SQL storage) does not need Kafka to start.
         """
-        pid = spawn_detached(command=command, log_path=self._layout.log_file(component=component))
+        pid = spawn_detached(
+            command=command,
+            log_path=self._layout.log_file(component=component),
+            nice=self._settings.jvm_nice,
+        )
         spawned_at = self._clock()
         write_pid_record(
             self._layout.pid_file(component=component),
