@@ -10,6 +10,8 @@ one, else the department's.
 
 from __future__ import annotations
 
+from functools import partial
+
 from pydantic_settings import SettingsConfigDict
 
 from procurement.events import (
@@ -21,7 +23,7 @@ from procurement.events import (
 )
 from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError
 from sagalog.events import CompensationRequested
-from standins.client import perform
+from standins.client import look_up, perform
 
 
 class BudgetAgentSettings(AgentSettings):
@@ -31,6 +33,9 @@ class BudgetAgentSettings(AgentSettings):
 
     name: str = "budget-agent"
     ledger_url: str = "http://127.0.0.1:8701"
+    ledger_lookup: bool = True
+    """Reconcile a reservation whose answer was lost by asking the ledger by key; off,
+    the reservation is repeated with the same key (the ledger answers the first one)."""
     topic: str = "procurement.events"
 
 
@@ -84,6 +89,7 @@ async def reserve_budget(event: RiskScored, ctx: HandlerContext) -> BudgetReserv
             "currency": request.currency,
             "cost_center": cost_center,
         },
+        lookup=partial(look_up, settings.ledger_url) if settings.ledger_lookup else None,
     )
     return BudgetReserved(
         reservation_id=reservation["id"],

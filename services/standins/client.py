@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -35,3 +36,23 @@ def perform(
         raise NonRetryableError(message) from exc
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
         raise RetryableError(f"{operation} at {base_url} unreachable: {exc}") from exc
+
+
+def look_up(
+    base_url: str, *, idempotency_key: str, timeout_s: float = 5.0
+) -> dict[str, Any] | None:
+    """The result of the effect applied under ``idempotency_key``, or None if there is
+    none: the lookup ``ctx.effect`` reconciles an unanswered call with."""
+    url = f"{base_url.rstrip('/')}/lookup/{urllib.parse.quote(idempotency_key, safe='')}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as reply:
+            return dict(json.load(reply))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        message = f"lookup at {base_url} answered {exc.code}: {exc.read()[:200]!r}"
+        if exc.code >= 500 or exc.code == 429:
+            raise RetryableError(message) from exc
+        raise NonRetryableError(message) from exc
+    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        raise RetryableError(f"lookup at {base_url} unreachable: {exc}") from exc

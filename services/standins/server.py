@@ -2,6 +2,7 @@
 
     POST /effects/<operation>   body: JSON, header Idempotency-Key  -> 200 {"id": ..., ...}
     GET  /effects               every effect applied, with how often its key was called
+    GET  /lookup/<key>          the result applied under an idempotency key, or 404
     GET  /calls                 every call in arrival order: [arrived_at, operation, key, status]
     POST /faults                {"fail_next": 3, "latency_ms": 200, "outage": true,
                                  "fail_ratio": 0.5, "fail_operations": ["release"],
@@ -23,6 +24,7 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,6 +54,7 @@ class EffectBook:
 
     effects: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
+    lookups: dict[str, int] = field(default_factory=dict)
     failures_injected: int = 0
     call_log: list[tuple[float, str, str, int]] = field(default_factory=list)
     """(arrived_at, operation, idempotency key, HTTP status) of every call, in arrival order."""
@@ -79,6 +82,12 @@ class EffectBook:
             }
             return result, True
 
+    def look_up(self, key: str) -> dict[str, Any] | None:
+        with self.lock:
+            self.lookups[key] = self.lookups.get(key, 0) + 1
+            effect = self.effects.get(key)
+            return None if effect is None else effect["result"]
+
 
 class StandinServer(ThreadingHTTPServer):
     daemon_threads = True
@@ -88,6 +97,10 @@ class StandinServer(ThreadingHTTPServer):
         self.name = name
         self.book = EffectBook()
         self.faults = Faults()
+        self.after_apply: Callable[[str, str], None] | None = None
+        """Called in-process with (operation, key) once an effect is applied and before
+        it is answered: a test's way to crash its caller between the call and the
+        record. Not settable over HTTP."""
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -116,6 +129,12 @@ class _Handler(BaseHTTPRequestHandler):
             with book.lock:
                 log = list(book.call_log)
             self._reply(HTTPStatus.OK, {"calls": log})
+        elif self.path.startswith("/lookup/"):
+            result = self.server.book.look_up(self.path.removeprefix("/lookup/"))
+            if result is None:
+                self._reply(HTTPStatus.NOT_FOUND, {"error": "no effect under that key"})
+            else:
+                self._reply(HTTPStatus.OK, result)
         elif self.path == "/effects":
             book = self.server.book
             with book.lock:
@@ -124,6 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
                     {
                         "effects": book.effects,
                         "calls": book.calls,
+                        "lookups": book.lookups,
                         "failures_injected": book.failures_injected,
                     },
                 )
@@ -180,6 +200,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         result, _ = self.server.book.apply(operation, key, body)
         self.server.book.log_call(arrived_at, operation, key, HTTPStatus.OK)
+        if self.server.after_apply is not None:
+            self.server.after_apply(operation, key)
         self._reply(HTTPStatus.OK, result)
 
 

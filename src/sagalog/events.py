@@ -103,7 +103,9 @@ class CompensationCompleted(Event):
 
 
 class EffectRecorded(Event):
-    """An agent confirmed a side effect outside Kafka."""
+    """An agent confirmed a side effect outside Kafka, with the intent it wrote down
+    before the call and, when that call went unanswered (a crash), how it was settled
+    (``sagalog.agents.intents``)."""
 
     event_type = "sagalog.v1.EffectRecorded"
 
@@ -111,6 +113,10 @@ class EffectRecorded(Event):
     effect: str
     idempotency_key: str
     result_json: str
+    dependency: str | None = None
+    arguments_sha256: str | None = None
+    intended_at: dt.datetime | None = None
+    reconciliation: str | None = None
 
 
 class TrackerAlert(Event):

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -163,6 +165,80 @@ def test_sigkill_mid_handler_20_times_loses_and_duplicates_nothing(lab_factory: 
     # The kills hit a working agent, not an idle or a still-joining one.
     assert active_kills >= 18, f"only {active_kills} of 20 kills landed while calls flowed"
     assert done_at_last_kill < len(sent), "the work was over before the kills were"
+
+
+def test_sigkill_between_the_call_and_the_record_20_times_reconciles_every_intent(
+    lab_factory: Any,
+) -> None:
+    """The ledger applies a reservation, then kills the agent before answering: the
+    effect happened and the agent never learned its result. 20 times, the first 10 with
+    the ledger's lookup by key offered, the last 10 without. Judged from the ledger's
+    books: one effect per request, and each killed call settled as it should be (found
+    by one lookup and not called again; or called again once with the same key)."""
+    lab: AgentLab = lab_factory(partitions=3)
+    ignore_hung_up_clients(lab)
+    sent = publish_requests(lab, 40, prefix="wf-intent")
+    book = lab.ledger.book
+    killed: list[str] = []
+
+    def offered(launch: int) -> bool:
+        """Launch n settles kill n - 1: launches 1-10 ask the ledger, 11-20 do not."""
+        return launch <= 10
+
+    def crash_once(pid: int, launch: int) -> Callable[[str, str], None]:
+        """Kill ``pid`` after the first reservation it makes that does not settle an
+        earlier kill."""
+        settled = set(killed)
+
+        def crash(operation: str, key: str) -> None:
+            if operation == "reserve" and key not in settled and len(killed) == launch:
+                killed.append(key)
+                os.kill(pid, signal.SIGKILL)
+
+        return crash
+
+    settings = {"max_batch": 1, "max_in_flight": 1}
+    for launch in range(20):
+        since = log_size(lab.processes[-1]) if lab.processes else 0
+        agent = lab.agent(instance="a", ledger_lookup=offered(launch), **settings)
+        assert agent.process is not None
+        lab.ledger.after_apply = crash_once(agent.process.pid, launch)
+        assert joined(agent, since=since), f"launch {launch} got no partitions within 30s"
+        agent.process.wait(60)
+        assert len(killed) == launch + 1, f"launch {launch} was never killed inside a call"
+    lab.ledger.after_apply = None
+
+    since = log_size(lab.processes[-1])
+    final = lab.agent(instance="a", ledger_lookup=offered(20), **settings)
+    assert joined(final, since=since)
+    assert wait_until(lambda: len(book.effects) == len(sent), timeout=90)
+    seen = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= len(sent), timeout=60)
+    assert len(lab.outputs(RESERVED, seen)) >= len(sent), "the final run did not finish"
+    assert final.stop() == 0
+    figures = check_exactly_once(lab, sent)
+
+    codec = decoder(lab)
+    told = {
+        payload["idempotency_key"]: payload
+        for payload in (
+            codec.decode(r["value"]).payload for r in read_all(lab) if r["type"] == RECORDED
+        )
+    }
+    for n, key in enumerate(killed):
+        reconciliation = told[key]["reconciliation"] or ""
+        assert told[key]["intended_at"] is not None and told[key]["dependency"] == "ledger"
+        if offered(n + 1):
+            assert (book.calls[key], book.lookups.get(key)) == (1, 1), key
+            assert reconciliation.startswith("found:"), reconciliation
+        else:
+            assert (book.calls[key], book.lookups.get(key)) == (2, None), key
+            assert reconciliation.startswith("called_again:"), reconciliation
+    unkilled = set(told) - set(killed)
+    assert all(told[key]["reconciliation"] is None for key in unkilled)
+    print(
+        f"\nintent test: {len(killed)} kills between the call and the record; "
+        f"lookups {sum(book.lookups.values())}, {figures}"
+    )
 
 
 def test_a_paused_zombie_is_fenced_and_its_work_never_shows(lab_factory: Any) -> None:

@@ -9,7 +9,7 @@ from sagalog.audit.render import to_json, to_text
 from sagalog.audit.trail import build_trail, causation_path
 from sagalog.audit.verify import verify
 
-from .audit_fixtures import decode, history
+from .audit_fixtures import TOPIC, decode, history, record
 
 
 def test_events_keep_the_log_order_and_transitions_follow_their_cause() -> None:
@@ -59,6 +59,30 @@ def test_a_model_decision_shows_its_lineage() -> None:
     assert (scored.model.model_id, scored.model.prompt_hash) == ("risk-model-3", "sha256:abc")
     assert scored.model.input_refs == ("e0", "doc-9")
     assert scored.model.outcome == {"score": 0.2, "level": "LOW"}
+
+
+def test_an_effect_shows_its_intent_its_reconciliation_and_its_result() -> None:
+    h = history()
+    effect = {
+        "agent": "budget",
+        "effect": "ledger.reserve",
+        "idempotency_key": "k-1",
+        "result_json": '{"id": "r-1"}',
+        "dependency": "ledger",
+        "arguments_sha256": "ab" * 32,
+        "intended_at": "2027-01-15T08:00:01.250Z",
+        "reconciliation": "found: the dependency's lookup by idempotency key found the result",
+    }
+    h.events.append(record(TOPIC, 7, "sagalog.v1.EffectRecorded", "e9", effect, cause="e4"))
+    text = to_text(build_trail(h.seal, h.events, h.transitions, decode=decode))
+    assert (
+        "     EFFECT ledger.reserve key k-1\n"
+        "           intended 2027-01-15T08:00:01.250Z on ledger (arguments sha256 "
+        "abababababababab...)\n"
+        "           reconciled found: the dependency's lookup by idempotency key found the "
+        "result\n"
+        '           result {"id": "r-1"}'
+    ) in text
 
 
 def test_text_and_json_carry_the_same_history_and_findings() -> None:

@@ -22,6 +22,13 @@ from typing import Any
 
 from sagalog.agents.failures import DependencyUnavailable, NonRetryableError
 from sagalog.agents.flow_control import FlowControl
+from sagalog.agents.intents import (
+    EffectIntent,
+    Settlement,
+    arguments_digest,
+    describe,
+    settlement_of_lookup,
+)
 from sagalog.agents.lineage import DecisionLineage, decision_lineage
 from sagalog.agents.state_store import StateStore, WorkflowContext
 from sagalog.contracts.headers import EventHeaders
@@ -91,9 +98,14 @@ class HandlerContext:
         call: Callable[..., Any],
         *args: Any,
         dependency: str | None = None,
+        lookup: Callable[..., Any] | None = None,
         **kwargs: Any,
     ) -> Any:
         """Perform ``call(*args, idempotency_key=key, **kwargs)`` at most once in effect.
+
+        The call's intent is written down (synced) before it is made, and a call whose
+        result was never recorded (the process died during it) is reconciled before
+        anything is called again (see ``sagalog.agents.intents``).
 
         Args:
             name: names the effect (``ledger.reserve``); part of the key.
@@ -102,11 +114,16 @@ class HandlerContext:
                 id), so a repeat after a crash is recognized by the dependency.
             dependency: the dependency's name for its circuit breaker and rate limit
                 (defaults to the part of ``name`` before the first dot).
+            lookup: ``lookup(idempotency_key=key)``, sync or async, asks the dependency
+                for the result of an earlier call with ``key``; it returns None when the
+                dependency has none. Offered, it settles an unanswered intent without
+                calling again; otherwise the call is repeated with the same key.
 
         Raises:
             DependencyUnavailable: the dependency's breaker is open or its rate budget
                 is spent; the runtime defers the event without counting an attempt.
-            Exception: whatever ``call`` raises; the runtime classifies and retries it.
+            Exception: whatever ``call`` or ``lookup`` raises; the runtime classifies
+                and retries it.
         """
         occurrence = self._occurrences.get(name, 0)
         self._occurrences[name] = occurrence + 1
@@ -119,18 +136,44 @@ class HandlerContext:
                 # Recorded while handling this very record, whose transaction then
                 # aborted or never committed (a crash): its EffectRecorded is not in the
                 # log yet. From an earlier record (a retry), the log already has it.
-                self._record(name, key, recorded["result"])
+                intent = recorded.get("intent")
+                self._record(
+                    name,
+                    key,
+                    recorded["result"],
+                    intent=None if intent is None else EffectIntent.from_dict(intent),
+                    reconciliation=recorded.get("reconciliation"),
+                )
             return recorded["result"]
         dependency = dependency or name.split(".", 1)[0]
+        digest = arguments_digest(args, kwargs)
+        earlier = self.store.effect_intent(key)
         probing = await self.flow.admit(dependency, key=self.event_id)
         self.effects_called += 1
         try:
-            if inspect.iscoroutinefunction(call):
-                result = await call(*args, idempotency_key=key, **kwargs)
-            else:  # a blocking client runs in a thread so other handlers keep going
-                result = await asyncio.to_thread(call, *args, idempotency_key=key, **kwargs)
-                if inspect.isawaitable(result):
-                    result = await result
+            if earlier is None:
+                intent = EffectIntent(
+                    effect=name,
+                    dependency=dependency,
+                    arguments_sha256=digest,
+                    intended_at_ms=int(self.clock().timestamp() * 1000),
+                    attempt=self.attempt,
+                )
+                self.store.record_intent(key, intent)
+                settlement = None
+                result = await _invoke(call, *args, idempotency_key=key, **kwargs)
+            else:
+                intent = earlier
+                found = None
+                if lookup is None:
+                    settlement = Settlement.CALLED_AGAIN
+                else:
+                    found = await _invoke(lookup, idempotency_key=key)
+                    settlement = settlement_of_lookup(found)
+                if settlement is Settlement.FOUND:
+                    result = found
+                else:
+                    result = await _invoke(call, *args, idempotency_key=key, **kwargs)
         except NonRetryableError:
             # The dependency answered, with a refusal of this request (a 4xx): it is
             # up. Counting refusals would let a run of bad requests open the breaker
@@ -147,19 +190,38 @@ class HandlerContext:
                 )
             raise
         self.flow.succeeded(dependency)
-        self.store.record_effect(
-            key, result, delivery="" if self.delivery is None else str(self.delivery)
+        reconciliation = (
+            None if settlement is None else describe(settlement, intent, arguments_sha256=digest)
         )
-        self._record(name, key, result)
+        self.store.record_effect(
+            key,
+            result,
+            delivery="" if self.delivery is None else str(self.delivery),
+            intent=intent,
+            reconciliation=reconciliation,
+        )
+        self._record(name, key, result, intent=intent, reconciliation=reconciliation)
         return result
 
-    def _record(self, name: str, key: str, result: Any) -> None:
+    def _record(
+        self,
+        name: str,
+        key: str,
+        result: Any,
+        *,
+        intent: EffectIntent | None,
+        reconciliation: str | None,
+    ) -> None:
         self.recorded.append(
             EffectRecorded(
                 agent=self.agent,
                 effect=name,
                 idempotency_key=key,
                 result_json=json.dumps(jsonable(result), default=str),
+                dependency=None if intent is None else intent.dependency,
+                arguments_sha256=None if intent is None else intent.arguments_sha256,
+                intended_at=None if intent is None else intent.intended_at,
+                reconciliation=reconciliation,
             )
         )
 
@@ -177,3 +239,14 @@ class HandlerContext:
             input_refs=list(input_refs) or [self.event_id],
             decided_at=self.clock(),
         )
+
+
+async def _invoke(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``function``, sync or async; a blocking one runs in a thread so the other
+    handlers keep going."""
+    if inspect.iscoroutinefunction(function):
+        return await function(*args, **kwargs)
+    result = await asyncio.to_thread(function, *args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result

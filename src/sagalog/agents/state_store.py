@@ -11,7 +11,9 @@ Three kinds of records, each with its own consistency rule:
 - The **effect ledger**: results of side effects outside Kafka, written the moment the
   dependency confirms them, before the transaction commits, because the effect has
   happened whatever becomes of the transaction. An ``EffectRecorded`` event in the log
-  carries the same fact to any other instance.
+  carries the same fact to any other instance. Before each call, its **intent**
+  (synced too), so a crash during the call leaves a trace to reconcile
+  (``sagalog.agents.intents``); the result replaces it in one atomic write.
 - **Parked workflows**: events waiting in the retry topic, keyed by workflow, so later
   events of the same workflow queue behind them and a workflow's order holds.
 
@@ -32,6 +34,7 @@ from typing import Any
 
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
+from sagalog.agents.intents import EffectIntent
 from sagalog.errors import ConfigurationError
 from sagalog.position import RecordPosition
 from sagalog.rocksdb_options import bounded_options
@@ -39,6 +42,7 @@ from sagalog.rocksdb_options import bounded_options
 _PROJECTION = "p:"
 _SEEN = "s:"
 _LEDGER = "l:"
+_INTENT = "i:"
 _PARKED = "r:"
 _CHECKPOINT = "o:"
 _FOLDED = "m:folded"  # the event types the projection keeps, sorted; absent or "*": all
@@ -293,16 +297,46 @@ class StateStore:
 
     # -- effect ledger ---------------------------------------------------------------
 
-    def effect_result(self, key: str) -> Any | None:
+    def effect_result(self, key: str) -> dict[str, Any] | None:
+        """The ledger entry of ``key``: ``result``, and ``delivery``, ``intent`` and
+        ``reconciliation`` when known (see ``record_effect``)."""
         entry = self.db.get(_LEDGER + key)
         return entry
 
-    def record_effect(self, key: str, result: Any, *, delivery: str = "") -> None:
+    def effect_intent(self, key: str) -> EffectIntent | None:
+        """The intent of a call of ``key`` whose result was never recorded."""
+        value = self.db.get(_INTENT + key)
+        return None if value is None else EffectIntent.from_dict(value)
+
+    def record_intent(self, key: str, intent: EffectIntent) -> None:
+        """Write down a call before it is made, synced: a crash during the call must
+        leave it behind (see ``sagalog.agents.intents``)."""
+        self.db.put(_INTENT + key, intent.as_dict())
+        self.db.flush_wal(True)
+
+    def record_effect(
+        self,
+        key: str,
+        result: Any,
+        *,
+        delivery: str = "",
+        intent: EffectIntent | None = None,
+        reconciliation: str | None = None,
+    ) -> None:
         """Record a confirmed effect at once (not batched: the effect has happened),
-        with the record whose handling made it (see ``HandlerContext.effect``)."""
-        self.db.put(
-            _LEDGER + key, {"result": result, **({"delivery": delivery} if delivery else {})}
-        )
+        with the record whose handling made it (see ``HandlerContext.effect``), and
+        retire its intent in the same atomic write."""
+        entry: dict[str, Any] = {"result": result}
+        if delivery:
+            entry["delivery"] = delivery
+        if intent is not None:
+            entry["intent"] = intent.as_dict()
+        if reconciliation is not None:
+            entry["reconciliation"] = reconciliation
+        batch = WriteBatch(raw_mode=False)
+        batch.put(_LEDGER + key, entry)
+        batch.delete(_INTENT + key)
+        self.db.write(batch)
         self.db.flush_wal(True)
 
     # -- parked workflows ----------------------------------------------------------------

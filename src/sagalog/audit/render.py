@@ -22,6 +22,7 @@ from sagalog.contracts.headers import (
     H_TYPE,
     H_WORKFLOW_ID,
 )
+from sagalog.events import EffectRecorded
 
 _HASH_HEADERS = (H_HASH, H_PREV_HASH, H_CHAIN)
 _SHOWN_ABOVE = frozenset(
@@ -189,9 +190,12 @@ def _event_lines(number: int, entry: TrailEntry, *, headers: bool) -> list[str]:
             f"     MODEL {model.model_id} decided at {model.decided_at}: {outcome}\n"
             f"           prompt {model.prompt_hash}; inputs {', '.join(model.input_refs) or '-'}"
         )
+    effect = _effect_line(entry)
+    if effect:
+        lines.append(effect)
     if entry.error:
         lines.append(f"     payload: undecodable ({entry.error})")
-    elif entry.payload is not None and entry.gate is None and entry.model is None:
+    elif entry.payload is not None and entry.gate is None and entry.model is None and not effect:
         lines.append(f"     payload {json.dumps(entry.payload, ensure_ascii=False)}")
     if headers:
         rest = [f"{k}={v}" for k, v in entry.headers.items() if k not in _SHOWN_ABOVE]
@@ -228,3 +232,20 @@ def _verification_lines(verification: Verification) -> list[str]:
 
 def _iso(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _effect_line(entry: TrailEntry) -> str | None:
+    """An effect's intent, its reconciliation after a lost answer, and its result."""
+    payload = entry.payload
+    if entry.event_type != EffectRecorded.event_type or payload is None:
+        return None
+    line = f"     EFFECT {payload.get('effect')} key {payload.get('idempotency_key')}"
+    if payload.get("intended_at") is not None:
+        digest = str(payload.get("arguments_sha256") or "-")[:16]
+        line += (
+            f"\n           intended {payload['intended_at']} on {payload.get('dependency')} "
+            f"(arguments sha256 {digest}...)"
+        )
+    if payload.get("reconciliation"):
+        line += f"\n           reconciled {payload['reconciliation']}"
+    return line + f"\n           result {payload.get('result_json')}"
