@@ -364,3 +364,91 @@ def test_an_aborted_transaction_is_never_acted_on(tracker_lab: TrackerLab) -> No
 
     lab.complete("wf-aborted", step)
     lab.wait(lambda: _at(lab, "wf-aborted", "running", FORWARD[1][0]), what="step 2 running")
+
+
+def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partitions_it_lost(
+    tracker_lab: TrackerLab,
+) -> None:
+    """SIGSTOP worker a mid-work until b has taken all its partitions, then SIGCONT it.
+
+    The batch a held when it froze was decided under a generation the group has left
+    behind: its transaction's offsets are refused and the whole batch (transitions,
+    commands, changelog records) is aborted, never read by anyone. Judged from the log:
+    no transition appears twice, every workflow ends where it should, and the live
+    records match a rebuild from the log. Repeated until a paused batch was fenced.
+    """
+    import os
+    import signal
+
+    lab = tracker_lab
+    driver = Driver(lab)
+    a = lab.tracker("a")
+    b = lab.tracker("b")
+    lab.wait(
+        lambda: (
+            sorted((_last_assignment(a) or []) + (_last_assignment(b) or [])) == [0, 1, 2]
+            and bool(_last_assignment(a))
+        ),
+        what="both workers holding partitions",
+    )
+    ids = driver.start(400)
+    fenced = pauses = 0
+    deadline = time.monotonic() + 360
+    while time.monotonic() < deadline:
+        driver.step(ids)
+        states = Counter(lab.state(w) for w in ids)
+        ended = states["completed"] + states["compensated"]
+        if not fenced and pauses < 6 and a.alive and ended >= 40 * (pauses + 1):
+            pauses += 1
+            seen = b.logs().count("partitions assigned")
+            os.kill(a.pid, signal.SIGSTOP)
+            # b takes every partition once a's session (10 s) expired; work goes on.
+            lab.wait(
+                lambda s=seen: (
+                    b.logs().count("partitions assigned") > s and _last_assignment(b) == [0, 1, 2]
+                ),
+                timeout=90,
+                what="b holding every partition while a is frozen",
+            )
+            for _ in range(5):
+                driver.step(ids)
+                time.sleep(0.2)
+            before = a.logs()
+            mark = len(before)
+            os.kill(a.pid, signal.SIGCONT)
+            lab.wait(
+                lambda w=a, n=mark: not w.alive or "partitions assigned" in w.logs()[n:],
+                timeout=90,
+                what="a, resumed, exiting or rejoining",
+            )
+            if "did not commit and nothing of it is visible" in a.logs()[len(before) :]:
+                fenced += 1
+            if not a.alive:
+                a = lab.tracker("a")
+        if ended == len(ids):
+            break
+        time.sleep(0.3)
+    assert fenced, f"no paused batch was caught in {pauses} pauses"
+    wrong = [w for w in ids if lab.state(w) != EXPECTED[int(w.split("-")[1]) % 4]]
+    assert not wrong, wrong[:5]
+    twice = {
+        w: moves
+        for w in ids
+        if (
+            moves := [
+                k
+                for k, n in Counter(
+                    (m["from_state"], m["to_state"], m["cause_event_id"])
+                    for m in lab.transitions(w)
+                ).items()
+                if n > 1
+            ]
+        )
+    }
+    assert not twice, f"{len(twice)} workflow(s) with a transition published twice: {twice}"
+    lab.wait(lambda: len(latest_records(lab)) == len(ids), what="records in the changelog")
+    live = latest_records(lab)
+    rebuilt = rebuild_from_log(lab, work_dir=lab.tmp)
+    mismatched = [w for w in ids if decided_fields(live[w]) != decided_fields(rebuilt[w])]
+    assert not mismatched, mismatched[:3]
+    print(f"\npaused tracker: {pauses} pause(s), {fenced} fenced batch(es); 0 duplicates")
