@@ -1,8 +1,7 @@
 """The short chaos suite, part of every ``pytest`` run (deselect with ``-m "not chaos"``).
 
-Tracker SIGKILL, agent SIGKILL, one broker SIGKILL + restart, a tracker worker frozen
-through a rebalance (it must be fenced) and poison events against the reference
-workflow's real services, on a private Kafka + registry that
+Tracker SIGKILL, agent SIGKILL, one broker SIGKILL + restart and poison events
+against the reference workflow's real services, on a private Kafka + registry that
 the suite starts and stops itself (ports 29092/29093/28081, never the shared stack).
 ``make chaos`` runs the full suite.
 """

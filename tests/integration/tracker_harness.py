@@ -634,7 +634,7 @@ def latest_records(lab: TrackerLab) -> dict[str, dict[str, Any]]:
             "group.id": f"lab-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-            "isolation.level": "read_committed",  # a fenced batch's writes were aborted
+            "isolation.level": "read_committed",  # the durable state, as a restore reads it
         }
     )
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions

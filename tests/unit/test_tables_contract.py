@@ -65,7 +65,7 @@ class Implementation:
 
 
 class _AckingProducer:
-    """The changelog producer's stand-in: every record acknowledged at commit, in order."""
+    """The changelog producer's stand-in: every record acknowledged at flush, in order."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, int, bytes, bytes | None]] = []
@@ -79,7 +79,7 @@ class _AckingProducer:
         message = SimpleNamespace(offset=lambda: offset, topic=lambda: topic)
         self._waiting.append(lambda: on_delivery(None, message))
 
-    async def commit(self) -> None:
+    async def flush(self) -> None:
         waiting, self._waiting = self._waiting, []
         for deliver in waiting:
             deliver()

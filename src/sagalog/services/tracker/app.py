@@ -8,17 +8,15 @@ Shape (see DESIGN.md, "Tracker"):
   with partition *p* of each table: a workflow's events, its record, its timers and
   the ticks that fire them are all handled by one coroutine, never concurrently.
 - **Batches**: ``take_events`` hands over up to ``batch_max`` records; the processor
-  decides them all and the batch commits as one transaction: its events, its
-  changelog records and its input offsets, sent with the group membership it was
-  decided under, so a worker paused through a rebalance is fenced (``fencing``).
-  Only then are its writes stored in RocksDB. faust's own acks and commits are off
-  (``offsets``: its gap tracking cost a fifth of the CPU on transactional input).
+  decides them all, publishes, waits for the acks once, then stores (see
+  ``processor``). Only then are its offsets finished; the tracker commits them
+  itself every ``commit_interval_s`` (``offsets``: faust's ack and gap tracking
+  cost a fifth of the CPU on transactional input).
 - **Ticks**: a wall-clock worker produces a tick every ``tick_interval_s`` to each
   clock partition it owns; a tick makes the agent fire the due timers of that
   partition (a bounded range scan). In virtual mode the ticks come from outside.
 - **Tables**: ``records``, ``timers``, ``parked``, ``admission``: RocksDB through
-  rocksdict, each with its changelog topic, ``partitions`` = the workflow topics',
-  restored up to each changelog's last committed record (``restore``).
+  rocksdict, each with its changelog topic, ``partitions`` = the workflow topics'.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from functools import partial
 from typing import Any
 
 import faust
@@ -49,8 +46,7 @@ from sagalog.services.tracker.clock import TrackerClock
 from sagalog.services.tracker.exits import crash
 from sagalog.services.tracker.handover import Turns
 from sagalog.services.tracker.lag import LagWatch
-from sagalog.services.tracker.offsets import OffsetBook, next_offsets
-from sagalog.services.tracker.restore import CommittedRecovery, TailReader
+from sagalog.services.tracker.offsets import OffsetBook
 from sagalog.services.tracker.settings import TrackerSettings
 from sagalog.services.tracker.sink import KafkaSink
 from sagalog.services.tracker.store import FaustTables, Table, build_tables
@@ -177,16 +173,6 @@ class Tracker:
             topic_configs=profile_config(settings),
         )
         self.store = FaustTables(self.tables, self.sink)
-        tails = TailReader(
-            settings.kafka_config(
-                **{
-                    "group.id": f"{settings.app_id}-changelog-tail",
-                    "client.id": f"{settings.app_id}-changelog-tail",
-                }
-            ),
-            clock=time.monotonic,
-        )
-        faust_internals.use_recovery(app, partial(CommittedRecovery, tails=tails))
         started = time.monotonic()
 
         async def recovered() -> None:
@@ -219,9 +205,8 @@ class Tracker:
         app.on_partitions_assigned.connect(assigned)
 
         async def revoked(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
-            # The batch in hand ends (its transaction commits its offsets: the next owner
-            # starts where it finished) before faust lets its tables go.
-            await self.turns.hold()
+            await self.turns.hold()  # the batch in hand ends before faust lets its tables go
+            await self._commit_offsets()  # the next owner starts where this one finished
 
         app.on_partitions_revoked.connect(revoked)
 
@@ -242,6 +227,7 @@ class Tracker:
         app.agent(source, name=f"{settings.app_id}.track", concurrency=1)(track)
         if not self.clock.virtual:
             app.timer(settings.tick_interval_s)(self._tick_own_partitions)
+        app.timer(settings.commit_interval_s)(self._commit_offsets)
         app.timer(30.0)(self._report)
         app.timer(5.0)(self._watch)
         return app
@@ -258,11 +244,11 @@ class Tracker:
         except TimeoutError:
             timeout = self.settings.stop_timeout_s
             crash(f"the batch in hand did not finish within {timeout} s of the stop")
+        await self._commit_offsets()
 
     # -- a batch -------------------------------------------------------------------
 
     async def run_batch(self, events: Any) -> None:
-        await self.sink.begin()  # one transaction: outputs, changelogs, input offsets
         batch = self.processor.begin(self.store)
         for event in events:
             message = event.message
@@ -300,12 +286,8 @@ class Tracker:
                 )
         if self.pending_ticks:
             await self._fire_timers(batch)
-        finished = next_offsets(event.message for event in events)
-        membership = faust_internals.membership(self.app)
-        self.sink.consumed({(tp.topic, tp.partition): o for tp, o in finished.items()}, membership)
         await self.processor.commit(batch)
         self.offsets.finish(event.message for event in events)
-        self.offsets.mark_committed(finished)
         self._observe_lag(events)
         self.counts["batches"] += 1
         self.counts["inputs"] += batch.inputs
@@ -408,6 +390,12 @@ class Tracker:
 
     async def _watch(self) -> None:
         await self.watchdog.watch()
+
+    async def _commit_offsets(self) -> None:
+        consumer = self.app.consumer
+        due = self.offsets.due(consumer.assignment())
+        if due and await faust_internals.commit_offsets(consumer, due):
+            self.offsets.mark_committed(due)
 
     async def _report(self) -> None:
         outcomes = {str(k): v for k, v in self.processor.outcomes.items()}

@@ -22,13 +22,12 @@ to do; no accessor here falls back to a default.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 from sagalog.errors import IncompatibleDependencyError
-from sagalog.services.tracker.fencing import Membership
 
 PINNED_IN = "pyproject.toml"
 
@@ -119,13 +118,10 @@ def _class_needs() -> list[tuple[type, Need]]:
     """What the tracker needs of faust's and mode's classes (imported here, not at start)."""
     from aiokafka import AIOKafkaConsumer
     from aiokafka.consumer.fetcher import Fetcher
-    from aiokafka.consumer.group_coordinator import GroupCoordinator
     from aiokafka.consumer.subscription_state import SubscriptionState, TopicPartitionState
     from faust import App
     from faust.channels import Channel
     from faust.stores.rocksdb import Store
-    from faust.tables.manager import TableManager
-    from faust.tables.recovery import Recovery
     from faust.transport.conductor import Conductor
     from faust.transport.consumer import Consumer, ThreadDelegateConsumer
     from faust.transport.drivers import aiokafka as driver
@@ -172,13 +168,6 @@ def _class_needs() -> list[tuple[type, Need]]:
         need(Store, "set_persisted_offset", "record the changelog offsets faust restores from"),
         need(Store, "rocksdb_options", "put every table under one memory budget (rocks.py)"),
         need(Store, "offset_key", "keep faust's bookkeeping key out of the tracker's scans"),
-        need(AIOKafkaConsumer, "_coordinator", "send the group membership with the offsets"),
-        need(GroupCoordinator, "generation", "fence a paused worker's batch (fencing.py)"),
-        need(GroupCoordinator, "member_id", "fence a paused worker's batch (fencing.py)"),
-        need(GroupCoordinator, "group_id", "fence a paused worker's batch (fencing.py)"),
-        need(GroupCoordinator, "_group_instance_id", "fence a paused worker's batch"),
-        need(TableManager, "_recovery", "restore transactional changelogs (restore.py)"),
-        need(Recovery, "_build_highwaters", "restore transactional changelogs (restore.py)"),
         need(Conductor, "_topics", "find the stream queue the stall watchdog measures"),
         need(Channel, "_queue", "measure a stream's queue without creating one"),
         need(
@@ -227,44 +216,6 @@ def configure_fetch(kafka: Any, *, isolation_level: str, fetch_max_wait_ms: int)
     require(kafka, AIOKAFKA_CONSUMER[:2])
     kafka._isolation_level = isolation_level
     kafka._fetch_max_wait_ms = fetch_max_wait_ms
-
-
-# -- the group membership and positions ------------------------------------------------
-
-
-def membership(app: Any) -> Membership:
-    """This worker's place in its group now, from aiokafka's group coordinator: what
-    a batch's offsets are sent with (``fencing``). Outside a group: generation -1."""
-    coordinator = app.consumer._thread._consumer._coordinator
-    return Membership(
-        group_id=str(coordinator.group_id),
-        generation=int(coordinator.generation),
-        member_id=str(coordinator.member_id or ""),
-        instance_id=coordinator._group_instance_id,
-    )
-
-
-def fetch_position(app: Any, tp: Any) -> int | None:
-    """The next offset aiokafka will fetch of ``tp``, None if it has none (not assigned,
-    or not positioned yet). It moves past control records as they are fetched, which
-    the records handed to faust never show (``restore``)."""
-    kafka = app.consumer._thread._consumer
-    if kafka is None:
-        return None
-    assignment = kafka._subscription.subscription
-    assignment = assignment.assignment if assignment is not None else None
-    if assignment is None or tp not in assignment.tps:
-        return None
-    position = assignment.state_value(tp)._position
-    return None if position is None else int(position)
-
-
-def use_recovery(app: Any, make: Callable[..., Any]) -> None:
-    """Make the app's table manager restore with what ``make`` builds (a faust
-    ``Recovery``, called as faust calls it), before anything asks for its recovery:
-    faust creates one lazily."""
-    tables = app.tables
-    tables._recovery = make(app, tables, beacon=tables.beacon, loop=tables.loop)
 
 
 # -- offsets ------------------------------------------------------------------------

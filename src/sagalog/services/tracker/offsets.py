@@ -7,23 +7,14 @@ saga benchmark that bookkeeping was a fifth of the tracker's CPU (``_add_gap``,
 ``_new_offset``, intervaltree). The tracker needs none of it: a batch is finished
 only when all of it is decided, published and stored (``processor.commit``), and
 batches of a partition finish in order. So the source topic is read with acks off
-and each batch's transaction carries, per partition, one number: the offset after
-its last record (``next_offsets``); this book remembers them for the watchdog.
+and this book keeps, per partition, one number: the offset after the last record
+of the last finished batch. A timer commits what moved.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from typing import Any
-
-
-def next_offsets(messages: Iterable[Any]) -> dict[Any, int]:
-    """Each partition's next offset after a batch: one past its last record."""
-    after: dict[Any, int] = {}
-    for message in messages:
-        if message.offset + 1 > after.get(message.tp, -1):
-            after[message.tp] = message.offset + 1
-    return after
 
 
 class OffsetBook:
@@ -35,7 +26,8 @@ class OffsetBook:
 
     def finish(self, messages: Iterable[Any]) -> None:
         """Record a finished batch: each partition's next offset is after its last record."""
-        for tp, after in next_offsets(messages).items():
+        for message in messages:
+            tp, after = message.tp, message.offset + 1
             if after > self.finished.get(tp, -1):
                 self.finished[tp] = after
 

@@ -14,7 +14,6 @@ from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from sagalog.settings import ServiceSettings
-from sagalog.topic_names import owned_prefix
 
 
 def _default_instance_id() -> str:
@@ -92,13 +91,6 @@ class TrackerSettings(ServiceSettings):
         description="A worker silent this long is dropped from the group and its partitions "
         "move; faust's default (60 s) would stall a restart that long after a crash.",
     )
-    transaction_timeout_s: float = Field(
-        default=60.0,
-        gt=0,
-        description="Longest a batch's transaction may stay open: the coordinator aborts it "
-        "past this, and a worker frozen in mid-batch holds back read_committed readers of "
-        "its partitions at most this long.",
-    )
     stop_timeout_s: float = Field(
         default=30.0,
         gt=0,
@@ -129,10 +121,3 @@ class TrackerSettings(ServiceSettings):
     )
     log_level: str = "INFO"
     json_logs: bool = True
-
-    @property
-    def transactional_id(self) -> str:
-        """This worker's producer's ``transactional.id``: under ``<app id>-``, which the
-        tracker's ACLs grant (``topology.acls``), and stable across its restarts, so a
-        restarted worker aborts what its previous process left open at once."""
-        return f"{owned_prefix(self.app_id)}{self.instance_id}"

@@ -1,18 +1,12 @@
 """The tracker's output: Avro events on the workflow and transitions topics, alerts, ticks.
 
-One transactional confluent-kafka producer (librdkafka's own thread batches and
-compresses, far faster than producing from the event loop). Each batch is one
-transaction holding its published events, alerts, dead letters, table changelog
-records and input offsets (``begin``, ``consumed``, ``commit``): a worker paused
-through a rebalance is fenced by the group coordinator and its batch aborted
-(``fencing``), and no crash can leave a batch's outputs without its offsets or the
-other way round. Every event is signed (``sagalog_hash``) and a workflow's carry its
-chain head (``sagalog_chain``, stamped by the processor), like every sagalog
-publisher's. The blocking transaction calls wait in a worker thread, so the faust
-event loop keeps serving heartbeats meanwhile; any failure aborts the batch, which is
-then never stored, and the next worker (or this one, restarted) decides it again.
-Ticks, which change nothing and are read by whoever owns the clock partition, go out
-on a second, plain idempotent producer, outside any batch.
+One idempotent confluent-kafka producer (librdkafka's own thread batches and
+compresses, far faster than producing from the event loop). Every event is signed
+(``sagalog_hash``) and a workflow's carry its chain head (``sagalog_chain``, stamped
+by the processor), like every sagalog publisher's. ``flush`` waits in a
+worker thread, so the faust event loop keeps serving heartbeats meanwhile, and
+raises if any record of the batch was refused: the batch is then never stored nor
+committed, and the next worker decides it again.
 """
 
 from __future__ import annotations
@@ -23,30 +17,22 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, Message, Producer
 
 from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import EventHeaders, new_event_id
 from sagalog.dead_letters import dead_letter_headers
-from sagalog.errors import AuthorizationError, SagalogError
+from sagalog.errors import AuthorizationError, SagalogError, ServiceUnavailableError
 from sagalog.events import TrackerAlert
 from sagalog.flows.model import Flow
 from sagalog.position import RecordPosition
-from sagalog.services.tracker.fencing import Membership, group_metadata
 from sagalog.services.tracker.settings import TrackerSettings
 from sagalog.tracker import TRACKER_SOURCE, TRANSITIONS_TOPIC, Alert, Publish, SlaAlert
 from sagalog.tracker.ticks import encode_tick
 
 log = logging.getLogger("sagalog.tracker")
-
-#: How long one transaction call (init, offsets, commit, abort) may block.
-TRANSACTION_CALL_TIMEOUT_S = 60.0
-
-
-class BatchAborted(SagalogError):
-    """A batch's transaction did not commit and was aborted: nothing of it is visible."""
 
 
 class KafkaSink:
@@ -58,120 +44,21 @@ class KafkaSink:
         self.producer = Producer(
             settings.producer_config(
                 **{
-                    # A batch ends in its commit, which sends at once whatever the
+                    # Every batch ends in ``flush``, which sends at once whatever the
                     # linger; a short linger only split a batch's records into several
-                    # produce requests while it was being decided.
+                    # produce requests while it was being decided. What nothing flushes
+                    # (ticks) waits at most this long.
                     "linger.ms": 20,
                     "compression.type": "lz4",
                     "queue.buffering.max.messages": 1_000_000,
                     "message.timeout.ms": 120_000,
                     "client.id": f"{settings.app_id}-{settings.instance_id}",
-                    "transactional.id": settings.transactional_id,
-                    "transaction.timeout.ms": int(settings.transaction_timeout_s * 1000),
                 }
-            )
-        )
-        self.ticks = Producer(
-            settings.producer_config(
-                **{"linger.ms": 20, "client.id": f"{settings.app_id}-{settings.instance_id}-ticks"}
             )
         )
         self._errors: list[str] = []
         self._denied: AuthorizationError | None = None  # the first refused write's error
-        self._initialized = False
-        self._open = False
-        self._offsets: dict[tuple[str, int], int] = {}
-        self._membership: Membership | None = None
         self.sent = 0
-
-    # -- the batch's transaction ----------------------------------------------------
-
-    def _abort_quietly(self) -> None:
-        try:
-            self.producer.abort_transaction(TRANSACTION_CALL_TIMEOUT_S)
-        except KafkaException as exc:
-            log.warning("aborting the batch's transaction failed too: %s", exc)
-
-    async def begin(self) -> None:
-        """Open the batch's transaction (the first time, after registering the
-        transactional id, which aborts whatever an earlier process with it left open)."""
-        if not self._initialized:
-            await _in_thread(self.producer.init_transactions, TRANSACTION_CALL_TIMEOUT_S)
-            self._initialized = True
-        if not self._open:
-            self.producer.begin_transaction()
-            self._open = True
-            self._offsets = {}
-            self._membership = None
-
-    def consumed(self, offsets: dict[tuple[str, int], int], membership: Membership) -> None:
-        """The input offsets the open batch finishes (the next offset of each partition)
-        and the group membership it was decided under: committed with it."""
-        self._offsets = dict(offsets)
-        self._membership = membership
-
-    async def commit(self) -> None:
-        """Commit the open batch: its records and its input offsets, atomically.
-
-        Raises:
-            BatchAborted: the coordinator refused it (this worker was fenced: another
-                one owns the partitions now) or a record was refused; it was aborted.
-            AuthorizationError: a right is missing (names the principal and resource).
-        """
-        if not self._open:
-            return
-        try:
-            await _in_thread(self._commit)
-        except KafkaException as exc:
-            raise self._aborted(exc.args[0]) from exc
-        except BaseException:
-            self._abort_quietly()
-            raise
-        finally:
-            self._open = False
-        self.producer.poll(0)  # the delivery reports the commit did not serve yet
-        self._raise_refusals()
-
-    def _commit(self) -> None:
-        if self._offsets:
-            if self._membership is None:
-                raise SagalogError("a batch with offsets but no group membership")
-            self.producer.send_offsets_to_transaction(
-                [TopicPartition(t, p, o) for (t, p), o in sorted(self._offsets.items())],
-                group_metadata(self._membership),
-                TRANSACTION_CALL_TIMEOUT_S,
-            )
-        self.producer.commit_transaction(TRANSACTION_CALL_TIMEOUT_S)
-
-    def _aborted(self, error: KafkaError) -> SagalogError:
-        """Abort what can be aborted and say why the batch did not commit."""
-        membership = self._membership
-        member = (
-            f"generation {membership.generation}, member {membership.member_id}"
-            if membership
-            else "no membership"
-        )
-        if is_authorization_failure(error):
-            return authorization_error(
-                self.settings,
-                error,
-                operation="WRITE",
-                resource=self.settings.transactional_id,
-            )
-        if error.fatal():
-            return BatchAborted(
-                f"the tracker's producer ({self.settings.transactional_id}) was fenced by "
-                f"another one with the same transactional id ({error.name()}: "
-                f"{error.str()}): give every worker its own SAGALOG_TRACKER_INSTANCE_ID"
-            )
-        self._abort_quietly()
-        return BatchAborted(
-            f"the batch's transaction ({self.settings.transactional_id}; {member} of group "
-            f"{self.settings.app_id}) did not commit and nothing of it is visible: "
-            f"{error.name()}: {error.str()}. A refused generation or member means this "
-            "worker was dropped from the group (paused past session_timeout_s?) and "
-            "another one decides its partitions now; it exits to rejoin"
-        )
 
     def publish(self, action: Publish) -> None:
         topic = action.topic
@@ -227,8 +114,8 @@ class KafkaSink:
 
     def tick(self, topic: str, partition: int, now_ms: int) -> None:
         """A tick on the clock topic: 'look for due timers in this partition now'."""
-        self.ticks.produce(topic, value=encode_tick(now_ms), partition=partition)
-        self.ticks.poll(0)
+        self.producer.produce(topic, value=encode_tick(now_ms), partition=partition)
+        self.producer.poll(0)
 
     def dead_letter(
         self,
@@ -274,17 +161,24 @@ class KafkaSink:
         )
 
     async def flush(self) -> None:
-        """Surface refusals of what the batch produced so far; ``commit`` waits for the
-        rest (the processor calls this before storing, the transaction makes it moot).
+        """Wait until every record produced so far is acknowledged.
 
         Raises:
+            ServiceUnavailableError: records still unacknowledged after the producer's
+                own retries (``message.timeout.ms``).
             SagalogError: the broker refused a record (names the first refusal).
             AuthorizationError: it refused one for a missing ACL (names the principal).
         """
-        self.producer.poll(0)
-        self._raise_refusals()
-
-    def _raise_refusals(self) -> None:
+        if len(self.producer):
+            loop = asyncio.get_running_loop()
+            remaining = await loop.run_in_executor(None, self.producer.flush, 150.0)
+            if remaining:
+                raise ServiceUnavailableError(
+                    f"{remaining} tracker records unacknowledged by Kafka at "
+                    f"{self.settings.bootstrap_servers}"
+                )
+        else:
+            self.producer.poll(0)
         if self._denied is not None:
             denied, self._denied = self._denied, None
             self._errors.clear()
@@ -295,14 +189,7 @@ class KafkaSink:
             raise SagalogError(f"Kafka refused {count} tracker record(s); first: {first}")
 
     def close(self) -> None:
-        if self._open:  # a batch abandoned at stop: its records must not become visible
-            try:
-                self.producer.abort_transaction(10.0)
-            except KafkaException as exc:
-                log.warning("aborting the abandoned batch failed: %s", exc)
-            self._open = False
         self.producer.flush(10.0)
-        self.ticks.flush(10.0)
 
     def _alert(self, event: TrackerAlert, *, key: str | None) -> None:
         headers = EventHeaders(
@@ -355,7 +242,3 @@ class KafkaSink:
 
 def _utc(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
-
-
-async def _in_thread(call: Callable[..., Any], *args: Any) -> Any:
-    return await asyncio.get_running_loop().run_in_executor(None, call, *args)

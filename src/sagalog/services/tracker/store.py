@@ -80,15 +80,14 @@ class FaustTables:
 
     Reads go to the partition's own RocksDB; a partition this worker does not hold
     (not assigned, or not restored yet) reads as empty and is never opened here.
-    A write sends the bytes to the table's changelog partition, as faust's
-    ``Table.__setitem__`` does, but through the tracker's librdkafka producer instead
-    of faust's (faust builds several Python objects and futures per changelog record,
-    which profiling showed to be a tenth of the tracker's time), inside the batch's
-    transaction (``sink``). The RocksDB write waits for ``sync``: only once the
-    transaction committed is the value put, and the changelog offset recorded
-    (``set_persisted_offset``, the bookkeeping faust's own send callback does), so a
-    batch that aborted (a fenced worker's) leaves no trace in the local tables either,
-    and restore and standby replicas work unchanged.
+    A write puts the value in RocksDB and sends the same bytes to the table's
+    changelog partition, as faust's ``Table.__setitem__`` does, but through the
+    tracker's librdkafka producer instead of faust's: faust builds several Python
+    objects and futures per changelog record, which profiling showed to be a tenth
+    of the tracker's time. ``sync`` waits for the acknowledgements and then records
+    the changelog offsets in each partition's RocksDB (``set_persisted_offset``),
+    the bookkeeping faust's own send callback does, so restore and standby replicas
+    work unchanged.
     """
 
     def __init__(self, tables: dict[Table, Any], producer: ChangelogProducer) -> None:
@@ -96,7 +95,6 @@ class FaustTables:
         self.producer = producer
         self.topics = {table: tables[table].changelog_topic.get_topic_name() for table in tables}
         self._acked: dict[tuple[Table, int], int] = {}
-        self._staged: list[tuple[Table, int, bytes, bytes | None]] = []
         self._errors: list[str] = []
 
     def _db(self, table: Table, partition: int) -> Any:
@@ -110,11 +108,11 @@ class FaustTables:
         return value if value is None or isinstance(value, bytes) else bytes(value)
 
     def put(self, table: Table, partition: int, key: bytes, value: bytes) -> None:
-        self._staged.append((table, partition, key, value))
+        faust_internals.db_for_write(self.tables[table], partition).put(key, value)
         self._send(table, partition, key, value)
 
     def delete(self, table: Table, partition: int, key: bytes) -> None:
-        self._staged.append((table, partition, key, None))
+        faust_internals.db_for_write(self.tables[table], partition).delete(key)
         self._send(table, partition, key, None)
 
     def scan(
@@ -136,30 +134,16 @@ class FaustTables:
         return found
 
     async def sync(self) -> None:
-        """Commit the batch's transaction, then store its writes and persist the
-        changelog offsets faust restores from.
+        """Wait for the changelog acks, then persist the offsets faust restores from.
 
         Raises:
-            SagalogError: the transaction did not commit (``sink.BatchAborted``) or a
-                changelog record was refused; nothing of the batch is stored.
+            SagalogError: a changelog record was refused; the batch must not be committed.
         """
-        staged, self._staged = self._staged, []
-        try:
-            await self.producer.commit()
-        except BaseException:
-            self._acked.clear()
-            raise
+        await self.producer.flush()
         if self._errors:
             first, count = self._errors[0], len(self._errors)
             self._errors.clear()
-            self._acked.clear()
             raise SagalogError(f"Kafka refused {count} changelog record(s); first: {first}")
-        for table, partition, key, value in staged:
-            db = faust_internals.db_for_write(self.tables[table], partition)
-            if value is None:
-                db.delete(key)
-            else:
-                db.put(key, value)
         acked, self._acked = self._acked, {}
         for (table, partition), offset in acked.items():
             tp = TP(self.topics[table], partition)
@@ -186,4 +170,4 @@ class ChangelogProducer(Protocol):
         on_delivery: Callable[[Any, Any], None],
     ) -> None: ...
 
-    async def commit(self) -> None: ...
+    async def flush(self) -> None: ...
