@@ -299,6 +299,12 @@ def test_two_workers_share_the_partitions_and_one_takes_over_when_the_other_dies
     assert not wrong, wrong[:5]
 
 
+#: What a worker logs when its paused batch is refused: the coordinator refused the
+#: batch's offsets, or the worker saw first that it had left the group.
+FENCED = ("did not commit and nothing of it is visible", "is not a member now")
+EXITED = '"action": "exit"'
+
+
 def _last_assignment(process: Any) -> list[int] | None:
     import json
     import re
@@ -380,6 +386,9 @@ def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partition
     import os
     import signal
 
+    def say(text: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+
     lab = tracker_lab
     driver = Driver(lab)
     a = lab.tracker("a")
@@ -393,15 +402,39 @@ def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partition
     )
     ids = driver.start(400)
     fenced = pauses = 0
-    deadline = time.monotonic() + 360
+    deadline = time.monotonic() + 240
+    progress = (0, time.monotonic())
     while time.monotonic() < deadline:
         driver.step(ids)
         states = Counter(lab.state(w) for w in ids)
         ended = states["completed"] + states["compensated"]
+        if ended != progress[0]:
+            progress = (ended, time.monotonic())
+        elif time.monotonic() - progress[1] > 40:
+            stuck = [w for w in ids if lab.state(w) not in ("completed", "compensated")][:3]
+            for w in stuck:
+                say(
+                    f"STUCK {w}: moves {[(m['to_state'], m['step'], m['id'][:8]) for m in lab.transitions(w)]}"
+                )
+                say(
+                    f"   events {[(e['type'].rsplit('.', 1)[-1], e['id'][:8]) for e in lab.events(w)]}"
+                )
+            import subprocess
+            import sys
+
+            _offsets_of(lab, stuck[:3], say)
+            for worker in (a, b):
+                spy = str(Path(sys.executable).parent / "py-spy")
+                dump = subprocess.run(
+                    [spy, "dump", "--pid", str(worker.pid)], capture_output=True, text=True
+                )
+                say(f"DUMP {worker.pid}:\n{dump.stdout}\n{dump.stderr}")
+            raise AssertionError(f"no progress for 40 s at {ended} ended: {states}")
         if not fenced and pauses < 6 and a.alive and ended >= 40 * (pauses + 1):
             pauses += 1
             seen = b.logs().count("partitions assigned")
             os.kill(a.pid, signal.SIGSTOP)
+            say(f"pause {pauses}: a (pid {a.pid}) stopped at {ended} workflows ended")
             # b takes every partition once a's session (10 s) expired; work goes on.
             lab.wait(
                 lambda s=seen: (
@@ -413,18 +446,20 @@ def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partition
             for _ in range(5):
                 driver.step(ids)
                 time.sleep(0.2)
-            before = a.logs()
-            mark = len(before)
+            mark = len(a.logs())
             os.kill(a.pid, signal.SIGCONT)
+            say("b holds every partition; a continued")
+            # a exits 70 (the lab restarts it, as a supervisor would) or rejoins; either
+            # way it holds partitions again before the next pause.
             lab.wait(
-                lambda w=a, n=mark: not w.alive or "partitions assigned" in w.logs()[n:],
-                timeout=90,
-                what="a, resumed, exiting or rejoining",
+                lambda n=mark: a.logs()[n:].count("partitions assigned") > 0 and a.alive,
+                timeout=120,
+                what="a back in the group",
             )
-            if "did not commit and nothing of it is visible" in a.logs()[len(before) :]:
+            thawed = a.logs()[mark:]
+            if any(sign in thawed for sign in FENCED):
                 fenced += 1
-            if not a.alive:
-                a = lab.tracker("a")
+            say(f"a {'exited' if EXITED in thawed else 'rejoined'}; fenced batches {fenced}")
         if ended == len(ids):
             break
         time.sleep(0.3)
@@ -452,3 +487,82 @@ def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partition
     mismatched = [w for w in ids if decided_fields(live[w]) != decided_fields(rebuilt[w])]
     assert not mismatched, mismatched[:3]
     print(f"\npaused tracker: {pauses} pause(s), {fenced} fenced batch(es); 0 duplicates")
+
+
+def _changelog_history(lab: TrackerLab, workflows: list[str], say: Any) -> None:
+    """Every records-changelog write of ``workflows``, committed or not (diagnostics)."""
+    import json
+    import uuid
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    from sagalog.topic_names import records_changelog
+
+    topic = records_changelog(lab.app_id)
+    for isolation in ("read_committed", "read_uncommitted"):
+        consumer = Consumer(
+            {
+                **lab.project.settings.kafka_config(),
+                "group.id": f"diag-{uuid.uuid4()}",
+                "enable.partition.eof": True,
+                "isolation.level": isolation,
+            }
+        )
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        done: set[int] = set()
+        seen: list[str] = []
+        while len(done) < len(parts):
+            for m in consumer.consume(500, 1.0):
+                if m.error() is not None:
+                    done.add(m.partition())
+                    continue
+                key = m.key().decode()
+                if key in workflows:
+                    value = json.loads(m.value()) if m.value() else {}
+                    seen.append(
+                        f"{key} p{m.partition()}@{m.offset()} {value.get('state')}/"
+                        f"{value.get('current')}"
+                    )
+        consumer.close()
+        say(f"CHANGELOG {isolation}:\n  " + "\n  ".join(seen))
+
+
+def _offsets_of(lab: TrackerLab, workflows: list[str], say: Any) -> None:
+    """Where the stuck workflows' events lie, and the tracker group's committed offsets."""
+    import uuid
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            **lab.project.settings.kafka_config(),
+            "group.id": lab.app_id,
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    parts = consumer.list_topics(lab.topic, timeout=10).topics[lab.topic].partitions
+    committed = consumer.committed([TopicPartition(lab.topic, p) for p in parts], timeout=10)
+    say(f"COMMITTED {[(tp.partition, tp.offset) for tp in committed]}")
+    consumer.close()
+    consumer = Consumer(
+        {
+            **lab.project.settings.kafka_config(),
+            "group.id": f"diag-{uuid.uuid4()}",
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.assign([TopicPartition(lab.topic, p, OFFSET_BEGINNING) for p in parts])
+    done: set[int] = set()
+    while len(done) < len(parts):
+        for m in consumer.consume(500, 1.0):
+            if m.error() is not None:
+                done.add(m.partition())
+                continue
+            if m.key() and m.key().decode() in workflows:
+                kind = dict(m.headers() or []).get("ce_type", b"?")
+                say(f"  {m.key().decode()} p{m.partition()}@{m.offset()} {kind!r}")
+    consumer.close()

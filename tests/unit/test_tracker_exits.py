@@ -36,8 +36,12 @@ def test_a_denied_write_wrapped_in_another_error_still_exits_6() -> None:
 
 def test_anything_else_exits_70_for_a_restart() -> None:
     unreachable = ServiceUnavailableError("3 tracker records unacknowledged by Kafka")
-    for error in (unreachable, ValueError("bug"), None):
+    for error, said in (
+        (unreachable, " (ServiceUnavailableError: 3 tracker records unacknowledged by Kafka)"),
+        (ValueError("bug"), " (ValueError: bug)"),
+        (None, ""),
+    ):
         decision = exit_for("a batch failed", error)
         assert (decision.code, decision.restart_helps) == (RESTART, True)
-        assert decision.message == "a batch failed; exiting so that it is processed again"
+        assert decision.message == f"a batch failed{said}; exiting so that it is processed again"
     assert RESTART == 70

@@ -44,6 +44,7 @@ def main(settings: TrackerSettings | None = None) -> int:
             partitions=partitions,
             clock=clock,
         )
+        tracker.sink.register()  # aborts what this worker's previous process left open
     except SagalogError as exc:
         print(f"saga-tracker: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -237,6 +237,7 @@ class Tracker:
                         if current:
                             await self.run_batch(current)
                     except Exception as exc:
+                        self.sink.abandon()
                         crash("a batch failed", exc)
 
         app.agent(source, name=f"{settings.app_id}.track", concurrency=1)(track)
@@ -257,6 +258,7 @@ class Tracker:
             await asyncio.wait_for(self.turns.hold(), self.settings.stop_timeout_s)
         except TimeoutError:
             timeout = self.settings.stop_timeout_s
+            self.sink.abandon()
             crash(f"the batch in hand did not finish within {timeout} s of the stop")
 
     # -- a batch -------------------------------------------------------------------

@@ -58,9 +58,10 @@ def exit_for(why: str, error: BaseException | None) -> Exit:
             code=denied.exit_code,
             message=f"{why}: {denied}; a restart would be refused the same way",
         )
+    cause = "" if error is None else f" ({error.__class__.__name__}: {error})"
     return Exit(
         code=RESTART,
-        message=f"{why}; exiting so that it is processed again",
+        message=f"{why}{cause}; exiting so that it is processed again",
     )
 
 

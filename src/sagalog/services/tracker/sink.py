@@ -30,7 +30,7 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import EventHeaders, new_event_id
 from sagalog.dead_letters import dead_letter_headers
-from sagalog.errors import AuthorizationError, SagalogError
+from sagalog.errors import AuthorizationError, SagalogError, ServiceUnavailableError
 from sagalog.events import TrackerAlert
 from sagalog.flows.model import Flow
 from sagalog.position import RecordPosition
@@ -64,10 +64,12 @@ class KafkaSink:
                     "linger.ms": 20,
                     "compression.type": "lz4",
                     "queue.buffering.max.messages": 1_000_000,
-                    "message.timeout.ms": 120_000,
                     "client.id": f"{settings.app_id}-{settings.instance_id}",
                     "transactional.id": settings.transactional_id,
+                    # librdkafka requires message.timeout.ms <= transaction.timeout.ms:
+                    # a record still unsent when its transaction would expire fails it.
                     "transaction.timeout.ms": int(settings.transaction_timeout_s * 1000),
+                    "message.timeout.ms": int(settings.transaction_timeout_s * 1000),
                 }
             )
         )
@@ -91,6 +93,43 @@ class KafkaSink:
             self.producer.abort_transaction(TRANSACTION_CALL_TIMEOUT_S)
         except KafkaException as exc:
             log.warning("aborting the batch's transaction failed too: %s", exc)
+
+    def register(self) -> None:
+        """Register the transactional id, before the first batch (blocking).
+
+        Registering aborts whatever an earlier process with the same id left open: a
+        worker killed in mid-batch holds back every ``read_committed`` reader of the
+        partitions its open transaction wrote, until that transaction times out,
+        unless its successor registers first.
+
+        Raises:
+            AuthorizationError: no WRITE on the transactional id (names the principal).
+            ServiceUnavailableError: Kafka did not answer.
+        """
+        try:
+            self.producer.init_transactions(TRANSACTION_CALL_TIMEOUT_S)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if is_authorization_failure(error):
+                raise authorization_error(
+                    self.settings, error, operation="WRITE", resource=self.settings.transactional_id
+                ) from exc
+            raise ServiceUnavailableError(
+                f"the tracker could not register its transactional id "
+                f"{self.settings.transactional_id} on {self.settings.bootstrap_servers}: "
+                f"{error.name()}: {error.str()}"
+            ) from exc
+        self._initialized = True
+
+    def abandon(self) -> None:
+        """Abort the open batch, if any (its worker is about to exit): nobody waits for
+        its transaction to time out."""
+        if self._open:
+            self._open = False
+            try:
+                self.producer.abort_transaction(5.0)
+            except KafkaException as exc:
+                log.warning("aborting the abandoned batch failed: %s", exc)
 
     async def begin(self) -> None:
         """Open the batch's transaction (the first time, after registering the
@@ -295,12 +334,7 @@ class KafkaSink:
             raise SagalogError(f"Kafka refused {count} tracker record(s); first: {first}")
 
     def close(self) -> None:
-        if self._open:  # a batch abandoned at stop: its records must not become visible
-            try:
-                self.producer.abort_transaction(10.0)
-            except KafkaException as exc:
-                log.warning("aborting the abandoned batch failed: %s", exc)
-            self._open = False
+        self.abandon()  # a batch abandoned at stop: its records must not become visible
         self.producer.flush(10.0)
         self.ticks.flush(10.0)
 
