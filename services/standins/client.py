@@ -26,16 +26,9 @@ def perform(
         headers={"Content-Type": "application/json", "Idempotency-Key": idempotency_key},
         method="POST",
     )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as reply:
-            return dict(json.load(reply))
-    except urllib.error.HTTPError as exc:
-        message = f"{operation} at {base_url} answered {exc.code}: {exc.read()[:200]!r}"
-        if exc.code >= 500 or exc.code == 429:
-            raise RetryableError(message) from exc
-        raise NonRetryableError(message) from exc
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        raise RetryableError(f"{operation} at {base_url} unreachable: {exc}") from exc
+    answer = _exchange(request, what=operation, base_url=base_url, timeout_s=timeout_s)
+    assert answer is not None  # only a lookup treats 404 as an answer
+    return answer
 
 
 def look_up(
@@ -44,15 +37,29 @@ def look_up(
     """The result of the effect applied under ``idempotency_key``, or None if there is
     none: the lookup ``ctx.effect`` reconciles an unanswered call with."""
     url = f"{base_url.rstrip('/')}/lookup/{urllib.parse.quote(idempotency_key, safe='')}"
+    request = urllib.request.Request(url)
+    return _exchange(request, what="lookup", base_url=base_url, timeout_s=timeout_s, none_on=404)
+
+
+def _exchange(
+    request: urllib.request.Request,
+    *,
+    what: str,
+    base_url: str,
+    timeout_s: float,
+    none_on: int | None = None,
+) -> dict[str, Any] | None:
+    """The JSON answer to ``request``; ``none_on``: the status that means "no such
+    thing" (None). 5xx, 429 and network errors are retryable, other 4xx are not."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as reply:
+        with urllib.request.urlopen(request, timeout=timeout_s) as reply:
             return dict(json.load(reply))
     except urllib.error.HTTPError as exc:
-        if exc.code == 404:
+        if exc.code == none_on:
             return None
-        message = f"lookup at {base_url} answered {exc.code}: {exc.read()[:200]!r}"
+        message = f"{what} at {base_url} answered {exc.code}: {exc.read()[:200]!r}"
         if exc.code >= 500 or exc.code == 429:
             raise RetryableError(message) from exc
         raise NonRetryableError(message) from exc
     except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        raise RetryableError(f"lookup at {base_url} unreachable: {exc}") from exc
+        raise RetryableError(f"{what} at {base_url} unreachable: {exc}") from exc

@@ -300,7 +300,7 @@ class StateStore:
     def effect_result(self, key: str) -> dict[str, Any] | None:
         """The ledger entry of ``key``: ``result``, and ``delivery``, ``intent`` and
         ``reconciliation`` when known (see ``record_effect``)."""
-        entry = self.db.get(_LEDGER + key)
+        entry: dict[str, Any] | None = self.db.get(_LEDGER + key)
         return entry
 
     def effect_intent(self, key: str) -> EffectIntent | None:
