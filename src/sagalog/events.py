@@ -82,6 +82,20 @@ class WebhookReceived(Event):
     received_at: dt.datetime
 
 
+class WaitEnded(Event):
+    """The tracker ended a flow's wait for outside events: every signal it needed
+    arrived (``timed_out`` false), or its timeout passed and its default was
+    ``continue``. The entry after the wait starts on it."""
+
+    event_type = "sagalog.v1.WaitEnded"
+
+    wait: str
+    received: list[str]
+    missing: list[str]
+    timed_out: bool
+    signal_event_ids: list[str]
+
+
 class CompensationRequested(Event):
     """The tracker asks the agent that ran a step to undo it."""
 

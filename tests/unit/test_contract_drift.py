@@ -13,7 +13,7 @@ from sagalog.contracts.drift import model_drift
 from sagalog.contracts.models import Event
 
 # Every module that declares event classes; a new one is added here.
-EVENT_MODULES = ["sagalog.events", "procurement.events"]
+EVENT_MODULES = ["sagalog.events", "procurement.events", "filings.events"]
 
 
 @pytest.fixture(scope="module")

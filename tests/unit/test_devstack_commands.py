@@ -67,6 +67,10 @@ def test_single_node_kraft_properties_pinned() -> None:
         # Small enough for compaction to keep the logs every transaction writes to small.
         "offsets.topic.segment.bytes": str(8 << 20),
         "transaction.state.log.segment.bytes": str(8 << 20),
+        # Alone: the controller fences its only broker after 30 s, not 9 s, without
+        # heartbeats; registering may take 120 s, well above that session.
+        "broker.session.timeout.ms": "30000",
+        "initial.broker.registration.timeout.ms": "120000",
     }
 
 

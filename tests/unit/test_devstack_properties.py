@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from sagalog.devstack.commands import (
+    SINGLE_NODE_LIVENESS,
     BrokerTls,
     add_scram_argument,
     kafka_format_command,
@@ -117,6 +118,25 @@ def test_one_secure_broker_keeps_the_one_broker_profile() -> None:
         "1",
         "1",
     )
+
+
+def test_only_a_lone_node_waits_longer_for_its_own_broker() -> None:
+    """30 s of session, 120 s to register (a restart waits out the old session); 3: defaults."""
+    assert SINGLE_NODE_LIVENESS == {
+        "broker.session.timeout.ms": "30000",
+        "initial.broker.registration.timeout.ms": "120000",
+    }
+    for secure in (False, True):
+        [alone] = nodes = _nodes(brokers=1, secure=secure)
+        tls = TLS if secure else None
+        properties = kafka_server_properties(node=alone, nodes=nodes, data_dir=Path("/d"), tls=tls)
+        assert properties.items() >= SINGLE_NODE_LIVENESS.items()
+        three = _nodes(brokers=3, secure=secure)
+        for node in three:
+            properties = kafka_server_properties(
+                node=node, nodes=three, data_dir=Path("/d"), tls=tls
+            )
+            assert not properties.keys() & SINGLE_NODE_LIVENESS.keys()
 
 
 def test_the_admin_is_seeded_at_format_time() -> None:

@@ -32,11 +32,12 @@ def test_check_prints_one_line_per_flow_version(project: Path) -> None:
     result = sagalog(project, "flows", "check")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert len(lines) == 2
-    assert lines[0].startswith(
+    assert len(lines) == 3
+    assert lines[0].startswith("ok  filing v1: 0 step(s), 0 gate(s), 1 wait(s), 1 SLA rule(s)")
+    assert lines[1].startswith(
         "ok  procurement v1: 6 step(s), 1 gate(s), 2 segment(s), 2 SLA rule(s), deadline 5d ("
     )
-    assert lines[1].startswith("ok  procurement v2:") and lines[1].endswith("procurement.v2.yaml)")
+    assert lines[2].startswith("ok  procurement v2:") and lines[2].endswith("procurement.v2.yaml)")
 
 
 def test_check_reports_every_problem_and_exits_2(project: Path) -> None:
@@ -48,11 +49,11 @@ def test_check_reports_every_problem_and_exits_2(project: Path) -> None:
     flow_file(project).write_text(broken)
     result = sagalog(project, "flows", "check")
     assert result.exit_code == 2
-    assert "ok  " not in result.stdout
+    assert "ok  procurement" not in result.stdout
     errors = result.stderr.splitlines()
     assert errors[0].startswith("error: ") and "step 'score_risk', field 'timeout'" in errors[0]
     assert "gate 'manager_approval', field 'deadline'" in errors[1]
-    assert errors[-1].startswith("2 problem(s) in 1 of 1 flow file(s)")
+    assert errors[-1].startswith("2 problem(s) in 1 of 2 flow file(s)")
 
 
 def test_check_goes_on_to_schemas_once_fields_are_right(project: Path) -> None:
@@ -91,7 +92,7 @@ def test_graph_takes_the_format_from_the_file_suffix(project: Path, tmp_path: Pa
 def test_graph_of_an_unknown_flow_or_version_exits_2(project: Path) -> None:
     result = sagalog(project, "flows", "graph", "sales")
     assert result.exit_code == 2
-    assert "no flow 'sales' is loaded (flows: procurement)" in result.stderr
+    assert "no flow 'sales' is loaded (flows: filing, procurement)" in result.stderr
     result = sagalog(project, "flows", "graph", "procurement", "--version", "4")
     assert result.exit_code == 2
     assert "flow 'procurement' v4 is not loaded (loaded: v1)" in result.stderr

@@ -490,7 +490,7 @@ def test_a_step_event_without_schema_is_named_once(refuse: Refuse) -> None:
             lambda d: d.update(topic="procurement.workflows"),
             "field 'topic'",
             "topic 'procurement.workflows' is not declared in the topology (declared: "
-            "procurement.events,",
+            "filings.events, procurement.events,",
             id="topic-not-declared",
         ),
         pytest.param(
@@ -629,8 +629,8 @@ def test_unreadable_files_are_named(
 def test_an_entry_that_is_neither_step_nor_gate_is_named(refuse: Refuse) -> None:
     message, path = refuse(lambda d: d["steps"].insert(1, {"agent": "x"}))
     assert (
-        f"{path}: flow 'procurement' v1, entry 2: expected a step (a mapping with name:) or "
-        "a gate (a mapping with gate:)"
+        f"{path}: flow 'procurement' v1, entry 2: expected a step (a mapping with name:), "
+        "a gate (a mapping with gate:) or a wait (a mapping with wait:)"
     ) in message
 
 

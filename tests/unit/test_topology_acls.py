@@ -178,9 +178,11 @@ def test_the_tracker_owns_its_prefix_and_writes_the_platform_topics(
 ) -> None:
     rules = derive_acls(*procurement)
     assert rights(rules, "User:saga-tracker") == {
-        ("TOPIC", "LITERAL", "procurement.events", "READ"),
-        ("TOPIC", "LITERAL", "procurement.events", "WRITE"),
-        ("TOPIC", "LITERAL", "procurement.events", "DESCRIBE"),
+        *(
+            ("TOPIC", "LITERAL", topic, op)
+            for topic in ("procurement.events", "filings.events")  # every flow's topic
+            for op in ("READ", "WRITE", "DESCRIBE")
+        ),
         *(
             ("TOPIC", "LITERAL", topic, op)
             for topic in ("sagalog.transitions", "sagalog.alerts", "sagalog.deadletter")
@@ -207,6 +209,8 @@ def test_the_gateway_reads_the_read_model_and_never_writes_transitions(
         ("TOPIC", "LITERAL", "sagalog.transitions", "DESCRIBE"),
         ("TOPIC", "LITERAL", "procurement.events", "WRITE"),
         ("TOPIC", "LITERAL", "procurement.events", "DESCRIBE"),
+        ("TOPIC", "LITERAL", "filings.events", "WRITE"),  # webhooks of filing workflows
+        ("TOPIC", "LITERAL", "filings.events", "DESCRIBE"),
         ("GROUP", "PREFIXED", "sagalog-gateway-", "DESCRIBE"),
     }
 
@@ -215,7 +219,7 @@ def test_deny_by_default_nothing_beyond_the_derivation(
     procurement: tuple[Topology, tuple[Flow, ...]],
 ) -> None:
     rules = derive_acls(*procurement)
-    assert len(rules) == 101
+    assert len(rules) == 106
     assert all(r.permission is Permission.ALLOW and r.host == "*" for r in rules)
     assert not [r for r in rules if r.resource_type is ResourceKind.CLUSTER]  # KIP-679
     assert not [r for r in rules if r.operation in (Operation.ALL, Operation.DELETE)]
@@ -410,7 +414,7 @@ def test_cli_lists_the_derived_bindings_without_a_cluster(repo_root: Path) -> No
     result = CliRunner().invoke(cli, ["--project-dir", str(repo_root), "topology", "acls"])
     assert result.exit_code == 0, result.output
     assert "User:gateway\n  ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'" in result.output
-    assert result.output.rstrip().endswith("101 binding(s) for 8 service(s)")
+    assert result.output.rstrip().endswith("106 binding(s) for 8 service(s)")
 
 
 # -- reading the cluster's ACLs ---------------------------------------------------------

@@ -37,6 +37,8 @@ def _check(project: Project) -> FlowCheck:
 
 def _summary(flow: Flow) -> str:
     parts = [f"{len(flow.steps)} step(s)", f"{len(flow.gates)} gate(s)"]
+    if flow.waits:
+        parts.append(f"{len(flow.waits)} wait(s)")
     if flow.segments:
         parts.append(f"{len(flow.segments)} segment(s)")
     if flow.sla:

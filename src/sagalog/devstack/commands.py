@@ -69,6 +69,19 @@ PRINCIPAL_MAPPING_RULES = "RULE:^CN=([^,]+)(,.*)?$/$1/,DEFAULT"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
+#: A lone combined node's patience with its own broker, in place of Kafka's 9 s / 60 s.
+#: On a loaded machine the broker's heartbeat to the controller of the same JVM stalled
+#: 2-42 s and the controller fenced its only broker ("its session has timed out"); 30 s
+#: of session rides out most of those stalls. The registration timeout must stay well
+#: above the session: a SIGKILLed node restarts with its old registration still alive,
+#: is refused (DUPLICATE_BROKER_REGISTRATION) until that session expires, and gives up
+#: at the registration timeout (a 10-minute session therefore broke every restart).
+#: A quorum keeps the defaults: another broker takes over a fenced one's partitions.
+SINGLE_NODE_LIVENESS = {
+    "broker.session.timeout.ms": str(30_000),
+    "initial.broker.registration.timeout.ms": str(120_000),
+}
+
 
 def kafka_server_properties(
     *,
@@ -95,6 +108,9 @@ def kafka_server_properties(
     (40 s for one offsets partition) and ran out of its heap doing so.
 
     With ``tls`` the node has no plaintext listener at all (``secure_listeners``).
+
+    A node alone in its quorum waits longer for its own broker's heartbeats and
+    registration (``SINGLE_NODE_LIVENESS``); a quorum keeps Kafka's defaults.
     """
     replicas, min_isr = replication_profile(len(nodes))
     properties = {
@@ -118,6 +134,8 @@ def kafka_server_properties(
         "offsets.topic.segment.bytes": str(8 * 1024 * 1024),
         "transaction.state.log.segment.bytes": str(8 * 1024 * 1024),
     }
+    if len(nodes) == 1:
+        properties |= SINGLE_NODE_LIVENESS
     return properties
 
 

@@ -23,18 +23,28 @@ from sagalog.flows.model import (
     COMPENSATION_REQUESTED,
     GATE_DECIDED,
     GATE_OPENED,
+    NAMED_ENDINGS,
     STEP_FAILED,
+    WAIT_ENDED,
     Flow,
     Gate,
     Step,
+    Wait,
 )
-from sagalog.flows.states import COMPENSATION_STATES, GATE_STATES, TERMINAL_STATES
+from sagalog.flows.states import COMPENSATION_STATES, GATE_STATES, TERMINAL_STATES, WAIT_STATES
 from sagalog.topology.model import Topology
 
 # Events the platform publishes with the step or gate in their payload: one type
 # serves every step, so they may appear in several places, but never complete a step.
 _PLATFORM_EVENTS = frozenset(
-    {STEP_FAILED, COMPENSATION_REQUESTED, COMPENSATION_COMPLETED, GATE_OPENED, GATE_DECIDED}
+    {
+        STEP_FAILED,
+        COMPENSATION_REQUESTED,
+        COMPENSATION_COMPLETED,
+        GATE_OPENED,
+        GATE_DECIDED,
+        WAIT_ENDED,
+    }
 )
 
 
@@ -60,7 +70,7 @@ class FlowProblem:
         return f"{located}: {self.message}"
 
 
-def where(entry: Step | Gate) -> str:
+def where(entry: Step | Gate | Wait) -> str:
     """``step 'reserve_budget'`` or ``gate 'manager_approval'``."""
     return f"{entry.kind} '{entry.name}'"
 
@@ -79,6 +89,7 @@ def check_flow(flow: Flow, *, catalog: SchemaCatalog, topology: Topology) -> lis
         *_names(flow),
         *_edges(flow),
         *_roles(flow),
+        *_signals(flow),
         *_durations(flow),
         *_segments(flow),
         *_sla(flow),
@@ -151,7 +162,7 @@ def _edges(flow: Flow) -> Iterator[Finding]:
     completions: dict[str, str] = {}
     for step in flow.steps:
         for event_type in step.starts_on:
-            key = (event_type, step.after if event_type == GATE_DECIDED else None)
+            key = (event_type, step.after if event_type in NAMED_ENDINGS else None)
             if key in starts:
                 yield (
                     where(step),
@@ -171,7 +182,7 @@ def _edges(flow: Flow) -> Iterator[Finding]:
 
 
 def _after_problem(
-    flow: Flow, i: int, entry: Step | Gate, before: Step | Gate | None
+    flow: Flow, i: int, entry: Step | Gate | Wait, before: Step | Gate | Wait | None
 ) -> str | None:
     if entry.after == (before.name if before is not None else None):
         return None
@@ -203,7 +214,11 @@ def _after_problem(
 
 
 def _no_producer(
-    flow: Flow, i: int, event_type: str, before: Step | Gate | None, produced: tuple[str, ...]
+    flow: Flow,
+    i: int,
+    event_type: str,
+    before: Step | Gate | Wait | None,
+    produced: tuple[str, ...],
 ) -> str:
     by = "the flow start" if before is None else where(before)
     fix = f"start it on what {by} produces ({_listed(produced)})" + (
@@ -267,6 +282,36 @@ def _roles(flow: Flow) -> Iterator[Finding]:
                 )
 
 
+def _signals(flow: Flow) -> Iterator[Finding]:
+    """A signal is an outside event the tracker must recognize as that and nothing else."""
+    expected: dict[tuple[str, str | None], str] = {}
+    roles = {flow.starts_on: "starts the flow"}
+    for step in flow.steps:
+        roles.update({e: f"starts step '{step.name}'" for e in step.starts_on})
+        roles.update({e: f"completes step '{step.name}'" for e in step.completes_on})
+        roles.update({e: f"fails step '{step.name}'" for e in step.fails_on})
+        roles.update({e: f"ends the undo of step '{step.name}'" for e in step.undo_completes_on})
+    for wait in flow.waits:
+        for signal in wait.signals:
+            located = f"{where(wait)}, signal '{signal.name}'"
+            key = (signal.event, signal.webhook)
+            if key in expected:
+                yield located, f"expects the same event as {expected[key]}; one event is one signal"
+            expected.setdefault(key, f"signal '{signal.name}' of {where(wait)}")
+            if signal.event in _PLATFORM_EVENTS:
+                yield (
+                    located,
+                    f"waits for '{signal.event}', which the platform publishes for its own "
+                    "steps and gates; wait for a business event or a webhook",
+                )
+            elif signal.event in roles:
+                yield (
+                    located,
+                    f"waits for '{signal.event}', which {roles[signal.event]}: the tracker "
+                    "could not tell a signal from that; publish a distinct event",
+                )
+
+
 def _durations(flow: Flow) -> Iterator[Finding]:
     """A timer longer than the workflow's deadline never fires: the deadline comes first."""
     deadline = format_duration(flow.deadline)
@@ -282,6 +327,8 @@ def _durations(flow: Flow) -> Iterator[Finding]:
             yield where(entry), longer("timeout", entry.timeout)
         if isinstance(entry, Gate) and entry.deadline > flow.deadline:
             yield where(entry), longer("deadline", entry.deadline)
+        if isinstance(entry, Wait) and entry.timeout > flow.deadline:
+            yield where(entry), longer("timeout", entry.timeout)
     for segment in flow.segments:
         if segment.timeout > flow.deadline:
             yield f"segment '{segment.name}'", longer("timeout", segment.timeout)
@@ -328,6 +375,8 @@ def _sla(flow: Flow) -> Iterator[Finding]:
             )
         elif state in GATE_STATES and not flow.gates:
             yield located, f"state '{state}' needs a human gate, and this flow has none"
+        elif state in WAIT_STATES and not flow.waits:
+            yield located, f"state '{state}' needs a wait for outside events, and this flow has none"
         elif state in COMPENSATION_STATES and not any(s.undo_action for s in flow.steps):
             yield (
                 located,
@@ -373,6 +422,11 @@ def _mentions(flow: Flow) -> Iterator[tuple[str | None, str, str]]:
         if isinstance(entry, Gate):
             yield where(entry), "opens with", GATE_OPENED
             yield where(entry), "is decided by", GATE_DECIDED
+            continue
+        if isinstance(entry, Wait):
+            for signal in entry.signals:
+                yield f"{where(entry)}, signal '{signal.name}'", "waits for", signal.event
+            yield where(entry), "ends with", WAIT_ENDED
             continue
         for event_type in entry.starts_on:
             yield where(entry), "starts on", event_type

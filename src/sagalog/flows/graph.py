@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from sagalog.durations import format_duration
-from sagalog.flows.model import Flow, Gate, Step
+from sagalog.flows.model import Flow, Gate, Step, Wait
 from sagalog.flows.states import WorkflowState
 
 GraphFormat = Literal["mermaid", "dot"]
-NodeKind = Literal["start", "step", "gate", "undo", "end"]
+NodeKind = Literal["start", "step", "gate", "wait", "undo", "end"]
 EdgeKind = Literal["forward", "approve", "reject", "fail", "undo"]
 
 START = "start"
@@ -74,7 +74,7 @@ def _events(event_types: tuple[str, ...]) -> str:
     return " or ".join(_short(e) for e in event_types)
 
 
-def _entry_id(entry: Step | Gate) -> str:
+def _entry_id(entry: Step | Gate | Wait) -> str:
     return f"{entry.kind}_{entry.name}"
 
 
@@ -100,6 +100,10 @@ def state_graph(flow: Flow) -> StateGraph:
         if isinstance(entry, Step):
             failure = f"{_events(entry.fails_on)} or timeout {format_duration(entry.timeout)}"
             failures.append(Edge(_entry_id(entry), undo_target(i), failure, "fail"))
+        elif isinstance(entry, Wait):
+            if entry.default == "fail":
+                late = f"timeout {format_duration(entry.timeout)} (fail)"
+                failures.append(Edge(_entry_id(entry), undo_target(i), late, "fail"))
         else:
             failures.append(
                 Edge(_entry_id(entry), undo_target(i), _gate_label(entry, "reject"), "reject")
@@ -160,20 +164,28 @@ def state_graph(flow: Flow) -> StateGraph:
     )
 
 
-def _entry_node(entry: Step | Gate) -> Node:
+def _entry_node(entry: Step | Gate | Wait) -> Node:
     if isinstance(entry, Step):
         lines = (entry.name, entry.agent, f"timeout {format_duration(entry.timeout)}")
         return Node(_entry_id(entry), lines, "step")
+    if isinstance(entry, Wait):
+        wait_lines = [f"wait {entry.name}", f"{entry.mode} of:"]
+        wait_lines += [f"{s.name}: {s.webhook or _short(s.event)}" for s in entry.signals]
+        wait_lines.append(f"timeout {format_duration(entry.timeout)}: {entry.default}")
+        return Node(_entry_id(entry), tuple(wait_lines), "wait")
     gate_lines = [f"gate {entry.name}", entry.assignee]
     gate_lines += [f"after {format_duration(e.after)}: {e.to}" for e in entry.escalation]
     gate_lines.append(f"deadline {format_duration(entry.deadline)}: {entry.default}")
     return Node(_entry_id(entry), tuple(gate_lines), "gate")
 
 
-def _forward(entry: Step | Gate, target: str) -> Edge:
+def _forward(entry: Step | Gate | Wait, target: str) -> Edge:
     """The edge taken when ``entry`` completes."""
     if isinstance(entry, Gate):
         return Edge(_entry_id(entry), target, _gate_label(entry, "approve"), "approve")
+    if isinstance(entry, Wait):
+        late = f" or timeout {format_duration(entry.timeout)}" if entry.default == "continue" else ""
+        return Edge(_entry_id(entry), target, f"{entry.mode} signals{late}", "forward")
     return Edge(_entry_id(entry), target, _events(entry.completes_on), "forward")
 
 
@@ -197,6 +209,7 @@ _MERMAID_SHAPES = {
     "start": ('(["', '"])'),
     "step": ('("', '")'),
     "gate": ('{{"', '"}}'),
+    "wait": ('[["', '"]]'),
     "undo": ('[/"', '"/]'),
     "end": ('((("', '")))'),
 }
@@ -211,6 +224,7 @@ _MERMAID_ARROWS = {
 _MERMAID_CLASSES = {
     "step": ("stepNode", "fill:#e8f0fe,stroke:#4a6fa5"),
     "gate": ("gateNode", "fill:#fff4ce,stroke:#b58900"),
+    "wait": ("waitNode", "fill:#e6f4ea,stroke:#2e7d32"),
     "undo": ("undoNode", "fill:#fdecea,stroke:#c0392b"),
     "end": ("terminalNode", "fill:#eeeeee,stroke:#555555"),
 }
@@ -253,6 +267,7 @@ _DOT_NODES = {
     "start": 'shape=oval, style=filled, fillcolor="#eeeeee"',
     "step": 'shape=box, style="rounded,filled", fillcolor="#e8f0fe"',
     "gate": 'shape=hexagon, style=filled, fillcolor="#fff4ce"',
+    "wait": 'shape=box3d, style=filled, fillcolor="#e6f4ea"',
     "undo": 'shape=parallelogram, style=filled, fillcolor="#fdecea"',
     "end": 'shape=doublecircle, style=filled, fillcolor="#eeeeee"',
 }

@@ -77,7 +77,7 @@ from pydantic import ValidationError
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.errors import FlowDefinitionError
 from sagalog.flows.checks import FlowProblem, check_flow
-from sagalog.flows.model import Flow, Gate, Step, is_event_type
+from sagalog.flows.model import Flow, Gate, Step, Wait, is_event_type
 from sagalog.flows.registry import FlowRegistry
 from sagalog.topology.model import Topology
 
@@ -297,34 +297,35 @@ def _entries(
     flow_start = document.get("starts_on")
     start = (flow_start,) if is_event_type(flow_start) else (_UNRESOLVED,)
     names = [_entry_name(e) for e in raw_entries]
-    parsed: dict[str, Step | Gate] = {}
+    parsed: dict[str, Step | Gate | Wait] = {}
     entries: list[Any] = []
     problems: list[FlowProblem] = []
-    previous: Step | Gate | None = None
+    previous: Step | Gate | Wait | None = None
     previous_name: str | None = None
     for i, raw in enumerate(raw_entries):
         if not isinstance(raw, dict) or names[i] is None:
             problems.append(
                 problem_at(
                     f"entry {i + 1}",
-                    "expected a step (a mapping with name:) or a gate (a mapping with gate:)",
+                    "expected a step (a mapping with name:), a gate (a mapping with gate:) "
+                    "or a wait (a mapping with wait:)",
                 )
             )
             previous, previous_name = None, None
             continue
-        is_gate = "gate" in raw
-        label = f"{'gate' if is_gate else 'step'} '{names[i]}'"
+        model = Gate if "gate" in raw else Wait if "wait" in raw else Step
+        label = f"{model.kind} '{names[i]}'"
         data = dict(raw)
         after = data.get("after")
-        if is_gate and "starts_on" in data:
+        if model is not Step and "starts_on" in data:
             problems.append(
                 problem_at(
                     label,
-                    "a gate opens when the entry before it completes; drop starts_on",
+                    f"a {model.kind} opens when the entry before it completes; drop starts_on",
                 )
             )
             data.pop("starts_on")
-        if not is_gate and ("starts_on" in data) == ("after" in data):
+        if model is Step and ("starts_on" in data) == ("after" in data):
             problems.append(
                 problem_at(
                     label,
@@ -345,7 +346,7 @@ def _entries(
         if "after" not in data and i > 0:
             data["after"] = previous_name
         try:
-            entry: Step | Gate = Gate.model_validate(data) if is_gate else Step.model_validate(data)
+            entry: Step | Gate | Wait = model.model_validate(data)
         except ValidationError as exc:
             problems += [problem_at(*_entry_error(label, e)) for e in exc.errors()]
             previous, previous_name = None, names[i]
@@ -359,7 +360,7 @@ def _entries(
 def _entry_name(raw: Any) -> str | None:
     if not isinstance(raw, dict):
         return None
-    name = raw.get("gate", raw.get("name"))
+    name = raw.get("gate", raw.get("wait", raw.get("name")))
     return name if isinstance(name, str) else None
 
 

@@ -39,6 +39,11 @@ COMPENSATION_REQUESTED = "sagalog.v1.CompensationRequested"
 COMPENSATION_COMPLETED = "sagalog.v1.CompensationCompleted"
 GATE_OPENED = "sagalog.v1.GateOpened"
 GATE_DECIDED = "sagalog.v1.GateDecided"
+WAIT_ENDED = "sagalog.v1.WaitEnded"
+WEBHOOK_RECEIVED = "sagalog.v1.WebhookReceived"
+
+NAMED_ENDINGS = frozenset({GATE_DECIDED, WAIT_ENDED})
+"""Platform events that end any gate (any wait): their payload names which one."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _FLOW_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -242,17 +247,99 @@ class Gate(_Frozen):
         return self
 
 
+class Signal(_Frozen):
+    """One event a wait expects, matched to its workflow by the workflow id (the Kafka key).
+
+    ``webhook`` narrows a ``sagalog.v1.WebhookReceived`` to the webhook kind it names
+    (the gateway's ``POST /v1/webhooks/{kind}``): one event type carries every
+    outside system's calls, the kind tells them apart.
+    """
+
+    name: Name
+    event: EventType
+    webhook: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")] | None = None
+
+    @model_validator(mode="after")
+    def _webhook_only_for_webhooks(self) -> Signal:
+        if (self.webhook is None) == (self.event == WEBHOOK_RECEIVED):
+            raise ValueError(
+                f"a signal on {WEBHOOK_RECEIVED} names the webhook kind it waits for "
+                "(webhook: document.filed), and only such a signal does"
+            )
+        return self
+
+    def matches(self, event_type: str, webhook_kind: str | None) -> bool:
+        """Whether an event of ``event_type`` (a webhook of ``webhook_kind``) is this signal."""
+        return event_type == self.event and (self.webhook is None or webhook_kind == self.webhook)
+
+
+class Wait(_Frozen):
+    """A pause for events from outside the flow: webhooks, other publishers, other workflows.
+
+    Opened when the entry before it completes; ``mode: all`` ends it when every signal
+    has arrived, ``any`` at the first. A signal that arrives before the wait opens is
+    held (parked) until it does, so a fast webhook is never lost to a slow step. At
+    ``timeout`` the tracker applies ``default``: ``continue`` moves on with what
+    arrived, ``fail`` compensates like a failed step. The tracker publishes
+    ``sagalog.v1.WaitEnded`` either way; the entry after the wait starts on it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    kind: ClassVar[Literal["wait"]] = "wait"
+
+    name: Name = Field(alias="wait")
+    description: str = ""
+    starts_on: EventTypes
+    after: Name | None = None
+    signals: tuple[Signal, ...] = Field(alias="for", min_length=1)
+    mode: Literal["all", "any"] = "all"
+    timeout: PositiveDurationMs
+    default: Literal["continue", "fail"]
+
+    @property
+    def completes_on(self) -> tuple[str, ...]:
+        return (WAIT_ENDED,)
+
+    @model_validator(mode="after")
+    def _signals_distinct(self) -> Wait:
+        names = [s.name for s in self.signals]
+        for i, signal in enumerate(self.signals):
+            if signal.name in names[:i]:
+                raise ValueError(f"two signals are named '{signal.name}'; name each once")
+            if any(signal.matches(o.event, o.webhook) for o in self.signals[:i]):
+                raise ValueError(
+                    f"signal '{signal.name}' expects the same event as another; the tracker "
+                    "could not tell which one arrived"
+                )
+        return self
+
+    def signal_for(self, event_type: str, webhook_kind: str | None) -> Signal | None:
+        """The signal an event is, or None."""
+        return next((s for s in self.signals if s.matches(event_type, webhook_kind)), None)
+
+    def is_satisfied(self, received: tuple[str, ...]) -> bool:
+        """Whether the signals named in ``received`` end the wait."""
+        if self.mode == "any":
+            return bool(received)
+        return all(s.name in received for s in self.signals)
+
+
 def _entry_kind(value: Any) -> str:
-    """A gate is written ``gate: <name>`` and dumped with ``assignee``; a step has neither."""
+    """A gate is written ``gate: <name>`` (dumped with ``assignee``), a wait ``wait: <name>``
+    (dumped with ``signals``); a step has none of these."""
     if isinstance(value, Gate) or (
         isinstance(value, dict) and ("gate" in value or "assignee" in value)
     ):
         return "gate"
+    if isinstance(value, Wait) or (isinstance(value, dict) and ("wait" in value or "signals" in value)):
+        return "wait"
     return "step"
 
 
 Entry = Annotated[
-    Annotated[Step, Tag("step")] | Annotated[Gate, Tag("gate")], Discriminator(_entry_kind)
+    Annotated[Step, Tag("step")] | Annotated[Gate, Tag("gate")] | Annotated[Wait, Tag("wait")],
+    Discriminator(_entry_kind),
 ]
 
 
@@ -326,7 +413,25 @@ class Flow(_Frozen):
         """The human gates alone, in flow order."""
         return tuple(e for e in self.entries if isinstance(e, Gate))
 
-    def entry(self, name: str) -> Step | Gate | None:
+    @property
+    def waits(self) -> tuple[Wait, ...]:
+        """The waits for outside events alone, in flow order."""
+        return tuple(e for e in self.entries if isinstance(e, Wait))
+
+    def wait_for_signal(
+        self, event_type: str, webhook_kind: str | None = None
+    ) -> tuple[Wait, Signal] | None:
+        """The wait (and its signal) an event is expected by, or None.
+
+        A flow check keeps one event from being two waits' signal, so the answer is unique.
+        """
+        for wait in self.waits:
+            signal = wait.signal_for(event_type, webhook_kind)
+            if signal is not None:
+                return wait, signal
+        return None
+
+    def entry(self, name: str) -> Step | Gate | Wait | None:
         """The step or gate called ``name``, or None (say, a StepFailed for a stranger)."""
         return next((e for e in self.entries if e.name == name), None)
 
@@ -344,10 +449,13 @@ class Flow(_Frozen):
     def step_for_start(self, event_type: str, *, gate: str | None = None) -> Step | None:
         """The step that ``event_type`` starts, or None.
 
-        A ``GateDecided`` starts the step after the gate it names: pass that gate.
+        A ``GateDecided`` (a ``WaitEnded``) starts the step after the gate (the wait) it
+        names: pass that name as ``gate``.
         """
         for step in self.steps:
-            if event_type in step.starts_on and (event_type != GATE_DECIDED or step.after == gate):
+            if event_type in step.starts_on and (
+                event_type not in NAMED_ENDINGS or step.after == gate
+            ):
                 return step
         return None
 
@@ -367,7 +475,7 @@ class Flow(_Frozen):
                 return candidate
         return None
 
-    def next_after(self, name: str) -> Step | Gate | None:
+    def next_after(self, name: str) -> Step | Gate | Wait | None:
         """The entry that runs when ``name`` completes; None when the workflow completes.
 
         Raises:
@@ -405,6 +513,8 @@ class Flow(_Frozen):
                 named.update(entry.undo_completes_on)
         if self.gates:
             named.update((GATE_OPENED, GATE_DECIDED))
+        for wait in self.waits:
+            named.update(s.event for s in wait.signals)
         if any(s.undo_action for s in self.steps):
             named.add(COMPENSATION_REQUESTED)
         return frozenset(named)

@@ -43,3 +43,6 @@ GATE_STATES = frozenset({WorkflowState.PENDING_APPROVAL, WorkflowState.APPROVED}
 
 COMPENSATION_STATES = frozenset({WorkflowState.COMPENSATING, WorkflowState.COMPENSATED})
 """States only a flow with something to undo (a compensation or a follow-up) can enter."""
+
+WAIT_STATES = frozenset({WorkflowState.AWAITING_INPUT})
+"""States only a flow with a wait for outside events can enter."""

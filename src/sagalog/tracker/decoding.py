@@ -2,8 +2,9 @@
 
 Only headers are needed for most events (type, id, workflow, time): a business
 payload is never decoded. The few platform events whose payload the rules read
-(``StepFailed``, ``CompensationCompleted``, ``GateDecided``) are decoded with the
-registry's schema. The tracker's own ``GateOpened`` and ``CompensationRequested``,
+(``StepFailed``, ``CompensationCompleted``, ``GateDecided``, and ``WebhookReceived``
+for its kind) are decoded with the registry's schema. The tracker's own
+``GateOpened``, ``CompensationRequested`` and ``WaitEnded``,
 which it reads back from the workflow topic, are recognized from their headers and
 not decided again (only sealed into the workflow's record, for the audit trail).
 """
@@ -21,12 +22,14 @@ from sagalog.flows.model import (
     GATE_DECIDED,
     GATE_OPENED,
     STEP_FAILED,
+    WAIT_ENDED,
+    WEBHOOK_RECEIVED,
 )
 from sagalog.tracker.actions import TRACKER_SOURCE
 from sagalog.tracker.inputs import TrackedEvent
 
-NEEDS_PAYLOAD = frozenset({STEP_FAILED, COMPENSATION_COMPLETED, GATE_DECIDED})
-OWN_ECHOES = frozenset({GATE_OPENED, COMPENSATION_REQUESTED})
+NEEDS_PAYLOAD = frozenset({STEP_FAILED, COMPENSATION_COMPLETED, GATE_DECIDED, WEBHOOK_RECEIVED})
+OWN_ECHOES = frozenset({GATE_OPENED, COMPENSATION_REQUESTED, WAIT_ENDED})
 
 
 @dataclass(frozen=True, slots=True)

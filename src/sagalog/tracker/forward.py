@@ -9,23 +9,28 @@ starts) and publishes what the entry needs, and ``leave`` cancels them again.
 from __future__ import annotations
 
 from sagalog.durations import format_duration
-from sagalog.events import GateDecided, GateDecision, GateOpened
-from sagalog.flows.model import Gate, Step
+from sagalog.events import GateDecided, GateDecision, GateOpened, WaitEnded
+from sagalog.flows.model import Gate, Signal, Step, Wait
 from sagalog.flows.states import WorkflowState
 from sagalog.tracker import compensation
 from sagalog.tracker._change import Change, at
 from sagalog.tracker.actions import TRACKER_SOURCE
 from sagalog.tracker.compensation import CompensationRetry
 from sagalog.tracker.gates import gate_token
-from sagalog.tracker.record import CompensationCause, GateProgress
+from sagalog.tracker.record import (
+    CompensationCause,
+    GateProgress,
+    SignalReceived,
+    WaitProgress,
+)
 from sagalog.tracker.timers import Timer, TimerKind
 
 DEADLINE_DECIDER = f"{TRACKER_SOURCE} (gate deadline)"
 """``decided_by`` of a ``GateDecided`` the tracker publishes when it applies a gate's default."""
 
 
-def enter(change: Change, entry: Step | Gate | None) -> None:
-    """Move on to ``entry``: start a step, open a gate, or (None) complete the workflow."""
+def enter(change: Change, entry: Step | Gate | Wait | None) -> None:
+    """Move on to ``entry``: start a step, open a gate or a wait, or (None) complete."""
     now = change.now_ms
     if entry is None:
         last = change.record.current
@@ -40,6 +45,13 @@ def enter(change: Change, entry: Step | Gate | None) -> None:
     if isinstance(entry, Step):
         change.move(WorkflowState.RUNNING, step=entry.name, current=entry.name)
         change.schedule(TimerKind.STEP_TIMEOUT, entry.name, now + entry.timeout)
+        return
+    if isinstance(entry, Wait):
+        waiting = WaitProgress(wait=entry.name, opened_at_ms=now, deadline_ms=now + entry.timeout)
+        change.move(
+            WorkflowState.AWAITING_INPUT, step=entry.name, current=entry.name, waiting=waiting
+        )
+        change.schedule(TimerKind.WAIT_TIMEOUT, entry.name, waiting.deadline_ms)
         return
     attempt = 1
     progress = GateProgress(
@@ -58,13 +70,13 @@ def enter(change: Change, entry: Step | Gate | None) -> None:
     change.schedule(TimerKind.GATE_DEADLINE, f"{entry.name}#{attempt}", progress.deadline_ms)
 
 
-def leave(change: Change, entry: Step | Gate) -> None:
+def leave(change: Change, entry: Step | Gate | Wait) -> None:
     """Cancel the timers of ``entry`` and of the segments it ends."""
     ending = {s.name for s in change.flow.segments if s.steps[-1] == entry.name}
     gate_prefix = f"{entry.name}#"
 
     def belongs(timer: Timer) -> bool:
-        if timer.kind is TimerKind.STEP_TIMEOUT:
+        if timer.kind in (TimerKind.STEP_TIMEOUT, TimerKind.WAIT_TIMEOUT):
             return timer.ref == entry.name
         if timer.kind in (TimerKind.GATE_ESCALATION, TimerKind.GATE_DEADLINE):
             return timer.ref.startswith(gate_prefix)
@@ -138,3 +150,50 @@ def approve(change: Change, gate: Gate, event_id: str) -> None:
     change.complete(gate.name, event_id)
     change.move(WorkflowState.APPROVED, step=gate.name)
     enter(change, change.flow.next_after(gate.name))
+
+
+def receive(change: Change, wait: Wait, signal: Signal, event_id: str) -> None:
+    """Note a signal of the open wait; end the wait when that was the last it needed."""
+    waiting = change.record.waiting
+    assert waiting is not None and waiting.wait == wait.name
+    arrived = SignalReceived(signal=signal.name, event_id=event_id, at_ms=change.now_ms)
+    waiting = waiting.model_copy(update={"received": (*waiting.received, arrived)})
+    change.set(waiting=waiting)
+    if wait.is_satisfied(waiting.received_names):
+        _end_wait(change, wait, waiting, timed_out=False)
+
+
+def apply_wait_default(change: Change, retry: CompensationRetry) -> None:
+    """The wait's timeout passed before its signals: continue with what came, or fail."""
+    waiting = change.record.waiting
+    assert waiting is not None
+    wait = change.flow.entry(waiting.wait)
+    assert isinstance(wait, Wait)
+    if wait.default == "continue":
+        _end_wait(change, wait, waiting, timed_out=True)
+        return
+    leave(change, wait)
+    missing = [s.name for s in wait.signals if s.name not in waiting.received_names]
+    reason = (
+        f"wait '{wait.name}' timed out after {format_duration(wait.timeout)} without "
+        f"{', '.join(repr(m) for m in missing)}: default fail"
+    )
+    compensation.start(
+        change, CompensationCause.TIMEOUT, reason, include_current=False, retry=retry
+    )
+
+
+def _end_wait(change: Change, wait: Wait, waiting: WaitProgress, *, timed_out: bool) -> None:
+    """Publish ``WaitEnded`` (the next entry's start) and move on to that entry."""
+    received = waiting.received_names
+    ended = WaitEnded(
+        wait=wait.name,
+        received=list(received),
+        missing=[s.name for s in wait.signals if s.name not in received],
+        timed_out=timed_out,
+        signal_event_ids=[r.event_id for r in waiting.received],
+    )
+    event_id = change.publish(ended)
+    leave(change, wait)
+    change.complete(wait.name, event_id)
+    enter(change, change.flow.next_after(wait.name))

@@ -17,7 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sagalog.contracts.headers import EventHeaders
 from sagalog.events import GateDecision
-from sagalog.flows.model import COMPENSATION_COMPLETED, GATE_DECIDED, STEP_FAILED
+from sagalog.flows.model import (
+    COMPENSATION_COMPLETED,
+    GATE_DECIDED,
+    STEP_FAILED,
+    WEBHOOK_RECEIVED,
+)
 from sagalog.priority import Priority
 from sagalog.tracker.timers import Timer
 
@@ -47,6 +52,7 @@ class TrackedEvent(BaseModel):
         step: the ``step`` of a ``StepFailed`` or ``CompensationCompleted`` payload.
         gate: the decision of a ``GateDecided`` payload.
         priority: ``ce_priority`` of a starting event; the flow's priority when absent.
+        webhook_kind: the ``kind`` of a ``WebhookReceived`` payload.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -60,6 +66,7 @@ class TrackedEvent(BaseModel):
     step: str | None = None
     gate: GateVerdict | None = None
     priority: Priority | None = None
+    webhook_kind: str | None = None
 
     @property
     def id(self) -> str:
@@ -77,6 +84,7 @@ class TrackedEvent(BaseModel):
         body = dict(payload or {})
         step = body.get("step") if headers.type in (STEP_FAILED, COMPENSATION_COMPLETED) else None
         gate = _verdict(body) if headers.type == GATE_DECIDED else None
+        webhook = body.get("kind") if headers.type == WEBHOOK_RECEIVED else None
         return cls(
             event_id=headers.id,
             event_type=headers.type,
@@ -87,6 +95,7 @@ class TrackedEvent(BaseModel):
             step=step if isinstance(step, str) else None,
             gate=gate,
             priority=Priority.parse(headers.priority) if headers.priority else None,
+            webhook_kind=webhook if isinstance(webhook, str) else None,
         )
 
 

@@ -36,9 +36,12 @@ from sagalog.flows.model import (
     GATE_DECIDED,
     GATE_OPENED,
     STEP_FAILED,
+    WAIT_ENDED,
     Flow,
     Gate,
+    Signal,
     Step,
+    Wait,
 )
 from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
@@ -52,8 +55,17 @@ from sagalog.tracker.inputs import Admit, TimerFired, TrackedEvent, TrackerInput
 from sagalog.tracker.record import CompensationCause, WorkflowRecord
 from sagalog.tracker.timers import Timer, TimerKind
 
-_TRACKER_PUBLISHES = frozenset({GATE_OPENED, COMPENSATION_REQUESTED, StateTransition.event_type})
-_FORWARD = frozenset({WorkflowState.RUNNING, WorkflowState.PENDING_APPROVAL})
+_TRACKER_PUBLISHES = frozenset(
+    {GATE_OPENED, COMPENSATION_REQUESTED, WAIT_ENDED, StateTransition.event_type}
+)
+_FORWARD = frozenset(
+    {WorkflowState.RUNNING, WorkflowState.PENDING_APPROVAL, WorkflowState.AWAITING_INPUT}
+)
+_AT_ENTRY = {
+    WorkflowState.RUNNING: "running",
+    WorkflowState.PENDING_APPROVAL: "open",
+    WorkflowState.AWAITING_INPUT: "waiting",
+}
 _DEFAULT_RETRY = CompensationRetry()
 
 
@@ -189,6 +201,9 @@ def _on_event(change: Change, event: TrackedEvent, retry: CompensationRetry) -> 
         return _unchanged(Outcome.IGNORED, f"{kind} is published by the tracker itself")
     if kind == GATE_DECIDED:
         return _park_if_queued(change, event) or _on_gate_decided(change, event, retry)
+    expected = flow.wait_for_signal(kind, event.webhook_kind)
+    if expected is not None:
+        return _park_if_queued(change, event) or _on_signal(change, *expected, event)
     undo = _undo_of(flow, event)
     done = flow.step_for_completion(kind)
     failed = flow.step_for_failure(kind, step=event.step)
@@ -228,6 +243,30 @@ def _on_completed(change: Change, step: Step, event: TrackedEvent) -> Decision:
         forward.enter(change, change.flow.next_after(step.name))
         return change.decision(event_id=event.event_id, event_time_ms=event.time_ms)
     return _park_or_stale(change, step, event, "completes")
+
+
+def _on_signal(change: Change, wait: Wait, signal: Signal, event: TrackedEvent) -> Decision:
+    record = change.record
+    if wait.name in record.completed_names:
+        return _unchanged(
+            Outcome.STALE, f"signal '{signal.name}' arrived after wait '{wait.name}' ended"
+        )
+    waiting = record.waiting
+    if (
+        record.state is WorkflowState.AWAITING_INPUT
+        and record.current == wait.name
+        and waiting is not None
+    ):
+        first = next((r for r in waiting.received if r.signal == signal.name), None)
+        if first is not None:
+            return _unchanged(
+                Outcome.STALE,
+                f"signal '{signal.name}' of wait '{wait.name}' arrived already (event "
+                f"{first.event_id}); the first one counts",
+            )
+        forward.receive(change, wait, signal, event.event_id)
+        return change.decision(event_id=event.event_id, event_time_ms=event.time_ms)
+    return _park_or_stale(change, wait, event, f"is signal '{signal.name}' of")
 
 
 def _on_failed(
@@ -315,6 +354,9 @@ def _on_timer(change: Change, timer: Timer, retry: CompensationRetry) -> Decisio
     if kind is TimerKind.GATE_DEADLINE:
         forward.apply_gate_default(change, retry)
         return change.decision()
+    if kind is TimerKind.WAIT_TIMEOUT:
+        forward.apply_wait_default(change, retry)
+        return change.decision()
     where = f" at '{record.current}'" if record.current else f" ({record.state})"
     if kind is TimerKind.WORKFLOW_DEADLINE:
         cause = CompensationCause.DEADLINE
@@ -352,23 +394,24 @@ def _park_if_queued(change: Change, event: TrackedEvent) -> Decision | None:
     return _unchanged(Outcome.PARKED, reason, Park(event.event_id, reason))
 
 
-def _park_or_stale(change: Change, step: Step, event: TrackedEvent, verb: str) -> Decision:
+def _park_or_stale(
+    change: Change, entry: Step | Wait, event: TrackedEvent, verb: str
+) -> Decision:
     record, flow = change.record, change.flow
     current = record.current
     if (
         record.state in _FORWARD
         and current is not None
-        and flow.index(step.name) > flow.index(current)
+        and flow.index(entry.name) > flow.index(current)
     ):
         reason = (
-            f"{event.event_type} {verb} step '{step.name}' while '{current}' is still "
-            f"{'running' if record.state is WorkflowState.RUNNING else 'open'}; held until "
-            "its predecessor completes"
+            f"{event.event_type} {verb} {entry.kind} '{entry.name}' while '{current}' is "
+            f"still {_AT_ENTRY[record.state]}; held until its predecessor completes"
         )
         return _unchanged(Outcome.PARKED, reason, Park(event.event_id, reason))
     return _unchanged(
         Outcome.STALE,
-        f"{event.event_type} {verb} step '{step.name}', which the workflow has left "
+        f"{event.event_type} {verb} {entry.kind} '{entry.name}', which the workflow has left "
         f"({record.state}{f' at {current!r}' if current else ''})",
     )
 

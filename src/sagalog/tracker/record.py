@@ -129,6 +129,27 @@ class GateProgress(_Stored):
     deadline_ms: int
 
 
+class SignalReceived(_Stored):
+    """A signal of the open wait that arrived, with the event that carried it."""
+
+    signal: str
+    event_id: str
+    at_ms: int
+
+
+class WaitProgress(_Stored):
+    """The open wait for outside events: what arrived so far, and when it times out."""
+
+    wait: str
+    opened_at_ms: int
+    deadline_ms: int
+    received: tuple[SignalReceived, ...] = ()
+
+    @property
+    def received_names(self) -> tuple[str, ...]:
+        return tuple(r.signal for r in self.received)
+
+
 class SealedEvent(_Stored):
     """An event the tracker read for a workflow: where it lies in the log, and its hash.
 
@@ -159,6 +180,7 @@ class WorkflowRecord(_Stored):
             event's id.
         compensation: the undoing, once it started.
         gate: the gate open now (kept after it closes, for the record).
+        waiting: the wait open now (kept after it ends, for the record).
         timers: every timer it still expects; any other timer that fires is stale.
         recent_event_ids: the ids of the last ``RECENT_EVENT_IDS`` events applied.
         priority: its priority lane, from the starting event or the flow.
@@ -186,6 +208,7 @@ class WorkflowRecord(_Stored):
     completed: tuple[CompletedEntry, ...] = ()
     compensation: CompensationProgress | None = None
     gate: GateProgress | None = None
+    waiting: WaitProgress | None = None
     timers: tuple[Timer, ...] = ()
     recent_event_ids: tuple[str, ...] = ()
     priority: StoredPriority = Priority.NORMAL

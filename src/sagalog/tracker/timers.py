@@ -42,7 +42,8 @@ class TimerKind(enum.StrEnum):
     ``ref`` names what the timer belongs to, so a stale timer is recognizable:
     a step name (step timeout), a segment name (segment timeout), ``workflow``
     (workflow deadline), ``<gate>#<attempt>#<level>`` (escalation to that level),
-    ``<gate>#<attempt>`` (gate deadline), ``<step>#<attempt>`` (compensation timeout).
+    ``<gate>#<attempt>`` (gate deadline), ``<step>#<attempt>`` (compensation timeout),
+    a wait's name (wait timeout).
     """
 
     STEP_TIMEOUT = "step_timeout"
@@ -51,6 +52,7 @@ class TimerKind(enum.StrEnum):
     GATE_ESCALATION = "gate_escalation"
     GATE_DEADLINE = "gate_deadline"
     COMPENSATION_TIMEOUT = "compensation_timeout"
+    WAIT_TIMEOUT = "wait_timeout"
 
 
 class Timer(BaseModel):
