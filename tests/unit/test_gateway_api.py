@@ -4,6 +4,7 @@ that keeps what it is asked to publish instead of sending it to Kafka."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from sagalog.services.gateway.application import Gateway
 from sagalog.services.gateway.decisions import Decision, decision_event_id
 from sagalog.services.gateway.follower import FollowerStatus
 from sagalog.services.gateway.read_model import ReadModel, TransitionEntry
+from sagalog.services.gateway.signatures import WebhookSource, sign_webhook
 from sagalog.tracker import gate_token
 
 from .gateway_fixtures import BEFORE_GATE, SECRET, at_gate, reference_flow, tracked
@@ -33,6 +35,8 @@ from .gateway_fixtures import BEFORE_GATE, SECRET, at_gate, reference_flow, trac
 KEY = "unit-key-1"
 OTHER_KEY = "unit-key-2"
 LIMIT = 2048
+NOW = dt.datetime(2026, 12, 3, 9, 0, tzinfo=dt.UTC)
+"""The gateway's clock in these tests (signatures are dated against it)."""
 
 
 @dataclass
@@ -81,7 +85,15 @@ def flow(repo_root: Path, catalog: SchemaCatalog) -> Flow:
 
 
 @pytest.fixture
-def rig(tmp_path: Path, flow: Flow) -> Iterator[Rig]:
+def webhook_sources() -> dict[str, WebhookSource] | None:
+    """None: webhooks unsigned; a test parametrizes it to configure sources."""
+    return None
+
+
+@pytest.fixture
+def rig(
+    tmp_path: Path, flow: Flow, webhook_sources: dict[str, WebhookSource] | None
+) -> Iterator[Rig]:
     model = ReadModel(tmp_path / "rm")
     batch = model.batch()
     for record in (
@@ -117,12 +129,14 @@ def rig(tmp_path: Path, flow: Flow) -> Iterator[Rig]:
         secret=SECRET,
         status=lambda: statuses["now"],
         follower_alive=lambda: follower["alive"],
+        now=lambda: NOW,
     )
     app = create_app(
         gateway,
         api_keys=[KEY.encode(), OTHER_KEY.encode()],
         max_body_bytes=LIMIT,
         webhook_source="sagalog/gateway",
+        webhook_sources=webhook_sources,
     )
     yield Rig(TestClient(app), model, publisher, statuses, flow, follower)
     model.close()
@@ -472,3 +486,92 @@ def test_everything_on_the_page_is_escaped(rig: Rig, flow: Flow) -> None:
     assert "<script>" not in page.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
     assert "&quot;&gt;&lt;b&gt;" in page.text
+
+
+# -- signed webhooks -----------------------------------------------------------------
+
+DOCS = WebhookSource(secret=b"docs-secret-0123456789", kinds=frozenset({"document.filed"}))
+SIGNED = {"docs": DOCS}
+
+
+def signed_post(
+    rig: Rig,
+    kind: str,
+    body: bytes,
+    *,
+    source: str = "docs",
+    secret: bytes = DOCS.secret,
+    workflow_id: str | None = "wf-3",
+    signed_for: str | None = None,
+    timestamp: int | None = None,
+) -> Any:
+    """POST a webhook signed as ``source`` would (``signed_for``: sign another workflow id)."""
+    t = timestamp if timestamp is not None else int(NOW.timestamp())
+    signature = sign_webhook(
+        secret,
+        kind=kind,
+        body=body,
+        timestamp=t,
+        workflow_id=signed_for if signed_for is not None else workflow_id,
+    )
+    query = f"?workflow_id={workflow_id}" if workflow_id else ""
+    headers = {
+        "X-API-Key": KEY,
+        "X-Webhook-Source": source,
+        "X-Sagalog-Signature": signature,
+        "Content-Type": "application/json",
+    }
+    return rig.client.post(f"/v1/webhooks/{kind}{query}", content=body, headers=headers)
+
+
+@pytest.mark.parametrize("webhook_sources", [SIGNED])
+def test_a_signed_webhook_from_a_known_source_is_published(rig: Rig) -> None:
+    reply = signed_post(rig, "document.filed", b'{"document": "10-K.pdf"}')
+    assert reply.status_code == 202, reply.text
+    [(_, event, metadata)] = rig.publisher.sent
+    assert isinstance(event, WebhookReceived) and event.source == "docs"
+    assert metadata["workflow_id"] == "wf-3"
+
+
+@pytest.mark.parametrize("webhook_sources", [SIGNED])
+@pytest.mark.parametrize(
+    ("how", "status", "words"),
+    [
+        ("forged", 401, ("does not match its body", "'docs'")),
+        ("unsigned", 401, ("is not signed", "'docs'")),
+        ("unknown source", 401, ("'mallory' is not one this gateway accepts",)),
+        ("other workflow", 401, ("does not match",)),
+        ("stale", 401, ("tolerance 300 s",)),
+        ("malformed", 401, ("malformed",)),
+        ("kind not allowed", 403, ("may not send kind 'invoice.paid'", "document.filed")),
+    ],
+)
+def test_a_bad_webhook_signature_is_refused_and_nothing_is_written(
+    rig: Rig, how: str, status: int, words: tuple[str, ...]
+) -> None:
+    body = b'{"document": "10-K.pdf"}'
+    now = int(NOW.timestamp())
+    if how == "forged":
+        reply = signed_post(rig, "document.filed", body, secret=b"guessed-secret-000000")
+    elif how == "unsigned":
+        reply = rig.client.post(
+            "/v1/webhooks/document.filed?workflow_id=wf-3",
+            content=body,
+            headers={"X-API-Key": KEY, "X-Webhook-Source": "docs"},
+        )
+    elif how == "unknown source":
+        reply = signed_post(rig, "document.filed", body, source="mallory")
+    elif how == "other workflow":  # a captured call redirected through the query string
+        reply = signed_post(rig, "document.filed", body, workflow_id="wf-2", signed_for="wf-3")
+    elif how == "stale":
+        reply = signed_post(rig, "document.filed", body, timestamp=now - 3600)
+    elif how == "malformed":
+        reply = rig.client.post(
+            "/v1/webhooks/document.filed?workflow_id=wf-3",
+            content=body,
+            headers={"X-API-Key": KEY, "X-Webhook-Source": "docs", "X-Sagalog-Signature": "v1"},
+        )
+    else:
+        reply = signed_post(rig, "invoice.paid", body)
+    assert_error(reply, status, *words)
+    assert rig.publisher.sent == []

@@ -5,6 +5,7 @@ Exit codes: 0 stopped, 2 bad configuration or flows, 3 Kafka/registry unreachabl
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ from sagalog.agents.telemetry import configure_logging
 from sagalog.errors import ConfigurationError, SagalogError
 from sagalog.exit_codes import ExitCode
 from sagalog.services.gateway.settings import GatewaySettings
+
+log = logging.getLogger("sagalog.gateway")
 
 
 def main(settings: GatewaySettings | None = None) -> int:
@@ -28,6 +31,7 @@ def main(settings: GatewaySettings | None = None) -> int:
     from sagalog.services.gateway.api import create_app
     from sagalog.services.gateway.application import SOURCE, Gateway
     from sagalog.services.gateway.follower import Follower
+    from sagalog.services.gateway.signatures import WebhookSource
     from sagalog.services.gateway.read_model import ReadModel
     from sagalog.topology.loader import load_topology
     from sagalog.tracker.gates import checked_secret
@@ -78,7 +82,19 @@ def main(settings: GatewaySettings | None = None) -> int:
         api_keys=keys,
         max_body_bytes=settings.max_body_bytes,
         webhook_source=settings.webhook_source,
+        webhook_sources={
+            name: WebhookSource(
+                secret=source.secret.get_secret_value().encode(), kinds=frozenset(source.kinds)
+            )
+            for name, source in settings.webhook_sources.items()
+        },
+        webhook_tolerance_s=settings.webhook_tolerance_s,
     )
+    if not settings.webhook_sources:
+        log.warning(
+            "GATEWAY_WEBHOOK_SOURCES is empty: webhooks are taken unsigned from anyone with "
+            "an API key; list the sources and their secrets before exposing the gateway"
+        )
     # uvicorn shuts down gracefully on SIGTERM, then restores the handler it found and
     # raises the signal again, so that the process dies of it (exit -15, 143 in a
     # shell): a supervisor would read that as a crash. The handler it finds is this

@@ -7,7 +7,7 @@ Everything under ``/v1`` needs an API key (``X-API-Key``); ``/healthz`` and
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request, Security
@@ -37,6 +37,8 @@ from sagalog.services.gateway.views import (
     gate_view,
     summary_view,
 )
+from sagalog.services.gateway.signatures import HEADER as SIGNATURE_HEADER
+from sagalog.services.gateway.signatures import WebhookSource, verify_webhook
 from sagalog.services.gateway.webhooks import read_webhook
 
 KEY_HEADER = APIKeyHeader(name=HEADER, auto_error=False)
@@ -53,8 +55,15 @@ def create_app(
     api_keys: Sequence[bytes],
     max_body_bytes: int,
     webhook_source: str,
+    webhook_sources: Mapping[str, WebhookSource] | None = None,
+    webhook_tolerance_s: float = 300.0,
 ) -> FastAPI:
-    """The ASGI application; ``__main__`` serves it with uvicorn, tests with TestClient."""
+    """The ASGI application; ``__main__`` serves it with uvicorn, tests with TestClient.
+
+    ``webhook_sources``: who may call webhooks, each with its secret; when given, every
+    webhook must be signed by one of them (``signatures``). None or empty: unsigned.
+    """
+    sources = dict(webhook_sources or {})
     app = FastAPI(
         title="sagalog gateway",
         version="1",
@@ -109,13 +118,30 @@ def create_app(
         workflow_id: Annotated[str | None, Query(max_length=256)] = None,
         x_webhook_source: Annotated[str | None, Header()] = None,
         idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+        x_sagalog_signature: Annotated[
+            str | None, Header(alias=SIGNATURE_HEADER, max_length=1000)
+        ] = None,
     ) -> Accepted:
         """Publish an outside system's call as ``sagalog.v1.WebhookReceived`` on the
         workflow's topic. Name the workflow with ``?workflow_id=`` or a top-level
-        ``workflow_id`` field; send ``Idempotency-Key`` to make retries publish once."""
+        ``workflow_id`` field; send ``Idempotency-Key`` to make retries publish once.
+        Where the gateway has webhook sources, name yours in ``X-Webhook-Source`` and
+        sign the call (``X-Sagalog-Signature``); a bad signature is a 401."""
+        body = await request.body()
+        if sources:
+            verify_webhook(
+                source=(x_webhook_source or "").strip(),
+                kind=kind,
+                workflow_id=workflow_id,
+                body=body,
+                signature=x_sagalog_signature,
+                sources=sources,
+                now_s=gateway.now().timestamp(),
+                tolerance_s=webhook_tolerance_s,
+            )
         call = read_webhook(
             kind,
-            await request.body(),
+            body,
             workflow_id=workflow_id,
             source=x_webhook_source,
             default_source=webhook_source,

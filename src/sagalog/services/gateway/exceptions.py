@@ -50,6 +50,19 @@ class ForgedToken(GatewayError):
     status = 403
 
 
+class BadSignature(GatewayError):
+    """A webhook's signature is missing, forged, stale, or from a source the gateway does
+    not know: the caller cannot be told apart from an impostor, so nothing is written."""
+
+    status = 401
+
+
+class KindNotAllowed(GatewayError):
+    """A genuine source sent a webhook kind it is not configured to send."""
+
+    status = 403
+
+
 class UnknownWorkflow(GatewayError):
     """The read model has no workflow with that id (or has not caught up with it yet)."""
 

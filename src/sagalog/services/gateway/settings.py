@@ -11,11 +11,22 @@ import socket
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import NoDecode, SettingsConfigDict
 
 from sagalog.settings import ClientSettings
 from sagalog.topic_names import records_changelog
+
+
+class WebhookSourceSettings(BaseModel):
+    """One outside system allowed to call webhooks: its secret and the kinds it may send."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    secret: SecretStr = Field(min_length=16)
+    kinds: list[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")]] = Field(
+        default_factory=list, description="The webhook kinds it may send; empty: any."
+    )
 
 
 def _default_instance_id() -> str:
@@ -55,6 +66,20 @@ class GatewaySettings(ClientSettings):
     webhook_source: str = Field(
         default="sagalog/gateway",
         description="WebhookReceived.source when the caller sends no X-Webhook-Source header.",
+    )
+    webhook_sources: dict[str, WebhookSourceSettings] = Field(
+        default_factory=dict,
+        description="Who may call webhooks, as JSON: {\"<source>\": {\"secret\": \"...\", "
+        "\"kinds\": [\"document.filed\"]}}. When set, every webhook must name one of them in "
+        "X-Webhook-Source and carry its X-Sagalog-Signature; a missing or bad signature is "
+        "refused with 401 and nothing is written. Empty (a dev stack): webhooks are taken "
+        "unsigned, and the gateway says so at start.",
+    )
+    webhook_tolerance_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="How far a webhook signature's timestamp may be from the gateway's "
+        "clock; a captured call cannot be replayed later than this.",
     )
     lag_interval_s: float = Field(
         default=2.0, gt=0, description="How often the follower asks the broker for its lag."
