@@ -230,8 +230,10 @@ class TrackerLab:
 
     # -- setup ---------------------------------------------------------------
 
-    def setup(self, flows: tuple[str, ...] = ("orders.v1.yaml",)) -> TrackerLab:
-        self.project.write_topology(TOPOLOGY)
+    def setup(
+        self, flows: tuple[str, ...] = ("orders.v1.yaml",), *, topology: str = TOPOLOGY
+    ) -> TrackerLab:
+        self.project.write_topology(topology)
         flows_dir = self.project.root / "topology" / "flows"
         flows_dir.mkdir(parents=True, exist_ok=True)
         for name in flows:
