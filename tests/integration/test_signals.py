@@ -25,9 +25,7 @@ from .tracker_harness import NOW, TOPOLOGY, TrackerLab
 pytestmark = pytest.mark.integration
 
 DOCS_SECRET = b"docs-secret-for-the-integration-test"
-SOURCES = json.dumps(
-    {"docs": {"secret": DOCS_SECRET.decode(), "kinds": ["document.filed"]}}
-)
+SOURCES = json.dumps({"docs": {"secret": DOCS_SECRET.decode(), "kinds": ["document.filed"]}})
 FILING_TOPOLOGY = TOPOLOGY.replace(
     "sagalog.v1.EffectRecorded",
     "sagalog.v1.EffectRecorded, sagalog.v1.WebhookReceived, sagalog.v1.WaitEnded, "
@@ -68,17 +66,15 @@ def open_filing(lab: TrackerLab, gateway: GatewayLab, workflow_id: str) -> None:
 def document_webhook(
     gateway: GatewayLab, workflow_id: str, *, secret: bytes = DOCS_SECRET
 ) -> Reply:
+    """The document service's call: it knows the filing number, not the workflow id."""
     body = json.dumps({"document": "annual-report.pdf", "pages": 212}).encode()
+    query = f"filing_number=F-{workflow_id}"
     signature = sign_webhook(
-        secret,
-        kind="document.filed",
-        body=body,
-        timestamp=int(time.time()),
-        workflow_id=workflow_id,
+        secret, kind="document.filed", body=body, timestamp=int(time.time()), query=query
     )
     return gateway.call(
         "POST",
-        f"/v1/webhooks/document.filed?workflow_id={workflow_id}",
+        f"/v1/webhooks/document.filed?{query}",
         raw=body,
         headers={"X-Webhook-Source": "docs", "X-Sagalog-Signature": signature},
     )
@@ -101,6 +97,7 @@ def test_a_filing_completes_when_the_signed_webhook_and_the_signature_arrive(
     open_filing(lab, gateway, "filing-1")
     reply = document_webhook(gateway, "filing-1")
     assert reply.status == 202, reply.body
+    assert reply.body["workflow_id"] == "filing-1"  # found by its filing number
     signature_id = sign(lab, "filing-1")
     lab.wait_state("filing-1", "completed")
     [ended] = lab.events("filing-1", "sagalog.v1.WaitEnded")

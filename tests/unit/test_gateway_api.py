@@ -21,6 +21,7 @@ from sagalog.errors import ServiceUnavailableError
 from sagalog.events import GateDecided, WebhookReceived
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
+from sagalog.flows.states import WorkflowState
 from sagalog.publisher import PublishedEvent
 from sagalog.services.gateway.api import create_app
 from sagalog.services.gateway.application import Gateway
@@ -81,7 +82,10 @@ class Rig:
 
 @pytest.fixture(scope="module")
 def flow(repo_root: Path, catalog: SchemaCatalog) -> Flow:
-    return reference_flow(repo_root, catalog)
+    """The reference flow, with its request id declared as a correlation key."""
+    return reference_flow(repo_root, catalog).model_copy(
+        update={"correlation_keys": ("request_id",)}
+    )
 
 
 @pytest.fixture
@@ -507,12 +511,13 @@ def signed_post(
 ) -> Any:
     """POST a webhook signed as ``source`` would (``signed_for``: sign another workflow id)."""
     t = timestamp if timestamp is not None else int(NOW.timestamp())
+    signed = signed_for if signed_for is not None else workflow_id
     signature = sign_webhook(
         secret,
         kind=kind,
         body=body,
         timestamp=t,
-        workflow_id=signed_for if signed_for is not None else workflow_id,
+        query=f"workflow_id={signed}" if signed else "",
     )
     query = f"?workflow_id={workflow_id}" if workflow_id else ""
     headers = {
@@ -575,3 +580,59 @@ def test_a_bad_webhook_signature_is_refused_and_nothing_is_written(
         reply = signed_post(rig, "invoice.paid", body)
     assert_error(reply, status, *words)
     assert rig.publisher.sent == []
+
+
+# -- webhooks by correlation key -----------------------------------------------------
+
+
+def keyed(rig: Rig, workflow_id: str, request_id: str, *, done: bool = False) -> None:
+    """Give a stored workflow a request id (and, with ``done``, an end)."""
+    record = rig.model.record(workflow_id)
+    assert record is not None
+    update: dict[str, Any] = {"keys": {"request_id": request_id}}
+    if done:
+        update["state"] = WorkflowState.COMPLETED
+    record = record.model_copy(update=update)
+    batch = rig.model.batch()
+    batch.put_record(workflow_id, record.model_dump_json().encode())
+    batch.commit()
+
+
+def test_a_webhook_may_name_its_workflow_by_a_correlation_key(rig: Rig) -> None:
+    keyed(rig, "wf-3", "PR-7")
+    keyed(rig, "wf-1", "PR-7", done=True)  # an old workflow with the same reference
+    reply = rig.post("/v1/webhooks/quote.received?request_id=PR-7", {"amount": 10})
+    assert reply.status_code == 202, reply.text
+    assert reply.json()["workflow_id"] == "wf-3"  # the one still running
+    [(_, event, metadata)] = rig.publisher.sent
+    assert isinstance(event, WebhookReceived) and metadata["workflow_id"] == "wf-3"
+
+
+def test_a_correlation_key_that_names_no_workflow_or_several_is_refused(rig: Rig) -> None:
+    assert_error(
+        rig.post("/v1/webhooks/quote.received?request_id=PR-0", {}),
+        404,
+        "no workflow with request_id='PR-0' is known",
+    )
+    keyed(rig, "wf-2", "PR-8")
+    keyed(rig, "wf-3", "PR-8")
+    body = assert_error(
+        rig.post("/v1/webhooks/quote.received?request_id=PR-8", {}),
+        409,
+        "request_id='PR-8' names 2 running workflows (wf-2, wf-3)",
+        "?workflow_id=",
+    )
+    assert body["detail"]["workflow_ids"] == ["wf-2", "wf-3"]
+    assert_error(
+        rig.post("/v1/webhooks/quote.received?order=1", {}), 400, "unknown query parameter"
+    )
+    assert rig.publisher.sent == []
+
+
+def test_a_workflow_that_ends_leaves_the_key_index_with_its_record(rig: Rig) -> None:
+    keyed(rig, "wf-3", "PR-9")
+    assert [r.workflow_id for r in rig.model.by_key("request_id", "PR-9")] == ["wf-3"]
+    batch = rig.model.batch()
+    batch.put_record("wf-3", None)  # compacted away
+    batch.commit()
+    assert rig.model.by_key("request_id", "PR-9") == []

@@ -79,3 +79,45 @@ def test_api_keys_are_read_comma_separated_from_the_environment(
     assert [k.get_secret_value() for k in settings.api_keys] == ["k1", "k2"]
     assert settings.records_changelog == "tracker-x-records-changelog"
     assert "k1" not in repr(settings)
+
+
+KEYS = frozenset({"filing_number", "order_number"})
+
+
+def test_a_declared_correlation_key_may_name_the_workflow_instead_of_its_id() -> None:
+    got = call(b"{}", correlation={"filing_number": "F-1"}, keys=KEYS)
+    assert (got.workflow_id, got.correlation, got.target) == (
+        None,
+        ("filing_number", "F-1"),
+        "filing_number=F-1",
+    )
+    keyed = webhook_event_id(got, "k-1")
+    assert keyed is not None and keyed != webhook_event_id(
+        call(b"{}", correlation={"filing_number": "F-2"}, keys=KEYS), "k-1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (
+            {"correlation": {"color": "red"}},
+            "unknown query parameter(s) ['color']: a webhook takes ?workflow_id= or one "
+            "correlation key its flows declare (declared: filing_number, order_number)",
+        ),
+        (
+            {"correlation": {"filing_number": "F-1", "order_number": "O-1"}},
+            "names 2 correlation keys",
+        ),
+        ({"correlation": {"filing_number": ""}}, "needs a value of 1-256 characters"),
+        (
+            {"correlation": {"filing_number": "F-1"}, "workflow_id": "wf-1"},
+            "names its workflow twice",
+        ),
+        ({}, "or ?<key>=<value> with a correlation key (filing_number, order_number)"),
+    ],
+)
+def test_a_wrong_correlation_is_refused_naming_it(options: dict[str, object], words: str) -> None:
+    with pytest.raises(MalformedBody) as refused:
+        call(b"{}", keys=KEYS, **options)
+    assert words in str(refused.value)

@@ -67,6 +67,7 @@ def test_a_sealed_record_as_first_written_still_reads_and_recomputes_its_chain()
         **stored,
         "schema_version": record.schema_version,
         "waiting": None,
+        "keys": {},
     }
 
 

@@ -170,9 +170,7 @@ def test_a_repeated_signal_counts_once_and_another_webhook_kind_not_at_all(
     assert waiting is not None and waiting.received_names == ("document",)
     duplicate = filing.feed(filing.event(SIGNED, "f-3", event_id="sig-1"))
     assert duplicate.outcome is Outcome.APPLIED
-    assert filing.feed(filing.event(SIGNED, "f-3", event_id="sig-1")).outcome is (
-        Outcome.DUPLICATE
-    )
+    assert filing.feed(filing.event(SIGNED, "f-3", event_id="sig-1")).outcome is (Outcome.DUPLICATE)
 
 
 def test_a_signal_before_its_wait_opens_is_held_and_counts_when_it_does(
@@ -271,3 +269,28 @@ def test_a_wrong_wait_is_refused_at_load_naming_it(
     with pytest.raises(FlowDefinitionError) as caught:
         load(tmp_path, catalog, topology, **change)
     assert "wait 'paperwork'" in str(caught.value) and message in str(caught.value)
+
+
+def test_a_filing_keeps_its_correlation_key_from_the_starting_event(
+    filing: TrackerHarness,
+) -> None:
+    filing.send(OPENED, "f-5", filing_number="F-2026-0042", regulator="SEC")
+    assert filing.record("f-5").keys == {"filing_number": "F-2026-0042"}
+    filing.send(OPENED, "f-6")  # a start without the field: no key, no failure
+    assert filing.record("f-6").keys == {}
+
+
+def test_a_correlation_key_must_be_a_field_of_the_starting_event(
+    tmp_path: Path, catalog: SchemaCatalog, topology: Topology
+) -> None:
+    document = copy.deepcopy(PAPERWORK)
+    document["correlation_keys"] = ["request_id", "order_number"]
+    path = tmp_path / "paperwork.v1.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    with pytest.raises(FlowDefinitionError) as caught:
+        load_flow_file(path, catalog=catalog, topology=topology)
+    message = str(caught.value)
+    assert "field 'correlation_keys': 'order_number' is not a field of the starting event" in (
+        message
+    )
+    assert "'request_id'" not in message.split("order_number")[0]

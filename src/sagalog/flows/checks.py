@@ -376,7 +376,10 @@ def _sla(flow: Flow) -> Iterator[Finding]:
         elif state in GATE_STATES and not flow.gates:
             yield located, f"state '{state}' needs a human gate, and this flow has none"
         elif state in WAIT_STATES and not flow.waits:
-            yield located, f"state '{state}' needs a wait for outside events, and this flow has none"
+            yield (
+                located,
+                f"state '{state}' needs a wait for outside events, and this flow has none",
+            )
         elif state in COMPENSATION_STATES and not any(s.undo_action for s in flow.steps):
             yield (
                 located,
@@ -395,6 +398,16 @@ def _contracts(flow: Flow, catalog: SchemaCatalog, topology: Topology) -> Iterat
             f"topic '{flow.topic}' is not declared in the topology (declared: {declared}); "
             "declare it in topology/*.yaml or fix the name",
         )
+    start = catalog.get(flow.starts_on)
+    if start is not None:
+        for key in flow.correlation_keys:
+            if key not in start.field_names:
+                yield (
+                    "field 'correlation_keys'",
+                    f"'{key}' is not a field of the starting event {flow.starts_on} (its "
+                    f"fields: {', '.join(start.field_names)}); a correlation key is read "
+                    "from the event that starts the workflow",
+                )
     reported: set[str] = set()
     for located, role, event_type in _mentions(flow):
         if event_type in reported:

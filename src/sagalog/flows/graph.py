@@ -184,7 +184,9 @@ def _forward(entry: Step | Gate | Wait, target: str) -> Edge:
     if isinstance(entry, Gate):
         return Edge(_entry_id(entry), target, _gate_label(entry, "approve"), "approve")
     if isinstance(entry, Wait):
-        late = f" or timeout {format_duration(entry.timeout)}" if entry.default == "continue" else ""
+        late = (
+            f" or timeout {format_duration(entry.timeout)}" if entry.default == "continue" else ""
+        )
         return Edge(_entry_id(entry), target, f"{entry.mode} signals{late}", "forward")
     return Edge(_entry_id(entry), target, _events(entry.completes_on), "forward")
 

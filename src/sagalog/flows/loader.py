@@ -11,6 +11,8 @@ in-flight workflow finishes under the version it started with. The format::
     starts_on: procurement.v1.RequestSubmitted   # the event that starts a workflow
     deadline: 5d                       # the whole workflow: ms, s, m, h, d or w
     priority: normal                   # optional: low, normal (default), high, urgent
+    correlation_keys: [request_id]     # optional: starting-event fields a webhook may
+                                       # name its workflow by (?request_id=PR-1)
 
     steps:                             # run in this order, one at a time
       - name: classify_request
@@ -89,6 +91,7 @@ _FILE_KEYS = (
     "starts_on",
     "deadline",
     "priority",
+    "correlation_keys",
     "steps",
     "segments",
     "sla",

@@ -332,7 +332,9 @@ def _entry_kind(value: Any) -> str:
         isinstance(value, dict) and ("gate" in value or "assignee" in value)
     ):
         return "gate"
-    if isinstance(value, Wait) or (isinstance(value, dict) and ("wait" in value or "signals" in value)):
+    if isinstance(value, Wait) or (
+        isinstance(value, dict) and ("wait" in value or "signals" in value)
+    ):
         return "wait"
     return "step"
 
@@ -393,6 +395,11 @@ class Flow(_Frozen):
     starts_on: EventType
     deadline: PositiveDurationMs
     priority: Annotated[Priority, BeforeValidator(_priority)] = Priority.NORMAL
+    correlation_keys: tuple[Name, ...] = Field(
+        default=(),
+        description="Fields of the starting event that name a workflow outside sagalog (an "
+        "order number): a webhook may name its workflow by one of them instead of its id.",
+    )
     entries: tuple[Entry, ...] = Field(alias="steps", min_length=1)
     segments: tuple[Segment, ...] = ()
     sla: tuple[SlaRule, ...] = ()

@@ -51,7 +51,14 @@ from sagalog.contracts.headers import (
     header_dict,
 )
 from sagalog.replay.journal import TIMER_CAUSE, Journal, Recorded, RecordedFiring
-from sagalog.replay.processing import Batch, OwnEcho, Processor, Unreadable, read_event
+from sagalog.replay.processing import (
+    Batch,
+    OwnEcho,
+    Processor,
+    Unreadable,
+    payload_types,
+    read_event,
+)
 from sagalog.tracker.actions import TRACKER_SOURCE, Outcome
 from sagalog.tracker.tables import Table
 from sagalog.tracker.timers import decode_timer
@@ -128,6 +135,7 @@ class ReplayEngine:
         self.journal = journal
         self.clock = clock
         self.codec = codec
+        self._needs_payload = payload_types(processor.registry)
         self.stats = EngineStats()
         self._fired: set[str] = set()
 
@@ -136,7 +144,13 @@ class ReplayEngine:
         for message in messages:
             self.stats.records += 1
             topic, partition = message.topic() or "", message.partition() or 0
-            read = read_event(self.codec, message.key(), message.value(), message.headers())
+            read = read_event(
+                self.codec,
+                message.key(),
+                message.value(),
+                message.headers(),
+                needs_payload=self._needs_payload,
+            )
             if isinstance(read, Unreadable):
                 self._unreadable(message, read.reason)
                 continue

@@ -36,7 +36,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sagalog.events import CompensationRequested, GateDecision, StateTransition
-from sagalog.flows.model import COMPENSATION_COMPLETED, GATE_DECIDED, STEP_FAILED, Flow, Gate
+from sagalog.flows.model import (
+    COMPENSATION_COMPLETED,
+    GATE_DECIDED,
+    STEP_FAILED,
+    Flow,
+    Gate,
+    Wait,
+)
 from sagalog.flows.states import WorkflowState
 from sagalog.replay.assumptions import Answer, Assumption
 from sagalog.testing import TrackerHarness
@@ -241,8 +248,8 @@ class Simulator:
                 decided_by="sagalog what-if (assumed)",
             )
             return [(when, TrackedEvent(event_type=GATE_DECIDED, gate=verdict, **base))]
-        if entry is None or isinstance(entry, Gate):
-            return []
+        if entry is None or isinstance(entry, (Gate, Wait)):
+            return []  # a wait's signals come from outside: only the recorded ones replay
         if kind == "undo":
             completes = entry.undo_completes_on[0]
             return [(when, TrackedEvent(event_type=completes, step=name, **base))]

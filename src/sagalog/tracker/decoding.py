@@ -11,6 +11,7 @@ not decided again (only sealed into the workflow's record, for the audit trail).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sagalog.contracts.codec import EventCodec
@@ -24,6 +25,7 @@ from sagalog.flows.model import (
     STEP_FAILED,
     WAIT_ENDED,
     WEBHOOK_RECEIVED,
+    Flow,
 )
 from sagalog.tracker.actions import TRACKER_SOURCE
 from sagalog.tracker.inputs import TrackedEvent
@@ -58,10 +60,25 @@ def is_own_echo(meta: EventHeaders) -> bool:
     return meta.source == TRACKER_SOURCE and meta.type in OWN_ECHOES
 
 
+def payload_types(flows: Iterable[Flow]) -> frozenset[str]:
+    """The event types whose payload ``decide`` reads: the platform's few, and the
+    starting event of every flow with correlation keys (their values are in it)."""
+    return NEEDS_PAYLOAD | {f.starts_on for f in flows if f.correlation_keys}
+
+
 def read_event(
-    codec: EventCodec, key: bytes | None, value: bytes | None, headers: RawHeaders
+    codec: EventCodec,
+    key: bytes | None,
+    value: bytes | None,
+    headers: RawHeaders,
+    *,
+    needs_payload: frozenset[str] = NEEDS_PAYLOAD,
 ) -> TrackedEvent | Unreadable | OwnEcho:
-    """The ``TrackedEvent`` in a record, an ``OwnEcho``, or ``Unreadable`` with the reason."""
+    """The ``TrackedEvent`` in a record, an ``OwnEcho``, or ``Unreadable`` with the reason.
+
+    ``needs_payload``: the types to decode (``payload_types``); others are read from
+    their headers alone.
+    """
     try:
         meta = EventHeaders.from_kafka(headers)
     except SagalogError as exc:
@@ -75,7 +92,7 @@ def read_event(
             "KeyMismatch",
         )
     payload = None
-    if meta.type in NEEDS_PAYLOAD:
+    if meta.type in needs_payload:
         try:
             payload = codec.decode(value).payload
         except SagalogError as exc:

@@ -157,6 +157,7 @@ def _first(event: TrackerInput, *, flow: Flow, now_ms: int, secret: bytes, admit
         flow_version=flow.version,
         state=WorkflowState.INITIATED,
         priority=event.priority if event.priority is not None else flow.priority,
+        keys=correlation_of(flow, event),
         started_at_ms=now_ms,
         entered_current_state_at_ms=now_ms,
     )
@@ -167,6 +168,16 @@ def _first(event: TrackerInput, *, flow: Flow, now_ms: int, secret: bytes, admit
     else:
         change.move(WorkflowState.QUEUED, step=None)
     return change.decision(event_id=event.event_id, event_time_ms=event.time_ms)
+
+
+def correlation_of(flow: Flow, event: TrackedEvent) -> dict[str, str]:
+    """The flow's correlation keys read from its starting event (those it carries)."""
+    keys = {}
+    for name in flow.correlation_keys:
+        value = event.payload.get(name)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
+            keys[name] = str(value)
+    return keys
 
 
 def _after_end(record: WorkflowRecord, event: TrackerInput, flow: Flow) -> Decision:
@@ -394,9 +405,7 @@ def _park_if_queued(change: Change, event: TrackedEvent) -> Decision | None:
     return _unchanged(Outcome.PARKED, reason, Park(event.event_id, reason))
 
 
-def _park_or_stale(
-    change: Change, entry: Step | Wait, event: TrackedEvent, verb: str
-) -> Decision:
+def _park_or_stale(change: Change, entry: Step | Wait, event: TrackedEvent, verb: str) -> Decision:
     record, flow = change.record, change.flow
     current = record.current
     if (

@@ -181,6 +181,8 @@ class WorkflowRecord(_Stored):
         compensation: the undoing, once it started.
         gate: the gate open now (kept after it closes, for the record).
         waiting: the wait open now (kept after it ends, for the record).
+        keys: the flow's correlation keys, as the starting event gave them
+            (``{"filing_number": "F-2026-0042"}``); the gateway finds the workflow by them.
         timers: every timer it still expects; any other timer that fires is stale.
         recent_event_ids: the ids of the last ``RECENT_EVENT_IDS`` events applied.
         priority: its priority lane, from the starting event or the flow.
@@ -209,6 +211,7 @@ class WorkflowRecord(_Stored):
     compensation: CompensationProgress | None = None
     gate: GateProgress | None = None
     waiting: WaitProgress | None = None
+    keys: dict[str, str] = {}
     timers: tuple[Timer, ...] = ()
     recent_event_ids: tuple[str, ...] = ()
     priority: StoredPriority = Priority.NORMAL

@@ -31,8 +31,8 @@ def main(settings: GatewaySettings | None = None) -> int:
     from sagalog.services.gateway.api import create_app
     from sagalog.services.gateway.application import SOURCE, Gateway
     from sagalog.services.gateway.follower import Follower
-    from sagalog.services.gateway.signatures import WebhookSource
     from sagalog.services.gateway.read_model import ReadModel
+    from sagalog.services.gateway.signatures import WebhookSource
     from sagalog.topology.loader import load_topology
     from sagalog.tracker.gates import checked_secret
 

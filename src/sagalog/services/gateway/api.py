@@ -24,6 +24,8 @@ from sagalog.services.gateway.application import Gateway
 from sagalog.services.gateway.auth import HEADER, check_api_key
 from sagalog.services.gateway.exceptions import BodyTooLarge, GatewayError, UnknownWorkflow
 from sagalog.services.gateway.reviews import reviews_router
+from sagalog.services.gateway.signatures import HEADER as SIGNATURE_HEADER
+from sagalog.services.gateway.signatures import WebhookSource, verify_webhook
 from sagalog.services.gateway.views import (
     Accepted,
     DecisionAccepted,
@@ -37,8 +39,6 @@ from sagalog.services.gateway.views import (
     gate_view,
     summary_view,
 )
-from sagalog.services.gateway.signatures import HEADER as SIGNATURE_HEADER
-from sagalog.services.gateway.signatures import WebhookSource, verify_webhook
 from sagalog.services.gateway.webhooks import read_webhook
 
 KEY_HEADER = APIKeyHeader(name=HEADER, auto_error=False)
@@ -64,6 +64,7 @@ def create_app(
     webhook must be signed by one of them (``signatures``). None or empty: unsigned.
     """
     sources = dict(webhook_sources or {})
+    correlation_keys = frozenset(k for flow in gateway.flows for k in flow.correlation_keys)
     app = FastAPI(
         title="sagalog gateway",
         version="1",
@@ -123,8 +124,9 @@ def create_app(
         ] = None,
     ) -> Accepted:
         """Publish an outside system's call as ``sagalog.v1.WebhookReceived`` on the
-        workflow's topic. Name the workflow with ``?workflow_id=`` or a top-level
-        ``workflow_id`` field; send ``Idempotency-Key`` to make retries publish once.
+        workflow's topic. Name the workflow with ``?workflow_id=``, a top-level
+        ``workflow_id`` field, or a correlation key its flow declares
+        (``?filing_number=F-1``); send ``Idempotency-Key`` to make retries publish once.
         Where the gateway has webhook sources, name yours in ``X-Webhook-Source`` and
         sign the call (``X-Sagalog-Signature``); a bad signature is a 401."""
         body = await request.body()
@@ -132,7 +134,7 @@ def create_app(
             verify_webhook(
                 source=(x_webhook_source or "").strip(),
                 kind=kind,
-                workflow_id=workflow_id,
+                query=request.url.query,
                 body=body,
                 signature=x_sagalog_signature,
                 sources=sources,
@@ -146,6 +148,8 @@ def create_app(
             source=x_webhook_source,
             default_source=webhook_source,
             max_bytes=max_body_bytes,
+            correlation={k: v for k, v in request.query_params.items() if k != "workflow_id"},
+            keys=correlation_keys,
         )
         return await run_in_threadpool(gateway.webhook, call, idempotency_key=idempotency_key)
 

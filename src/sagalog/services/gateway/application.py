@@ -23,6 +23,7 @@ from sagalog.publisher import PublishedEvent
 from sagalog.services.gateway.decisions import Decision, check_decision, decision_event_id
 from sagalog.services.gateway.exceptions import (
     AlreadyDecided,
+    AmbiguousKey,
     FlowNotLoaded,
     NotReady,
     PublishFailed,
@@ -195,13 +196,7 @@ class Gateway:
             repeat = self.model.accepted(event_id) if event_id else None
             if repeat is not None:
                 return Accepted.model_validate({**repeat, "duplicate": True})
-            record = self.model.record(call.workflow_id)
-            if record is None:
-                raise UnknownWorkflow(
-                    f"no workflow '{call.workflow_id}' is known to the gateway; the webhook "
-                    "was not published. Check the workflow_id in the callback URL",
-                    workflow_id=call.workflow_id,
-                )
+            record = self._target(call)
             flow = self.flow_of(record)
             event = WebhookReceived(
                 kind=call.kind,
@@ -210,10 +205,47 @@ class Gateway:
                 received_at=self.now(),
             )
             published = self._publish(flow.topic, event, record, event_id=event_id)
-            accepted = Accepted(**_placed(published, call.workflow_id))
+            accepted = Accepted(**_placed(published, record.workflow_id))
             if event_id is not None:
                 self.model.remember(event_id, accepted.model_dump(mode="json"), token=None)
             return accepted
+
+    def _target(self, call: WebhookCall) -> WorkflowRecord:
+        """The workflow a webhook names, by id or by a correlation key.
+
+        A key may name finished workflows too (a reused order number): the one still
+        running is meant. Raises ``UnknownWorkflow`` (404) or ``AmbiguousKey`` (409).
+        """
+        if call.workflow_id is not None:
+            record = self.model.record(call.workflow_id)
+            if record is None:
+                raise UnknownWorkflow(
+                    f"no workflow '{call.workflow_id}' is known to the gateway; the webhook "
+                    "was not published. Check the workflow_id in the callback URL",
+                    workflow_id=call.workflow_id,
+                )
+            return record
+        assert call.correlation is not None
+        name, value = call.correlation
+        found = self.model.by_key(name, value)
+        running = [r for r in found if not r.is_terminal] or found
+        if not running:
+            raise UnknownWorkflow(
+                f"no workflow with {name}={value!r} is known to the gateway; the webhook was "
+                f"not published. Check the {name} in the callback URL",
+                key=name,
+                value=value,
+            )
+        if len(running) > 1:
+            ids = [r.workflow_id for r in running]
+            raise AmbiguousKey(
+                f"{name}={value!r} names {len(ids)} running workflows ({', '.join(ids)}); the "
+                "webhook was not published. Name the one meant with ?workflow_id=",
+                key=name,
+                value=value,
+                workflow_ids=ids,
+            )
+        return running[0]
 
     def _publish(
         self, topic: str, event: Event, record: WorkflowRecord, *, event_id: str | None

@@ -69,6 +69,12 @@ class UnknownWorkflow(GatewayError):
     status = 404
 
 
+class AmbiguousKey(GatewayError):
+    """A correlation key names several running workflows: name the one meant by its id."""
+
+    status = 409
+
+
 class NoOpenGate(GatewayError):
     """The workflow waits for no decision now: it was decided, or it never reached the gate."""
 

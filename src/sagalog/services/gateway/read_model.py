@@ -19,6 +19,7 @@ Key layout (one RocksDB, raw bytes, ``/``-separated prefixes)::
     pos/<topic>\\x00<partition>         the next offset to read (ASCII)
     accepted/<event id>                what the gateway published for a request (JSON)
     token/<token>                      the decision accepted for a gate token (JSON)
+    key/<name>\x00<value>\x00<workflow>  empty: the index of correlation keys
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ _HISTORY = b"hist/"
 _POSITION = b"pos/"
 _ACCEPTED = b"accepted/"
 _TOKEN = b"token/"
+_KEY = b"key/"
 
 MAX_HISTORY = 1_000
 """Most transitions returned for one workflow (a reference workflow has about 15)."""
@@ -81,6 +83,10 @@ def _history_prefix(workflow_id: str) -> bytes:
 
 def _state_key(state: str, workflow_id: str) -> bytes:
     return _STATE + state.encode() + b"/" + workflow_id.encode()
+
+
+def _key_prefix(name: str, value: str) -> bytes:
+    return _KEY + name.encode() + b"\x00" + value.encode() + b"\x00"
 
 
 def _position_key(topic: str, partition: int) -> bytes:
@@ -189,6 +195,18 @@ class ReadModel:
                 break
         return found
 
+    def by_key(self, name: str, value: str, *, limit: int = 10) -> list[WorkflowRecord]:
+        """The workflows whose correlation key ``name`` is ``value``, in id order."""
+        prefix = _key_prefix(name, value)
+        found = []
+        for key, _ in self._scan(prefix):
+            record = self.record(key[len(prefix) :].decode())
+            if record is not None and record.keys.get(name) == value:
+                found.append(record)
+                if len(found) >= limit:
+                    break
+        return found
+
     def counts(self) -> dict[str, int]:
         """Workflows by state: one index scan per state, keys only."""
         return {
@@ -255,6 +273,10 @@ class ReadModelBatch:
         key = workflow_id.encode()
         if old is not None and (new is None or new.state is not old.state):
             self.batch.delete(_state_key(old.state.value, workflow_id))
+        if old is not None:
+            for name, old_value in old.keys.items():
+                if new is None or new.keys.get(name) != old_value:
+                    self.batch.delete(_key_prefix(name, old_value) + key)
         if new is None:
             self.batch.delete(_RECORD + key)
             self.batch.delete(_GATE + key)
@@ -263,6 +285,8 @@ class ReadModelBatch:
         else:
             self.batch.put(_RECORD + key, value)
             self.batch.put(_state_key(new.state.value, workflow_id), b"")
+            for name, key_value in new.keys.items():
+                self.batch.put(_key_prefix(name, key_value) + key, b"")
             if _awaits_person(new):
                 self.batch.put(_GATE + key, b"")
             else:

@@ -69,8 +69,8 @@ class GatewaySettings(ClientSettings):
     )
     webhook_sources: dict[str, WebhookSourceSettings] = Field(
         default_factory=dict,
-        description="Who may call webhooks, as JSON: {\"<source>\": {\"secret\": \"...\", "
-        "\"kinds\": [\"document.filed\"]}}. When set, every webhook must name one of them in "
+        description='Who may call webhooks, as JSON: {"<source>": {"secret": "...", '
+        '"kinds": ["document.filed"]}}. When set, every webhook must name one of them in '
         "X-Webhook-Source and carry its X-Sagalog-Signature; a missing or bad signature is "
         "refused with 401 and nothing is written. Empty (a dev stack): webhooks are taken "
         "unsigned, and the gateway says so at start.",

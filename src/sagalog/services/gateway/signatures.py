@@ -5,9 +5,10 @@ the gateway, one per source (``GATEWAY_WEBHOOK_SOURCES``). The header::
 
     X-Sagalog-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256>
 
-signs ``"<t>.<kind>.<workflow_id query parameter, or empty>.<body>"``, so a captured
-call cannot be replayed later (``t`` must be within the tolerance of the gateway's
-clock), against another kind, or against another workflow through the query string.
+signs ``"<t>.<kind>.<query string as sent, or empty>.<body>"``, so a captured call
+cannot be replayed later (``t`` must be within the tolerance of the gateway's clock),
+against another kind, or against another workflow through the query string
+(``workflow_id=`` or a correlation key such as ``filing_number=``).
 Several ``v1=`` values may be sent while a secret is rotated; one match is enough.
 
 The rule is pure: the API passes the header, the clock and the configured sources,
@@ -36,16 +37,14 @@ class WebhookSource:
     kinds: frozenset[str] = frozenset()
 
 
-def signed_text(timestamp: int, kind: str, workflow_id: str | None, body: bytes) -> bytes:
-    """The bytes a signature covers."""
-    return f"{timestamp}.{kind}.{workflow_id or ''}.".encode() + body
+def signed_text(timestamp: int, kind: str, query: str, body: bytes) -> bytes:
+    """The bytes a signature covers (``query``: the URL's query string, without ``?``)."""
+    return f"{timestamp}.{kind}.{query}.".encode() + body
 
 
-def sign_webhook(
-    secret: bytes, *, kind: str, body: bytes, timestamp: int, workflow_id: str | None = None
-) -> str:
+def sign_webhook(secret: bytes, *, kind: str, body: bytes, timestamp: int, query: str = "") -> str:
     """The ``X-Sagalog-Signature`` value a sender puts on a call (also what tests send)."""
-    digest = hmac.new(secret, signed_text(timestamp, kind, workflow_id, body), hashlib.sha256)
+    digest = hmac.new(secret, signed_text(timestamp, kind, query, body), hashlib.sha256)
     return f"t={timestamp},{SCHEME}={digest.hexdigest()}"
 
 
@@ -53,7 +52,7 @@ def verify_webhook(
     *,
     source: str,
     kind: str,
-    workflow_id: str | None,
+    query: str,
     body: bytes,
     signature: str | None,
     sources: Mapping[str, WebhookSource],
@@ -78,7 +77,7 @@ def verify_webhook(
     if not signature:
         raise BadSignature(
             f"the webhook from '{source}' is not signed: send {HEADER}: t=<unix seconds>,"
-            f"{SCHEME}=<hex HMAC-SHA256 of '<t>.<kind>.<workflow_id>.<body>' with the "
+            f"{SCHEME}=<hex HMAC-SHA256 of '<t>.<kind>.<query string>.<body>' with the "
             "source's secret>",
             source=source,
         )
@@ -91,7 +90,7 @@ def verify_webhook(
             source=source,
         )
     expected = hmac.new(
-        known.secret, signed_text(timestamp, kind, workflow_id, body), hashlib.sha256
+        known.secret, signed_text(timestamp, kind, query, body), hashlib.sha256
     ).hexdigest()
     matched = False
     for digest in digests:  # no early exit: every value is compared
@@ -99,8 +98,8 @@ def verify_webhook(
     if not matched:
         raise BadSignature(
             f"the signature of the webhook from '{source}' (kind '{kind}') does not match "
-            "its body: check the source's secret, and that the body is sent byte for byte "
-            "as signed",
+            "its body: check the source's secret, and that the query string and the body "
+            "are sent byte for byte as signed",
             source=source,
             kind=kind,
         )

@@ -53,7 +53,7 @@ from sagalog.services.tracker.store import FaustTables, Table, build_tables
 from sagalog.services.tracker.transport import TrackerApp
 from sagalog.services.tracker.watchdog import Watchdog
 from sagalog.tracker import CompensationRetry
-from sagalog.tracker.decoding import OwnEcho, Unreadable, read_event
+from sagalog.tracker.decoding import OwnEcho, Unreadable, payload_types, read_event
 from sagalog.tracker.processor import Processor
 from sagalog.tracker.record import SealedEvent
 from sagalog.tracker.sla_monitor import SlaMonitor
@@ -92,6 +92,7 @@ class Tracker:
         self.clock = clock
         self.clock_topic = clock_topic(settings.app_id)
         self.workflow_topics = sorted({flow.topic for flow in registry})
+        self.needs_payload = payload_types(registry)
         self.sink = KafkaSink(settings, codec=codec)
         self.sla = SlaMonitor(registry)
         self.processor = Processor(
@@ -256,7 +257,13 @@ class Tracker:
                 self.clock.observe(parse_tick(message.value) or 0)
                 self.pending_ticks.add(message.partition)
                 continue
-            read = read_event(self.codec, message.key, message.value, message.headers)
+            read = read_event(
+                self.codec,
+                message.key,
+                message.value,
+                message.headers,
+                needs_payload=self.needs_payload,
+            )
             if isinstance(read, OwnEcho):
                 self.counts["own_echo"] += 1
                 self.processor.seal(
