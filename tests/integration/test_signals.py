@@ -135,6 +135,10 @@ def test_a_webhook_with_a_forged_signature_is_refused_and_writes_nothing(
 ) -> None:
     lab, gateway = filings
     open_filing(lab, gateway, "filing-3")
+    shown = gateway.call("GET", "/v1/workflows/filing-3").body
+    assert shown["keys"] == {"filing_number": "F-filing-3"}
+    assert shown["open_wait"]["wait"] == "document_and_signature"
+    assert shown["open_wait"]["received"] == []
     before = gateway.end_offsets()
     forged = document_webhook(gateway, "filing-3", secret=b"a-guessed-secret-000000000000")
     assert forged.status == 401, forged.body

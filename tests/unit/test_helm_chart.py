@@ -9,6 +9,7 @@ tracker a StatefulSet with its RocksDB on a volume and a headless Service, probe
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -107,3 +108,29 @@ def test_each_agent_logs_in_as_its_own_principal(manifests: list[dict[str, Any]]
         env = {e["name"]: e for e in container["env"]}
         assert env["SAGALOG_SASL_USERNAME"]["value"] == name
         assert env["SAGALOG_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == name
+
+
+def test_the_gateway_takes_its_webhook_sources_from_the_secret_when_given(
+    tmp_path: Path,
+) -> None:
+    sources = '{"docs": {"secret": "0123456789abcdef", "kinds": ["document.filed"]}}'
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"secrets": {"webhookSources": sources}}))
+    done = run("template", "r", str(CHART), *VALUES, "-f", str(values))
+    assert done.returncode == 0, done.stderr
+    rendered = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    [secret] = by_kind(rendered, "Secret").values()
+    assert json.loads(secret["stringData"]["webhook-sources"]) == json.loads(sources)
+    [container] = by_kind(rendered, "Deployment")["gateway"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    env = {e["name"]: e for e in container["env"]}
+    ref = env["GATEWAY_WEBHOOK_SOURCES"]["valueFrom"]["secretKeyRef"]
+    assert (ref["key"], ref["optional"]) == ("webhook-sources", True)
+
+
+def test_without_webhook_sources_the_secret_has_no_such_key(
+    manifests: list[dict[str, Any]],
+) -> None:
+    [secret] = by_kind(manifests, "Secret").values()
+    assert "webhook-sources" not in secret["stringData"]

@@ -136,9 +136,28 @@ class CompensationView(BaseModel):
     undone: list[str]
 
 
+class SignalView(BaseModel):
+    signal: str
+    event_id: str
+    at: dt.datetime
+
+
+class WaitView(BaseModel):
+    """The wait for outside events the workflow is at: what came so far, and when it ends."""
+
+    wait: str
+    opened_at: dt.datetime
+    deadline: dt.datetime
+    received: list[SignalView]
+
+
 class WorkflowDetail(WorkflowSummary):
     completed: list[str]
+    keys: dict[str, str] = Field(
+        default_factory=dict, description="Its correlation keys (webhooks may name it by one)."
+    )
     open_gate: GateView | None
+    open_wait: WaitView | None = None
     pending_timers: list[TimerView]
     compensation: CompensationView | None
     history: list[TransitionView]
@@ -190,6 +209,22 @@ def gate_view(record: WorkflowRecord) -> GateView | None:
     )
 
 
+def wait_view(record: WorkflowRecord) -> WaitView | None:
+    """The wait ``record`` is at, if it is awaiting input."""
+    waiting = record.waiting
+    if waiting is None or record.state.value != "awaiting_input":
+        return None
+    return WaitView(
+        wait=waiting.wait,
+        opened_at=utc(waiting.opened_at_ms),
+        deadline=utc(waiting.deadline_ms),
+        received=[
+            SignalView(signal=r.signal, event_id=r.event_id, at=utc(r.at_ms))
+            for r in waiting.received
+        ],
+    )
+
+
 def summary_view(record: WorkflowRecord) -> WorkflowSummary:
     return WorkflowSummary(
         workflow_id=record.workflow_id,
@@ -209,7 +244,9 @@ def detail_view(record: WorkflowRecord, history: list[TransitionEntry]) -> Workf
     return WorkflowDetail(
         **summary_view(record).model_dump(),
         completed=list(record.completed_names),
+        keys=dict(record.keys),
         open_gate=gate_view(record),
+        open_wait=wait_view(record),
         pending_timers=[
             TimerView(kind=t.kind.value, ref=t.ref, due=utc(t.due_ms))
             for t in sorted(record.timers, key=lambda t: t.due_ms)
