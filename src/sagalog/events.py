@@ -96,6 +96,23 @@ class WaitEnded(Event):
     signal_event_ids: list[str]
 
 
+class WorkflowMigrated(Event):
+    """Move a running workflow to a later version of its flow (``sagalog flows migrate``);
+    decided by the tracker with ``sagalog.tracker.migration``, refused when the workflow
+    is no longer in ``expected_state`` at ``expected_current``."""
+
+    event_type = "sagalog.v1.WorkflowMigrated"
+
+    flow: str
+    from_version: int
+    to_version: int
+    mapping: dict[str, str]
+    expected_state: str
+    expected_current: str | None = None
+    migration_id: str
+    requested_by: str
+
+
 class CompensationRequested(Event):
     """The tracker asks the agent that ran a step to undo it."""
 

@@ -64,6 +64,7 @@ PROCUREMENT = [
     "sagalog.v1.CompensationRequested",
     "sagalog.v1.CompensationCompleted",
     "sagalog.v1.EffectRecorded",
+    "sagalog.v1.WorkflowMigrated",
 ]
 
 TOPOLOGY = """

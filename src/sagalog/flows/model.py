@@ -41,6 +41,7 @@ GATE_OPENED = "sagalog.v1.GateOpened"
 GATE_DECIDED = "sagalog.v1.GateDecided"
 WAIT_ENDED = "sagalog.v1.WaitEnded"
 WEBHOOK_RECEIVED = "sagalog.v1.WebhookReceived"
+WORKFLOW_MIGRATED = "sagalog.v1.WorkflowMigrated"
 
 NAMED_ENDINGS = frozenset({GATE_DECIDED, WAIT_ENDED})
 """Platform events that end any gate (any wait): their payload names which one."""

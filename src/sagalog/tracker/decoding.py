@@ -25,12 +25,15 @@ from sagalog.flows.model import (
     STEP_FAILED,
     WAIT_ENDED,
     WEBHOOK_RECEIVED,
+    WORKFLOW_MIGRATED,
     Flow,
 )
 from sagalog.tracker.actions import TRACKER_SOURCE
 from sagalog.tracker.inputs import TrackedEvent
 
-NEEDS_PAYLOAD = frozenset({STEP_FAILED, COMPENSATION_COMPLETED, GATE_DECIDED, WEBHOOK_RECEIVED})
+NEEDS_PAYLOAD = frozenset(
+    {STEP_FAILED, COMPENSATION_COMPLETED, GATE_DECIDED, WEBHOOK_RECEIVED, WORKFLOW_MIGRATED}
+)
 OWN_ECHOES = frozenset({GATE_OPENED, COMPENSATION_REQUESTED, WAIT_ENDED})
 
 

@@ -37,6 +37,7 @@ from sagalog.flows.model import (
     GATE_OPENED,
     STEP_FAILED,
     WAIT_ENDED,
+    WORKFLOW_MIGRATED,
     Flow,
     Gate,
     Signal,
@@ -52,6 +53,7 @@ from sagalog.tracker.compensation import CompensationRetry
 from sagalog.tracker.exceptions import TrackerError
 from sagalog.tracker.gates import verify_gate_token
 from sagalog.tracker.inputs import Admit, TimerFired, TrackedEvent, TrackerInput
+from sagalog.tracker.migration import Refused, plan_migration
 from sagalog.tracker.record import CompensationCause, WorkflowRecord
 from sagalog.tracker.timers import Timer, TimerKind
 
@@ -78,6 +80,7 @@ def decide(
     secret: bytes,
     admit: bool = True,
     retry: CompensationRetry = _DEFAULT_RETRY,
+    migrate_to: Flow | None = None,
 ) -> Decision:
     """What ``event`` does to the workflow ``record`` (None: not tracked yet).
 
@@ -91,6 +94,7 @@ def decide(
         admit: for a starting event only: whether admission control lets the new
             workflow run now (False: it waits ``queued`` for an ``Admit``).
         retry: how stuck compensations are retried.
+        migrate_to: for a ``WorkflowMigrated``, the version it names (None: not loaded).
 
     Raises:
         TrackerError: when ``flow`` is not the version the record names, or
@@ -116,12 +120,65 @@ def decide(
     change = Change(record, flow=flow, now_ms=now_ms, cause_id=event.id, secret=secret)
     if isinstance(event, TimerFired):
         return _on_timer(change, event.timer, retry)
+    if isinstance(event, TrackedEvent) and event.event_type == WORKFLOW_MIGRATED:
+        return _on_migrated(change, event, migrate_to)
     if isinstance(event, Admit):
         if record.state is not WorkflowState.QUEUED:
             return Decision(None, (), Outcome.STALE, f"workflow is {record.state}, not queued")
         forward.enter(change, flow.entries[0])
         return change.decision()
     return _on_event(change, event, retry)
+
+
+def _on_migrated(change: Change, event: TrackedEvent, target: Flow | None) -> Decision:
+    """Apply a migration the dry run listed, if the workflow is still where it saw it."""
+    record, flow, asked = change.record, change.flow, event.payload
+    to_version = asked.get("to_version")
+    if asked.get("flow") != record.flow or asked.get("from_version") != record.flow_version:
+        return _unchanged(
+            Outcome.STALE,
+            f"the migration is from {asked.get('flow')} v{asked.get('from_version')}; the "
+            f"workflow runs under {flow.label}",
+        )
+    if target is None or target.version != to_version:
+        return _refused(
+            record, f"{record.flow} v{to_version} is not loaded in this tracker; deploy it first"
+        )
+    seen = (asked.get("expected_state"), asked.get("expected_current"))
+    if seen != (record.state.value, record.current):
+        return _refused(
+            record,
+            f"it moved on since the dry run (then {seen[0]} at {seen[1]!r}, now "
+            f"{record.state} at {record.current!r}); run the dry run again",
+        )
+    mapping = asked.get("mapping") or {}
+    planned = plan_migration(record, old=flow, new=target, mapping=mapping)
+    if isinstance(planned, Refused):
+        return _refused(record, "; ".join(planned.reasons))
+    after = planned.record
+    change.cancel()
+    change.set(
+        flow_version=after.flow_version,
+        current=after.current,
+        completed=after.completed,
+        step_of_state=after.step_of_state,
+        gate=after.gate,
+        waiting=after.waiting,
+    )
+    for timer in planned.timers:
+        change.schedule(timer.kind, timer.ref, timer.due_ms)
+    change.flow = target
+    return change.decision(
+        event_id=event.event_id,
+        event_time_ms=event.time_ms,
+        reason=f"migrated from {flow.label} to {target.label}",
+    )
+
+
+def _refused(record: WorkflowRecord, why: str) -> Decision:
+    message = f"migration of workflow {record.workflow_id} refused: {why}"
+    alert = Alert(name="migration_refused", message=message, workflow_id=record.workflow_id)
+    return Decision(None, (alert,), Outcome.REJECTED, message)
 
 
 def flow_for(

@@ -42,7 +42,7 @@ from typing import Protocol
 
 from sagalog.errors import FlowDefinitionError
 from sagalog.events import StateTransition
-from sagalog.flows.model import Flow
+from sagalog.flows.model import WORKFLOW_MIGRATED, Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.tracker import admission_table
 from sagalog.tracker.actions import (
@@ -281,6 +281,7 @@ class Processor:
             secret=self.secret,
             admit=self._admits(batch, partition, flow, record),
             retry=self.retry,
+            migrate_to=self._migration_target(record, event),
         )
         self._log.note(event, decision)
         after = decision.record if decision.record is not None else record
@@ -305,6 +306,22 @@ class Processor:
             for timer in record.timers:
                 batch.overlay.put(Table.TIMERS, partition, timer.key.encode(), b"")
         return decision, record
+
+    def _migration_target(self, record: WorkflowRecord | None, event: TrackerInput) -> Flow | None:
+        """The version a ``WorkflowMigrated`` names, when it is loaded."""
+        if (
+            record is None
+            or not isinstance(event, TrackedEvent)
+            or event.event_type != WORKFLOW_MIGRATED
+        ):
+            return None
+        version = event.payload.get("to_version")
+        if not isinstance(version, int):
+            return None
+        try:
+            return self.registry.get(record.flow, version)
+        except FlowDefinitionError:
+            return None
 
     def _perform(
         self,
