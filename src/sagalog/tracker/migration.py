@@ -265,5 +265,5 @@ def _timers(
 
 def _previous(record: WorkflowRecord) -> list[CompletedEntry]:
     """Each completed entry, paired with when the entry after it started: its end."""
-    ends = zip(record.completed, [*(c.name for c in record.completed[1:]), record.current or ""])
-    return [c.model_copy(update={"name": name}) for c, name in ends]
+    nexts = [*(c.name for c in record.completed[1:]), record.current or ""]
+    return [done.model_copy(update={"name": nexts[i]}) for i, done in enumerate(record.completed)]
