@@ -18,6 +18,7 @@ from sagalog.cli.clock import clock
 from sagalog.cli.context import Project
 from sagalog.cli.events import publish, tail_command
 from sagalog.cli.flows import flows
+from sagalog.cli.migrate import migrate
 from sagalog.cli.new import new
 from sagalog.cli.replay import replay
 from sagalog.cli.run import run
@@ -80,6 +81,7 @@ def _register_dev() -> None:
 _register_dev()
 cli.add_command(schemas)
 cli.add_command(topology)
+flows.add_command(migrate)
 cli.add_command(flows)
 cli.add_command(publish)
 cli.add_command(tail_command)
