@@ -113,6 +113,15 @@ class WorkflowMigrated(Event):
     requested_by: str
 
 
+class WorkflowCancelled(Event):
+    """An operator cancelled a running workflow; the tracker compensates it."""
+
+    event_type = "sagalog.v1.WorkflowCancelled"
+
+    reason: str
+    requested_by: str
+
+
 class CompensationRequested(Event):
     """The tracker asks the agent that ran a step to undo it."""
 

@@ -330,6 +330,34 @@ def compensation_flaky(run: ChaosRun, rng: random.Random, window_s: float) -> In
     return [(started, time.monotonic())]
 
 
+def ledger_outage(run: ChaosRun, rng: random.Random, window_s: float) -> Injections:
+    """The ledger is down (every call 503) for a minute while workflows wait on it, at
+    the agents' default retry and breaker settings (issue 21): they wait, never fail."""
+    time.sleep(max(1.0, rng.uniform(1.0, 3.0)))
+    started = time.monotonic()
+    run.fleet.faults("ledger", outage=True)
+    time.sleep(max(window_s, 60))
+    run.fleet.faults("ledger", outage=False)
+    return [(started, time.monotonic())]
+
+
+def ledger_outage_verify(run: ChaosRun, requests: list[Request]) -> list[str]:
+    """Nothing was dead-lettered, and no budget reservation (the ledger's step) failed."""
+    lettered = run.recorder.deadletters()
+    failed = [
+        r.workflow_id
+        for r in requests
+        for e in run.recorder.events(r.workflow_id, "sagalog.v1.StepFailed")
+        if e.get("step") == "reserve_budget"
+    ]
+    problems = []
+    if lettered:
+        problems.append(f"{len(lettered)} record(s) dead-lettered during the outage")
+    if failed:
+        problems.append(f"reserve_budget failed for {failed[:4]}: an outage must only wait")
+    return problems
+
+
 def clock_jump(run: ChaosRun, rng: random.Random, window_s: float) -> Injections:
     """Timers across tracker restarts: kill the tracker, jump the clock a day (the
     gates escalate), start it; kill it again, jump past the gates' deadline (the

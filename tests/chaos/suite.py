@@ -44,6 +44,13 @@ FULL = (
     Fault("network blackhole (proxy)", faults.network_blackhole, window_s=45, workflows=30),
     Fault("compensation fails 50%", faults.compensation_flaky, window_s=60, workflows=40),
     Fault(
+        "ledger down 60 s",
+        faults.ledger_outage,
+        window_s=60,
+        workflows=50,
+        verify=faults.ledger_outage_verify,
+    ),
+    Fault(
         "timers + restart + clock jump",
         faults.clock_jump,
         window_s=20,

@@ -65,6 +65,7 @@ PROCUREMENT = [
     "sagalog.v1.CompensationCompleted",
     "sagalog.v1.EffectRecorded",
     "sagalog.v1.WorkflowMigrated",
+    "sagalog.v1.WorkflowCancelled",
 ]
 
 TOPOLOGY = """

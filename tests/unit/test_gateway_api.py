@@ -636,3 +636,26 @@ def test_a_workflow_that_ends_leaves_the_key_index_with_its_record(rig: Rig) -> 
     batch.put_record("wf-3", None)  # compacted away
     batch.commit()
     assert rig.model.by_key("request_id", "PR-9") == []
+
+
+# -- cancellations -------------------------------------------------------------------
+
+
+def test_a_cancellation_is_published_once_and_an_ended_workflow_refuses_it(rig: Rig) -> None:
+    body = {"reason": "duplicate of PR-7", "requested_by": "ops@example.com"}
+    first = rig.post("/v1/workflows/wf-3/cancel", body)
+    assert first.status_code == 202, first.text
+    assert first.json()["event_type"] == "sagalog.v1.WorkflowCancelled"
+    again = rig.post("/v1/workflows/wf-3/cancel", body)
+    assert again.status_code == 202 and again.json()["duplicate"] is True
+    assert again.json()["event_id"] == first.json()["event_id"]
+    [(topic, event, metadata)] = rig.publisher.sent
+    assert (topic, metadata["workflow_id"]) == ("procurement.events", "wf-3")
+    assert (event.reason, event.requested_by) == ("duplicate of PR-7", "ops@example.com")
+    keyed(rig, "wf-2", "PR-1", done=True)
+    assert_error(
+        rig.post("/v1/workflows/wf-2/cancel", body), 409, "is completed", "nothing left to cancel"
+    )
+    assert_error(rig.post("/v1/workflows/nope/cancel", body), 404, "no workflow 'nope'")
+    assert_error(rig.post("/v1/workflows/wf-1/cancel", {"reason": ""}), 422)
+    assert len(rig.publisher.sent) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -57,6 +58,15 @@ WORKFLOW = {
 }
 
 
+IDLE = {  # running since 2020: idle for years whatever the date
+    **{k: v for k, v in WORKFLOW.items() if k != "open_gate"},
+    "workflow_id": "wf-old",
+    "state": "running",
+    "current": "reserve_budget",
+    "entered_state_at": "2020-01-01T00:00:00Z",
+}
+
+
 class StandIn(BaseHTTPRequestHandler):
     seen: list[tuple[str, str, Any, Any]] = []
 
@@ -76,7 +86,10 @@ class StandIn(BaseHTTPRequestHandler):
         if self.headers.get("X-API-Key") != "k":
             self._answer(403, {"error": "the API key in X-API-Key is not valid", "detail": None})
         elif self.path.startswith("/v1/workflows?"):
-            self._answer(200, {"workflows": [WORKFLOW], "next_after": None})
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+            state = query.get("state", [None])[0]
+            listed = [w for w in (WORKFLOW, IDLE) if state in (None, w["state"])]
+            self._answer(200, {"workflows": listed, "next_after": None})
         elif self.path == "/v1/workflows/wf-1":
             self._answer(200, WORKFLOW)
         elif self.path.startswith("/v1/gates"):
@@ -87,6 +100,20 @@ class StandIn(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.seen.append(("POST", self.path, self.headers, body))
+        if self.path.endswith("/cancel"):
+            self._answer(
+                202,
+                {
+                    "event_id": "e-9",
+                    "event_type": "sagalog.v1.WorkflowCancelled",
+                    "workflow_id": "wf-1",
+                    "topic": "procurement.events",
+                    "partition": 1,
+                    "offset": 4,
+                    "duplicate": False,
+                },
+            )
+            return
         if body["token"] != "g1.tok":
             self._answer(403, {"error": "the token does not belong to workflow 'wf-1'"})
             return
@@ -186,3 +213,40 @@ def test_an_unreachable_gateway_exits_3_with_what_to_check() -> None:
 def test_no_api_key_is_a_configuration_error(gateway_url: str) -> None:
     result = run("gates", "list", url=gateway_url, key=None)
     assert result.exit_code == 2 and "SAGALOG_GATEWAY_API_KEY" in result.output
+
+
+def test_workflows_cancel_posts_the_reason_and_who_asks(gateway_url: str) -> None:
+    result = run(
+        "workflows",
+        "cancel",
+        "wf-1",
+        "--reason",
+        "duplicate request",
+        "--by",
+        "ops",
+        url=gateway_url,
+    )
+    assert result.exit_code == 0, result.output
+    assert "cancellation of wf-1 published: WorkflowCancelled e-9" in result.output
+    method, path, _, body = StandIn.seen[-1]
+    assert (method, path) == ("POST", "/v1/workflows/wf-1/cancel")
+    assert body == {"reason": "duplicate request", "requested_by": "ops"}
+
+
+def test_workflows_stuck_lists_the_idle_ones_by_state_and_version_and_exits_1(
+    gateway_url: str,
+) -> None:
+    result = run("workflows", "stuck", "--older-than", "2h", url=gateway_url)
+    assert result.exit_code == 1, result.output
+    assert "1 workflow(s) idle for more than 2h:" in result.output
+    assert "1  running" in result.output and "procurement v1" in result.output
+    assert "wf-old" in result.output and "wf-1 " not in result.output
+    asked = {
+        urllib.parse.parse_qs(p.split("?", 1)[1]).get("state", [""])[0]
+        for _, p, _, _ in StandIn.seen
+    }
+    assert "completed" not in asked and {"running", "pending_approval"} <= asked
+    empty = run("workflows", "stuck", "--state", "queued", url=gateway_url)
+    assert empty.exit_code == 0 and "no workflow in flight" in empty.output
+    wrong = run("workflows", "stuck", "--older-than", "soon", url=gateway_url)
+    assert wrong.exit_code == 2 and "not a positive duration" in wrong.output

@@ -7,20 +7,24 @@ gateway is unreachable or not ready.
 
 from __future__ import annotations
 
+import datetime as dt
 import getpass
 import json
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
-from sagalog.flows.states import WorkflowState
+from sagalog.durations import format_duration, positive_duration_ms
+from sagalog.flows.states import TERMINAL_STATES, WorkflowState
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 STATES = tuple(state.value for state in WorkflowState)
+TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
 
 def _gateway_options(command: F) -> F:
@@ -146,6 +150,92 @@ def show_workflow(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
     for move in w["history"]:
         step = f" ({move['step']})" if move["step"] else ""
         click.echo(f"  {_time(move['at'])}  {move['from_state']} -> {move['to_state']}{step}")
+
+
+@workflows.command("cancel")
+@click.argument("workflow_id")
+@click.option("--reason", required=True, help="Why; kept in the audit and the end reason.")
+@click.option("--by", "requested_by", help="Who asks [default: the login name].")
+@click.pass_context
+def cancel_workflow(
+    ctx: click.Context, workflow_id: str, reason: str, requested_by: str | None
+) -> None:
+    """Cancel a running workflow: the tracker undoes what it did (the running step
+    included) and it ends compensated, or failed when there was nothing to undo."""
+    answer = _client(ctx).post(
+        f"/v1/workflows/{urllib.parse.quote(workflow_id, safe='')}/cancel",
+        {"reason": reason, "requested_by": requested_by or getpass.getuser()},
+    )
+    again = " (asked before: nothing new published)" if answer.get("duplicate") else ""
+    click.echo(
+        f"cancellation of {workflow_id} published{again}: WorkflowCancelled "
+        f"{answer['event_id']} on {answer['topic']}[{answer['partition']}]@{answer['offset']}"
+    )
+
+
+IN_FLIGHT = tuple(s.value for s in WorkflowState if s.value not in TERMINAL)
+"""The states a workflow can be stuck in."""
+
+
+@workflows.command("stuck")
+@click.option(
+    "--older-than",
+    default="1h",
+    show_default=True,
+    metavar="DURATION",
+    help="No transition for longer than this (ms, s, m, h, d, w).",
+)
+@click.option("--state", type=click.Choice(IN_FLIGHT), help="Only workflows in this state.")
+@click.option("--flow", help="Only workflows of this flow.")
+@click.option("--json", "as_json", is_flag=True, help="Print the stuck workflows as JSON.")
+@click.pass_context
+def stuck_workflows(
+    ctx: click.Context, older_than: str, state: str | None, flow: str | None, as_json: bool
+) -> None:
+    """Workflows in flight with no transition for longer than --older-than, counted by
+    state and flow version, oldest first. Exits 1 when there are any (for a cron job)."""
+    try:
+        limit_ms = positive_duration_ms(older_than)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--older-than") from None
+    client = _client(ctx)
+    now = dt.datetime.now(dt.UTC)
+    found = []
+    for wanted in [state] if state else IN_FLIGHT:
+        after = None
+        while True:
+            page = client.get("/v1/workflows", state=wanted, flow=flow, limit=1000, after=after)
+            for w in page["workflows"]:
+                since = dt.datetime.fromisoformat(w["entered_state_at"].replace("Z", "+00:00"))
+                idle_ms = int((now - since).total_seconds() * 1000)
+                if idle_ms > limit_ms:
+                    found.append({**w, "idle_ms": idle_ms})
+            after = page.get("next_after")
+            if not after:
+                break
+    found.sort(key=lambda w: -w["idle_ms"])
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+    elif not found:
+        click.echo(f"no workflow in flight has been idle for more than {older_than}")
+    else:
+        counts = Counter((w["state"], f"{w['flow']} v{w['flow_version']}") for w in found)
+        click.echo(f"{len(found)} workflow(s) idle for more than {older_than}:")
+        for (in_state, version), n in sorted(counts.items()):
+            click.echo(f"  {n:6d}  {in_state:18s} {version}")
+        rows = [
+            [
+                w["workflow_id"],
+                f"{w['flow']} v{w['flow_version']}",
+                w["state"],
+                w["current"] or "-",
+                format_duration(w["idle_ms"]),
+            ]
+            for w in found[:50]
+        ]
+        _table(rows, ["WORKFLOW", "FLOW", "STATE", "CURRENT", "IDLE"])
+    if found:
+        ctx.exit(1)
 
 
 @click.group()

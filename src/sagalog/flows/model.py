@@ -42,6 +42,7 @@ GATE_DECIDED = "sagalog.v1.GateDecided"
 WAIT_ENDED = "sagalog.v1.WaitEnded"
 WEBHOOK_RECEIVED = "sagalog.v1.WebhookReceived"
 WORKFLOW_MIGRATED = "sagalog.v1.WorkflowMigrated"
+WORKFLOW_CANCELLED = "sagalog.v1.WorkflowCancelled"
 
 NAMED_ENDINGS = frozenset({GATE_DECIDED, WAIT_ENDED})
 """Platform events that end any gate (any wait): their payload names which one."""

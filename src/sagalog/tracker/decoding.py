@@ -25,6 +25,7 @@ from sagalog.flows.model import (
     STEP_FAILED,
     WAIT_ENDED,
     WEBHOOK_RECEIVED,
+    WORKFLOW_CANCELLED,
     WORKFLOW_MIGRATED,
     Flow,
 )
@@ -32,7 +33,14 @@ from sagalog.tracker.actions import TRACKER_SOURCE
 from sagalog.tracker.inputs import TrackedEvent
 
 NEEDS_PAYLOAD = frozenset(
-    {STEP_FAILED, COMPENSATION_COMPLETED, GATE_DECIDED, WEBHOOK_RECEIVED, WORKFLOW_MIGRATED}
+    {
+        STEP_FAILED,
+        COMPENSATION_COMPLETED,
+        GATE_DECIDED,
+        WEBHOOK_RECEIVED,
+        WORKFLOW_MIGRATED,
+        WORKFLOW_CANCELLED,
+    }
 )
 OWN_ECHOES = frozenset({GATE_OPENED, COMPENSATION_REQUESTED, WAIT_ENDED})
 

@@ -37,6 +37,7 @@ from sagalog.flows.model import (
     GATE_OPENED,
     STEP_FAILED,
     WAIT_ENDED,
+    WORKFLOW_CANCELLED,
     WORKFLOW_MIGRATED,
     Flow,
     Gate,
@@ -267,6 +268,8 @@ def _on_event(change: Change, event: TrackedEvent, retry: CompensationRetry) -> 
         return _unchanged(Outcome.REJECTED, f"workflow {record.workflow_id} was already started")
     if kind in _TRACKER_PUBLISHES:
         return _unchanged(Outcome.IGNORED, f"{kind} is published by the tracker itself")
+    if kind == WORKFLOW_CANCELLED:
+        return _on_cancelled(change, event, retry)
     if kind == GATE_DECIDED:
         return _park_if_queued(change, event) or _on_gate_decided(change, event, retry)
     expected = flow.wait_for_signal(kind, event.webhook_kind)
@@ -335,6 +338,24 @@ def _on_signal(change: Change, wait: Wait, signal: Signal, event: TrackedEvent) 
         forward.receive(change, wait, signal, event.event_id)
         return change.decision(event_id=event.event_id, event_time_ms=event.time_ms)
     return _park_or_stale(change, wait, event, f"is signal '{signal.name}' of")
+
+
+def _on_cancelled(change: Change, event: TrackedEvent, retry: CompensationRetry) -> Decision:
+    """An operator's cancellation: undo what the workflow did, the running step included
+    (it may have taken effect without saying so yet), as for a timeout."""
+    record = change.record
+    if record.state is WorkflowState.COMPENSATING:
+        return _unchanged(Outcome.STALE, "the workflow is already compensating")
+    by = str(event.payload.get("requested_by") or "someone")
+    why = str(event.payload.get("reason") or "no reason given")
+    compensation.start(
+        change,
+        CompensationCause.CANCELLATION,
+        f"cancelled by {by}: {why}",
+        include_current=True,
+        retry=retry,
+    )
+    return change.decision(event_id=event.event_id, event_time_ms=event.time_ms)
 
 
 def _on_failed(

@@ -93,6 +93,8 @@ class CompensationCause(enum.StrEnum):
     """A person (or a gate's deadline default) rejected at a gate."""
     DEADLINE = "deadline"
     """The workflow's own deadline passed; ends in ``timed_out``."""
+    CANCELLATION = "cancellation"
+    """An operator cancelled it (``sagalog workflows cancel``); ends like a failure."""
 
 
 class CompensationProgress(_Stored):

@@ -28,6 +28,7 @@ from sagalog.services.gateway.signatures import HEADER as SIGNATURE_HEADER
 from sagalog.services.gateway.signatures import WebhookSource, verify_webhook
 from sagalog.services.gateway.views import (
     Accepted,
+    CancelRequest,
     DecisionAccepted,
     DecisionRequest,
     ErrorBody,
@@ -152,6 +153,13 @@ def create_app(
             keys=correlation_keys,
         )
         return await run_in_threadpool(gateway.webhook, call, idempotency_key=idempotency_key)
+
+    @v1.post("/workflows/{workflow_id:path}/cancel", status_code=202, response_model=Accepted)
+    def cancel_workflow(workflow_id: str, body: CancelRequest) -> Accepted:
+        """Cancel a running workflow: the tracker compensates what it did, the step
+        running included, and the audit keeps who asked and why. Asking again publishes
+        nothing new (``duplicate: true``); an ended workflow is a 409."""
+        return gateway.cancel(workflow_id, reason=body.reason, requested_by=body.requested_by)
 
     @v1.get("/workflows", response_model=WorkflowList, dependencies=[Depends(ready)])
     def list_workflows(

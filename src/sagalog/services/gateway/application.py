@@ -15,14 +15,21 @@ from typing import Any, Protocol
 
 from sagalog.contracts.models import Event
 from sagalog.errors import FlowDefinitionError, SagalogError
-from sagalog.events import GateDecided, WebhookReceived
+from sagalog.events import GateDecided, WebhookReceived, WorkflowCancelled
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
+from sagalog.flows.states import WorkflowState
 from sagalog.health import Verdict
 from sagalog.publisher import PublishedEvent
-from sagalog.services.gateway.decisions import Decision, check_decision, decision_event_id
+from sagalog.services.gateway.decisions import (
+    Decision,
+    cancellation_event_id,
+    check_decision,
+    decision_event_id,
+)
 from sagalog.services.gateway.exceptions import (
     AlreadyDecided,
+    AlreadyEnded,
     AmbiguousKey,
     FlowNotLoaded,
     NotReady,
@@ -181,6 +188,40 @@ class Gateway:
                 decided_by=decided_by,
             )
             self.model.remember(event_id, accepted.model_dump(mode="json"), token=token)
+            return accepted
+
+    def cancel(self, workflow_id: str, *, reason: str, requested_by: str) -> Accepted:
+        """Publish an operator's ``WorkflowCancelled``, once per workflow.
+
+        Raises:
+            UnknownWorkflow: 404. AlreadyEnded: it ended or is compensating (409).
+            PublishFailed: Kafka did not take it (503).
+        """
+        self.require_ready()
+        event_id = cancellation_event_id(workflow_id)
+        with self._lock:
+            repeat = self.model.accepted(event_id)
+            if repeat is not None:
+                return Accepted.model_validate({**repeat, "duplicate": True})
+            record = self.model.record(workflow_id)
+            if record is None:
+                raise UnknownWorkflow(
+                    f"no workflow '{workflow_id}' is known to the gateway; check the id "
+                    "(sagalog workflows list)",
+                    workflow_id=workflow_id,
+                )
+            if record.is_terminal or record.state is WorkflowState.COMPENSATING:
+                raise AlreadyEnded(
+                    f"workflow '{workflow_id}' is {record.state}"
+                    + (f" ({record.terminal_reason})" if record.terminal_reason else "")
+                    + ": there is nothing left to cancel",
+                    workflow_id=workflow_id,
+                    state=record.state.value,
+                )
+            event = WorkflowCancelled(reason=reason, requested_by=requested_by)
+            published = self._publish(self.flow_of(record).topic, event, record, event_id=event_id)
+            accepted = Accepted(**_placed(published, workflow_id))
+            self.model.remember(event_id, accepted.model_dump(mode="json"), token=None)
             return accepted
 
     def webhook(self, call: WebhookCall, *, idempotency_key: str | None) -> Accepted:

@@ -51,6 +51,12 @@ def decision_event_id(token: str, decision: Decision) -> str:
     return str(uuid.uuid5(_DECISION_IDS, f"gate-decision\x00{token}\x00{decision.value}"))
 
 
+def cancellation_event_id(workflow_id: str) -> str:
+    """The ``ce_id`` of a workflow's ``WorkflowCancelled``: one per workflow, so a repeated
+    or retried cancellation is taken once."""
+    return str(uuid.uuid5(_DECISION_IDS, f"cancellation\x00{workflow_id}"))
+
+
 def check_decision(
     record: WorkflowRecord | None,
     *,

@@ -75,6 +75,12 @@ class AmbiguousKey(GatewayError):
     status = 409
 
 
+class AlreadyEnded(GatewayError):
+    """The workflow ended, or is compensating already: there is nothing left to cancel."""
+
+    status = 409
+
+
 class NoOpenGate(GatewayError):
     """The workflow waits for no decision now: it was decided, or it never reached the gate."""
 

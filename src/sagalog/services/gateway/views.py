@@ -42,6 +42,15 @@ class DecisionRequest(BaseModel):
     comment: str | None = Field(default=None, max_length=2000)
 
 
+class CancelRequest(BaseModel):
+    """An operator's cancellation of a running workflow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=1, max_length=2000, description="Why; kept in the audit.")
+    requested_by: str = Field(min_length=1, max_length=200, description="Who asks (an email).")
+
+
 class Accepted(BaseModel):
     """An event the gateway published (or had published already, for a repeat)."""
 
