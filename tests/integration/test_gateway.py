@@ -323,3 +323,44 @@ def test_a_reviewer_approves_in_headless_chromium(
     if shots:  # keep the pictures for a person to look at
         for name in ("reviews-before.png", "reviews-after.png"):
             shutil.copy(tmp_path / name, Path(shots) / name)
+
+
+def test_an_operator_cancels_a_workflow_at_its_gate_and_the_log_says_who_and_why(
+    gateway_lab: GatewayLab,  # noqa: F811
+) -> None:
+    gw, lab = gateway_lab, gateway_lab.lab
+    gw.start_gateway()
+    gw.drive_to_gate("wf-cancel")
+    wait_for_gate(gw, "wf-cancel")
+    done = cli(gw, "workflows", "cancel", "wf-cancel", "--reason", "a duplicate", "--by", "ops")
+    assert done.returncode == 0, done.stderr
+    assert "cancellation of wf-cancel published" in done.stdout
+    # The tracker undoes the completed steps, newest first, one at a time.
+    lab.wait(
+        lambda: (
+            [e["step"] for e in lab.events("wf-cancel", "sagalog.v1.CompensationRequested")]
+            == ["retrieve_policies"]
+        ),
+        what="the first compensation requested",
+    )
+    for step in ("retrieve_policies", "classify_request", "reserve_budget"):
+        lab.wait(
+            lambda s=step: (
+                s
+                in [e["step"] for e in lab.events("wf-cancel", "sagalog.v1.CompensationRequested")]
+            ),
+            what=f"{step} undo requested",
+        )
+        lab.undo("wf-cancel", step)
+    lab.wait_state("wf-cancel", "compensated")
+    [cancelled] = lab.events("wf-cancel", "sagalog.v1.WorkflowCancelled")
+    assert (cancelled["reason"], cancelled["requested_by"]) == ("a duplicate", "ops")
+    gw.wait(
+        lambda: gw.call("GET", "/v1/workflows/wf-cancel").body.get("state") == "compensated",
+        what="the gateway sees wf-cancel compensated",
+    )
+    shown = gw.call("GET", "/v1/workflows/wf-cancel").body
+    assert shown["terminal_reason"].startswith("cancelled by ops: a duplicate; undone: ")
+    again = cli(gw, "workflows", "cancel", "wf-cancel", "--reason", "again")
+    assert again.returncode == 0 and "asked before: nothing new published" in again.stdout
+    assert len(lab.events("wf-cancel", "sagalog.v1.WorkflowCancelled")) == 1

@@ -27,7 +27,7 @@ Terminal states:
 cause                  plan had steps to undo      nothing to undo
 =====================  ==========================  ==========================
 failure, timeout,      ``compensated``             ``failed``
-rejection
+rejection, cancellation
 workflow deadline      ``timed_out``               ``timed_out``
 compensation given up  ``failed`` (+ alert)        --
 =====================  ==========================  ==========================
