@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from click.testing import CliRunner, Result
+
+from sagalog.cli.main import cli
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.settings import ClientSettings
 from sagalog.topology.apply import TopologyClient
@@ -42,6 +45,22 @@ class Project:
 
     def topology(self):  # type: ignore[no-untyped-def]
         return load_topology(self.root / "topology", known_schemas=self.catalog)
+
+    def sagalog(self, *args: str) -> Result:
+        """``sagalog ARGS`` in this process, pointed at this project and its cluster."""
+        return CliRunner().invoke(
+            cli,
+            [
+                "--bootstrap-servers",
+                self.settings.bootstrap_servers,
+                "--schema-registry-url",
+                self.settings.schema_registry_url,
+                "--project-dir",
+                str(self.root),
+                *args,
+            ],
+            catch_exceptions=False,
+        )
 
     def apply(self, *, force: bool = False) -> list[object]:
         client = self.client()

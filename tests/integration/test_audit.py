@@ -103,25 +103,14 @@ def _run_workflow(lab: TrackerLab, workflow_id: str) -> dict[str, str]:
 
 
 def _audit(lab: TrackerLab, *args: str, gateway: tuple[str, ...] = ("--no-gateway",)) -> Result:
-    settings = lab.project.settings
-    return CliRunner().invoke(
-        cli,
-        [
-            "--bootstrap-servers",
-            settings.bootstrap_servers,
-            "--schema-registry-url",
-            settings.schema_registry_url,
-            "--project-dir",
-            str(lab.project.root),
-            "audit",
-            *args,
-            "--tracker-app-id",
-            lab.app_id,
-            "--transitions-topic",
-            lab.transitions_topic,
-            *gateway,
-        ],
-        catch_exceptions=False,
+    return lab.project.sagalog(
+        "audit",
+        *args,
+        "--tracker-app-id",
+        lab.app_id,
+        "--transitions-topic",
+        lab.transitions_topic,
+        *gateway,
     )
 
 

@@ -18,9 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from sagalog.cli.main import cli
 from sagalog.replay.live import read_live_records
 from sagalog.tracker import gate_token
 
@@ -55,20 +54,7 @@ def wid(i: int) -> str:
 
 
 def sagalog(lab: TrackerLab, *args: str) -> Result:
-    settings = lab.project.settings
-    return CliRunner().invoke(
-        cli,
-        [
-            "--bootstrap-servers",
-            settings.bootstrap_servers,
-            "--schema-registry-url",
-            settings.schema_registry_url,
-            "--project-dir",
-            str(lab.project.root),
-            *args,
-        ],
-        catch_exceptions=False,
-    )
+    return lab.project.sagalog(*args)
 
 
 def settle(lab: TrackerLab, wanted: Callable[[int], tuple[str, str | None]], what: str) -> None:

@@ -22,6 +22,7 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sagalog.services.gateway.auth import matches_any
 from sagalog.services.gateway.exceptions import BadSignature, KindNotAllowed
 
 HEADER = "X-Sagalog-Signature"
@@ -92,10 +93,7 @@ def verify_webhook(
     expected = hmac.new(
         known.secret, signed_text(timestamp, kind, query, body), hashlib.sha256
     ).hexdigest()
-    matched = False
-    for digest in digests:  # no early exit: every value is compared
-        matched |= hmac.compare_digest(digest, expected)
-    if not matched:
+    if not matches_any(expected.encode(), (d.encode() for d in digests)):
         raise BadSignature(
             f"the signature of the webhook from '{source}' (kind '{kind}') does not match "
             "its body: check the source's secret, and that the query string and the body "
