@@ -111,7 +111,7 @@ def described_coordinator(stack: ChaosStack, transactional_id: str) -> int | Non
 
 def replicas_of(stack: ChaosStack, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
     """``partition -> (leader, replicas, isr)`` of ``topic``, by the metadata."""
-    metadata = stack._admin().list_topics(topic, timeout=10)
+    metadata = stack._admin().list_topics(topic, timeout=30)
     return {
         p: (m.leader, list(m.replicas), list(m.isrs))
         for p, m in metadata.topics[topic].partitions.items()
@@ -187,7 +187,7 @@ def make_preferred_leader(
 
 def short_isr(stack: ChaosStack) -> list[tuple[str, int, list[int]]]:
     """Every partition of the cluster (internal topics too) with fewer ISRs than replicas."""
-    metadata = stack._admin().list_topics(timeout=10)
+    metadata = stack._admin().list_topics(timeout=30)
     return [
         (name, p, list(m.isrs))
         for name, topic in metadata.topics.items()
@@ -211,7 +211,7 @@ def wait_isr_full(
             short = [("?", -1, [])]
         if not short:
             count = sum(
-                len(t.partitions) for t in stack._admin().list_topics(timeout=10).topics.values()
+                len(t.partitions) for t in stack._admin().list_topics(timeout=30).topics.values()
             )
             return round(time.monotonic() - since, 1), count
         time.sleep(0.5)

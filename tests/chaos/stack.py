@@ -151,7 +151,7 @@ class ChaosStack:
 
     def leader_of(self, topic: str, partition: int) -> Broker:
         """The broker leading ``topic``'s ``partition`` now (the metadata's answer)."""
-        metadata = self._admin().list_topics(topic, timeout=10)
+        metadata = self._admin().list_topics(topic, timeout=30)
         leader = metadata.topics[topic].partitions[partition].leader
         return self._broker(leader)
 

@@ -2,8 +2,8 @@
 
 One private secure ``LocalStack`` for the module (1 broker; SASL_SSL with SCRAM-SHA-512
 and the stack's CA; ``StandardAuthorizer``, deny by default; registry behind basic
-auth) on ports of its own (47092 SASL_SSL, 47102 mTLS, 47093 controller, registry
-47081; ``SAGALOG_TEST_ACLS_*`` moves them) and a tmp state dir, stopped at the end.
+auth) on ports of its own (23092 SASL_SSL, 23102 mTLS, 23093 controller, registry
+23081; ``SAGALOG_TEST_ACLS_*`` moves them) and a tmp state dir, stopped at the end.
 The project is the repository's own topology: the procurement flow, its topics and
 ``topology/services.yaml``. ``apply`` runs as the stack's admin; every service
 connects as its own SCRAM user, created by ``sagalog topology apply --dev-users``
@@ -78,7 +78,7 @@ class RawCodec:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     state_dir = tmp_path_factory.mktemp("acls") / "state"
-    settings = private_settings(name="acls", base=47092, state_dir=state_dir)
+    settings = private_settings(name="acls", base=23092, state_dir=state_dir)
     with running(LocalStack(settings, secure=True)) as secure:
         yield secure
 

@@ -2,7 +2,7 @@
 
 The reference workflow's real services (stand-ins, tracker, gateway, six agents,
 each a process; the chaos suite's fleet) on a **private** single broker that these
-tests SIGKILL and restart, or SIGSTOP and SIGCONT (ports 39292/39293/38281/39294,
+tests SIGKILL and restart, or SIGSTOP and SIGCONT (ports 24092/24093/24081/24094,
 override with ``SAGALOG_OUTAGE_KAFKA_PORT`` etc.; never the shared stack). The
 chaos supervisor restarts what exits and counts it; every test here asserts it
 counted nothing. Waits are bounded polls for a condition, never sleeps that assert
@@ -27,7 +27,9 @@ from chaos.harness import ChaosRun, Fault
 from chaos.stack import ChaosStack
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 
-PORTS = {"kafka_port": 39292, "controller_port": 39293, "registry_port": 38281, "proxy_port": 39294}
+# Below Linux's ephemeral range (32768-60999): a listening port there can be taken by any
+# client connection's local port first (a run failed on "address already in use" 39294).
+PORTS = {"kafka_port": 24092, "controller_port": 24093, "registry_port": 24081, "proxy_port": 24094}
 
 
 def poll(condition: Callable[[], Any], *, what: str, timeout: float) -> Any:

@@ -641,11 +641,13 @@ def latest_records(lab: TrackerLab) -> dict[str, dict[str, Any]]:
             "isolation.level": "read_committed",  # the durable state, as a restore reads it
         }
     )
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     records: dict[str, dict[str, Any]] = {}
     done: set[int] = set()
     try:
+        # A generous wait: on a starved machine one metadata answer took over 10 s
+        # (chaos short under stress --cpu 2), and a harness read is not what is tested.
+        partitions = consumer.list_topics(topic, timeout=60).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         while len(done) < len(partitions):
             for message in consumer.consume(1000, 1.0):
                 if message.error() is not None:
