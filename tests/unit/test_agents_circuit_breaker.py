@@ -169,3 +169,33 @@ def test_probes_take_turns_while_another_caller_waits() -> None:
     assert not breaker.allow("b") and breaker.allow("a")
     breaker.record_success()
     assert breaker.state is CLOSED and not breaker.steps_aside("a")
+
+
+def test_an_outage_is_several_callers_failing_and_one_bad_request_is_not() -> None:
+    """The failures of several events open it as an outage: the runtime then spends no
+    attempt on the calls that met it. One event failing alone (a request the dependency
+    cannot serve) opens it too, but its attempts still count, so it is dead-lettered."""
+    outage = make_breaker(FakeClock(), threshold=3)
+    assert outage.allow("e1")
+    outage.record_failure("e1")
+    assert not outage.is_outage("e1")  # alone so far: its own failure
+    assert outage.allow("e2")
+    outage.record_failure("e2")
+    assert outage.state is CLOSED and outage.is_outage("e1") and outage.is_outage("e2")
+    assert outage.allow("e1")
+    outage.record_failure("e1")
+    assert outage.state is OPEN and outage.is_outage("e1")
+    alone = make_breaker(FakeClock(), threshold=3)
+    for _ in range(3):
+        assert alone.allow("poison")
+        alone.record_failure("poison")
+    assert alone.state is OPEN and not alone.is_outage("poison")
+    clock = FakeClock()
+    recovered = make_breaker(clock, threshold=2, open_for_s=1.0)
+    for key in ("e1", "e2"):
+        recovered.allow(key)
+        recovered.record_failure(key)
+    clock.advance(1.0)
+    assert recovered.allow("e3")
+    recovered.record_success()
+    assert recovered.state is CLOSED and not recovered.is_outage("e1")

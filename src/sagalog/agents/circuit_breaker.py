@@ -79,6 +79,10 @@ class CircuitBreaker:
     """The key of the caller whose probe failed last: it steps aside while others wait."""
     others_waiting: bool = False
     """Whether a caller other than ``last_failed_probe`` was refused since that probe."""
+    failing_keys: set[str] = field(default_factory=set)
+    """The callers whose failures count towards opening (since the last success)."""
+    opened_by_many: bool = False
+    """Whether more than one caller's failures opened it: an outage, not one bad request."""
     transitions: list[tuple[BreakerState, BreakerState]] = field(default_factory=list)
 
     def _move(self, to: BreakerState) -> None:
@@ -144,6 +148,8 @@ class CircuitBreaker:
         self.failures = 0
         self.probes_in_flight = 0
         self.last_failed_probe, self.others_waiting = None, False
+        self.failing_keys.clear()
+        self.opened_by_many = False
         self._move(BreakerState.CLOSED)
 
     def record_failure(self, key: str | None = None) -> None:
@@ -159,8 +165,21 @@ class CircuitBreaker:
             self._open()
             return
         self.failures += 1
+        if key is not None:
+            self.failing_keys.add(key)
         if self.failures >= self.policy.failure_threshold:
+            self.opened_by_many = len(self.failing_keys) > 1
+            self.failing_keys.clear()
             self._open()
+
+    def is_outage(self, key: str | None = None) -> bool:
+        """Whether ``key``'s failure is the dependency's rather than its own: another
+        caller failed too since the last success (the breaker is on its way to open),
+        or several callers' failures opened it. One caller failing alone (a request the
+        dependency cannot serve) is no outage, whatever the state: its attempts count."""
+        if self.state is BreakerState.CLOSED:
+            return bool(self.failing_keys - {key})
+        return self.opened_by_many
 
     def _open(self) -> None:
         self.opened_at = self.clock()

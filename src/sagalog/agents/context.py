@@ -71,8 +71,9 @@ class HandlerContext:
     recorded: list[EffectRecorded] = field(default_factory=list)
     effects_called: int = 0
     failed_probe: DependencyUnavailable | None = None
-    """Set when a call of this handler probed a half-open breaker and failed: if the
-    handler then fails retryably, the runtime defers the event without an attempt."""
+    """Set when a call of this handler probed a half-open breaker and failed, or failed
+    as an outage opened the breaker: if the handler then fails retryably, the runtime
+    defers the event without an attempt."""
     _occurrences: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -184,9 +185,16 @@ class HandlerContext:
             # A cancelled call (the step timed out) counts against the dependency too,
             # and every admitted half-open probe must report back.
             self.flow.failed(dependency, key=self.event_id)
-            if probing:  # the outage is not over: no attempt of this event is spent
+            breaker = self.flow.breaker(dependency)
+            # The outage is not over (a failed probe), or this call met it as it began
+            # (other callers fail too, so the breaker is opening under it): no attempt
+            # of this event is spent, or the first events of an outage would use up
+            # their attempts in the second before the breaker opened and fail (a chaos
+            # round saw a compensation dead-lettered so).
+            if probing or breaker.is_outage(self.event_id):
+                soon = breaker.clock() + breaker.policy.open_for_s / 10
                 self.failed_probe = DependencyUnavailable(
-                    dependency, retry_at=self.flow.breaker(dependency).retry_at()
+                    dependency, retry_at=max(breaker.retry_at(), soon)
                 )
             raise
         self.flow.succeeded(dependency)
