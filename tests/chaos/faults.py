@@ -213,6 +213,40 @@ def rebalance_storm(run: ChaosRun, rng: random.Random, window_s: float) -> Injec
     return injections
 
 
+def tracker_pause(run: ChaosRun, rng: random.Random, window_s: float) -> Injections:
+    """SIGSTOP tracker worker a past its session (10 s) while worker b runs, so b takes
+    a's partitions (and their transactional ids); then SIGCONT a. A batch a froze with
+    must be fenced and nothing of it seen: a exits 70 and is restarted by the
+    supervisor, or rejoins if it froze between batches."""
+    deadline = time.monotonic() + window_s
+    with run.supervisor.lock:
+        second = run.fleet.services.get("tracker-b")
+        if second is None:
+            run.fleet.start_tracker("b")
+        else:
+            run.supervisor.held.discard("tracker-b")
+            second.start()
+    injections: Injections = []
+    _sleep_until(deadline, rng.uniform(8, 12))  # b has joined and shares the partitions
+    while time.monotonic() < deadline - 25:
+        frozen = run.fleet.services["tracker-a"].process
+        if frozen is None or frozen.poll() is not None:
+            _sleep_until(deadline, 2)
+            continue
+        started = time.monotonic()
+        os.kill(frozen.pid, signal.SIGSTOP)
+        try:
+            time.sleep(rng.uniform(15, 22))
+        finally:
+            os.kill(frozen.pid, signal.SIGCONT)
+        injections.append((started, time.monotonic()))
+        _sleep_until(deadline, rng.uniform(4, 8))
+    with run.supervisor.lock:
+        run.supervisor.held.add("tracker-b")
+    run.fleet.services["tracker-b"].stop()
+    return injections
+
+
 def zombie_agent(run: ChaosRun, rng: random.Random, window_s: float) -> Injections:
     """SIGSTOP the budget agent past its transaction timeout and its session; a
     replacement takes its partitions; then SIGCONT the zombie, which must be fenced."""

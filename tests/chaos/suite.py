@@ -30,6 +30,9 @@ ROLLING = Fault(
     settle_s=600,
 )
 
+# A tracker worker frozen through a rebalance and thawed: its batch must be fenced.
+PAUSED_TRACKER = Fault("tracker SIGSTOP (fenced)", faults.tracker_pause, window_s=55, workflows=30)
+
 FULL = (
     Fault("tracker SIGKILL", faults.tracker_kill, window_s=45, workflows=40),
     Fault("agent SIGKILL", faults.agent_kill, window_s=45, workflows=40),
@@ -37,6 +40,7 @@ FULL = (
     Fault("broker SIGSTOP 5-30 s", faults.broker_pause, window_s=60, workflows=40, max_exits=0),
     Fault("rebalance storm", faults.rebalance_storm, window_s=45, workflows=40),
     Fault("zombie agent", faults.zombie_agent, window_s=50, workflows=30),
+    PAUSED_TRACKER,
     ROLLING,
     Fault("poison events", faults.poison, window_s=30, workflows=30, verify=faults.poison_verify),
     Fault("duplicated + reordered delivery", faults.redeliver, window_s=40, workflows=30),

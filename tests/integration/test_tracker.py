@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 
 from sagalog.replay.diff import decided_fields
@@ -300,11 +301,46 @@ def test_two_workers_share_the_partitions_and_one_takes_over_when_the_other_dies
 
 
 def _last_assignment(process: Any) -> list[int] | None:
+    return _last_assignment_since(process, 0)
+
+
+def _last_assignment_since(process: Any, start: int) -> list[int] | None:
     import json
     import re
 
-    found = re.findall(r"partitions assigned: (\[[0-9, ]*\])", process.logs())
+    found = re.findall(r"partitions assigned: (\[[0-9, ]*\])", process.logs()[start:])
     return json.loads(found[-1]) if found else None
+
+
+def _stuck(lab: TrackerLab, ids: list[str]) -> str:
+    """Where the first stuck workflows stand, and the tracker group's offsets (diagnostics)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            **lab.project.settings.kafka_config(),
+            "group.id": lab.app_id,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    parts = consumer.list_topics(lab.topic, timeout=10).topics[lab.topic].partitions
+    committed = consumer.committed([TopicPartition(lab.topic, p) for p in parts], timeout=10)
+    lines = [
+        "committed (partition, offset, watermarks): "
+        + str(
+            [
+                (tp.partition, tp.offset, consumer.get_watermark_offsets(tp, timeout=10))
+                for tp in committed
+            ]
+        )
+    ]
+    consumer.close()
+    for w in [w for w in ids if lab.state(w) not in ("completed", "compensated")][:3]:
+        moves = [(m["to_state"], m["step"], m["cause_event_id"][:8]) for m in lab.transitions(w)]
+        events = [(e["type"].rsplit(".", 1)[-1], e["id"][:8], e["at"]) for e in lab.events(w)]
+        lines.append(f"{w}: moves {moves}; events {events}")
+    return "\n".join(lines)
 
 
 def test_on_the_wall_clock_a_step_timeout_fires_by_itself(tracker_lab: TrackerLab) -> None:
@@ -364,3 +400,109 @@ def test_an_aborted_transaction_is_never_acted_on(tracker_lab: TrackerLab) -> No
 
     lab.complete("wf-aborted", step)
     lab.wait(lambda: _at(lab, "wf-aborted", "running", FORWARD[1][0]), what="step 2 running")
+
+
+#: What a thawed worker logs when a batch it held was refused (``fencing``).
+FENCED = "were taken over by another worker"
+
+
+@pytest.mark.timeout(600)
+def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partitions_it_lost(
+    tracker_lab: TrackerLab,
+) -> None:
+    """SIGSTOP worker a mid-work until b has taken all its partitions, then SIGCONT it.
+
+    b took a's partitions' transactional ids before reading their changelogs, so the
+    batch a froze with cannot commit: a exits 70 (restarted here, as a supervisor
+    would) and nothing of that batch is ever read. Judged from the log: no transition
+    appears twice, every workflow ends where it should, and the live records match a
+    rebuild from the log. Paused again until a frozen batch was caught (a worker
+    frozen between batches just rejoins).
+    """
+    import os
+    import signal
+
+    lab = tracker_lab
+    driver = Driver(lab)
+    a = lab.tracker("a")
+    b = lab.tracker("b")
+    lab.wait(
+        lambda: (
+            bool(_last_assignment(a))
+            and bool(_last_assignment(b))
+            and sorted((_last_assignment(a) or []) + (_last_assignment(b) or [])) == [0, 1, 2]
+        ),
+        what="both workers holding partitions",
+    )
+    ids = driver.start(400)
+    fenced = pauses = 0
+    deadline = time.monotonic() + 280
+    progress = (0, time.monotonic())
+    while time.monotonic() < deadline:
+        driver.step(ids)
+        states = Counter(lab.state(w) for w in ids)
+        ended = states["completed"] + states["compensated"]
+        if ended != progress[0]:
+            progress = (ended, time.monotonic())
+        elif time.monotonic() - progress[1] > 60:
+            raise AssertionError(f"no progress for 60 s at {ended}: {states}; {_stuck(lab, ids)}")
+        if not fenced and pauses < 6 and a.alive and ended >= 40 * (pauses + 1):
+            pauses += 1
+            seen = b.logs().count("partitions assigned")
+            os.kill(a.pid, signal.SIGSTOP)
+            # b takes every partition once a's session (10 s) expired; work goes on.
+            lab.wait(
+                lambda s=seen: (
+                    b.logs().count("partitions assigned") > s and _last_assignment(b) == [0, 1, 2]
+                ),
+                timeout=90,
+                what="b holding every partition while a is frozen",
+            )
+            for _ in range(5):
+                driver.step(ids)
+                time.sleep(0.2)
+            mark = len(a.logs())
+            os.kill(a.pid, signal.SIGCONT)
+            lab.wait(
+                lambda n=mark: not a.alive or "partitions assigned" in a.logs()[n:],
+                timeout=120,
+                what="a fenced or back in the group",
+            )
+            caught = FENCED in a.logs()[mark:]
+            fenced += caught
+            if not a.alive:
+                restarted = len(a.logs())
+                a.start()  # as a supervisor would
+                lab.wait(
+                    lambda n=restarted: bool(_last_assignment_since(a, n)),
+                    timeout=120,
+                    what="a restarted and holding partitions",
+                )
+            print(f"pause {pauses}: a {'fenced' if caught else 'rejoined'} at {ended} ended")
+        if ended == len(ids):
+            break
+        time.sleep(0.3)
+    assert fenced, f"no frozen batch was caught in {pauses} pauses"
+    wrong = [w for w in ids if lab.state(w) != EXPECTED[int(w.split("-")[1]) % 4]]
+    assert not wrong, wrong[:5]
+    twice = {
+        w: repeated
+        for w in ids
+        if (
+            repeated := [
+                move
+                for move, n in Counter(
+                    (m["from_state"], m["to_state"], m["cause_event_id"])
+                    for m in lab.transitions(w)
+                ).items()
+                if n > 1
+            ]
+        )
+    }
+    assert not twice, f"{len(twice)} workflow(s) with a transition published twice: {twice}"
+    lab.wait(lambda: len(latest_records(lab)) == len(ids), what="records in the changelog")
+    live = latest_records(lab)
+    rebuilt = rebuild_from_log(lab, work_dir=lab.tmp)
+    mismatched = [w for w in ids if decided_fields(live[w]) != decided_fields(rebuilt[w])]
+    assert not mismatched, mismatched[:3]
+    print(f"paused tracker: {pauses} pause(s), {fenced} fenced; 0 transitions twice")

@@ -480,6 +480,7 @@ class TrackerLab:
             "type": headers.get("ce_type"),
             "id": headers.get("ce_id"),
             "headers": headers,
+            "at": (message.partition(), message.offset()),
             **payload,
         }
         workflow_id = headers.get("ce_workflowid", "")

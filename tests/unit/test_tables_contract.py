@@ -20,7 +20,7 @@ reads through its ``Overlay``, and a rebuild stages writes until its commit.
 
 The faust implementation is built for real, as the service builds it
 (``sagalog.services.tracker.store.build_tables``): faust tables on RocksDB, no broker needed for
-their storage; the changelog producer is a stand-in that acknowledges at flush (what
+their storage; the changelog producer is a stand-in that acknowledges at commit (what
 reaches Kafka is the integration suites' business).
 """
 
@@ -65,7 +65,7 @@ class Implementation:
 
 
 class _AckingProducer:
-    """The changelog producer's stand-in: every record acknowledged at flush, in order."""
+    """The changelog producer's stand-in: every record acknowledged at commit, in order."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, int, bytes, bytes | None]] = []
@@ -79,7 +79,7 @@ class _AckingProducer:
         message = SimpleNamespace(offset=lambda: offset, topic=lambda: topic)
         self._waiting.append(lambda: on_delivery(None, message))
 
-    async def flush(self) -> None:
+    async def commit(self) -> None:
         waiting, self._waiting = self._waiting, []
         for deliver in waiting:
             deliver()

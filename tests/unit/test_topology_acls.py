@@ -195,6 +195,8 @@ def test_the_tracker_owns_its_prefix_and_writes_the_platform_topics(
         ("GROUP", "LITERAL", "saga-tracker", "READ"),
         ("GROUP", "PREFIXED", "saga-tracker-", "DESCRIBE"),
         ("GROUP", "LITERAL", "sagalog-clock", "DESCRIBE"),
+        ("TRANSACTIONAL_ID", "PREFIXED", "saga-tracker-", "WRITE"),
+        ("TRANSACTIONAL_ID", "PREFIXED", "saga-tracker-", "DESCRIBE"),
     }
 
 
@@ -219,7 +221,7 @@ def test_deny_by_default_nothing_beyond_the_derivation(
     procurement: tuple[Topology, tuple[Flow, ...]],
 ) -> None:
     rules = derive_acls(*procurement)
-    assert len(rules) == 106
+    assert len(rules) == 108
     assert all(r.permission is Permission.ALLOW and r.host == "*" for r in rules)
     assert not [r for r in rules if r.resource_type is ResourceKind.CLUSTER]  # KIP-679
     assert not [r for r in rules if r.operation in (Operation.ALL, Operation.DELETE)]
@@ -414,7 +416,7 @@ def test_cli_lists_the_derived_bindings_without_a_cluster(repo_root: Path) -> No
     result = CliRunner().invoke(cli, ["--project-dir", str(repo_root), "topology", "acls"])
     assert result.exit_code == 0, result.output
     assert "User:gateway\n  ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'" in result.output
-    assert result.output.rstrip().endswith("106 binding(s) for 8 service(s)")
+    assert result.output.rstrip().endswith("108 binding(s) for 8 service(s)")
 
 
 # -- reading the cluster's ACLs ---------------------------------------------------------

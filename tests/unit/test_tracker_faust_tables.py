@@ -7,8 +7,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 import rocksdict
 
+from sagalog.services.tracker.fencing import PartitionsFenced
 from sagalog.services.tracker.store import FaustTables, Table
 
 
@@ -27,7 +29,7 @@ class _Table:
 
 
 class _Producer:
-    """Acknowledges every record at flush, numbering offsets per partition."""
+    """Acknowledges every record at commit, numbering offsets per partition."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, int, bytes, bytes | None]] = []
@@ -41,7 +43,7 @@ class _Producer:
         message = SimpleNamespace(offset=lambda: offset, topic=lambda: topic)
         self._waiting.append(lambda: on_delivery(None, message))
 
-    async def flush(self) -> None:
+    async def commit(self) -> None:
         for deliver in self._waiting:
             deliver()
         self._waiting.clear()
@@ -57,6 +59,10 @@ def test_a_scan_reads_only_keys_below_the_upper_bound_and_writes_go_to_the_chang
     for i in range(1000):
         tables.put(Table.TIMERS, 0, b"%015d|wf-%d" % (i, i), b"")
     tables.delete(Table.TIMERS, 0, b"%015d|wf-%d" % (3, 3))
+    # Nothing is stored, nor an offset recorded, before the transaction committed.
+    assert tables.scan(Table.TIMERS, 0, b"", b"%015d" % 1000, limit=5) == []
+    assert table.persisted == {}
+    asyncio.run(tables.sync())
 
     due = tables.scan(Table.TIMERS, 0, b"", b"%015d" % 10, limit=100)
 
@@ -65,8 +71,31 @@ def test_a_scan_reads_only_keys_below_the_upper_bound_and_writes_go_to_the_chang
     assert len(producer.sent) == 1001 and producer.sent[-1][3] is None
     assert producer.sent[0][:2] == ("app-timers-changelog", 0)
     assert tables.get(Table.TIMERS, 1, b"x") is None  # a partition this worker does not hold
-    # The offsets faust restores from are recorded only once the changelog acknowledged.
-    assert table.persisted == {}
-    asyncio.run(tables.sync())
     assert list(table.persisted.values()) == [1000]
+    db.close()
+
+
+def test_a_batch_whose_transaction_failed_leaves_nothing_in_the_local_tables(
+    tmp_path: Path,
+) -> None:
+    """A fenced worker's batch was aborted on the broker: RocksDB must not keep it either,
+    or the worker would hold writes nobody can restore when it gets the partition back."""
+    db = rocksdict.Rdict(str(tmp_path / "t"), options=rocksdict.Options(raw_mode=True))
+    table = _Table(db)
+    producer = _Producer()
+    tables = FaustTables({Table.TIMERS: table}, producer)
+    tables.put(Table.TIMERS, 0, b"kept", b"")
+    asyncio.run(tables.sync())
+
+    async def fenced() -> None:
+        raise PartitionsFenced("partitions [0] were taken over")
+
+    producer.commit = fenced  # type: ignore[method-assign]
+    tables.put(Table.TIMERS, 0, b"aborted", b"")
+    tables.delete(Table.TIMERS, 0, b"kept")
+    with pytest.raises(PartitionsFenced):
+        asyncio.run(tables.sync())
+
+    assert [k for k, _ in tables.scan(Table.TIMERS, 0, b"", b"~", limit=10)] == [b"kept"]
+    assert list(table.persisted.values()) == [0]
     db.close()

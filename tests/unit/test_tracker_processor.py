@@ -94,10 +94,10 @@ class FakeSink:
         self.flushes = 0
         self.fail: Exception | None = None
 
-    def publish(self, action: Publish) -> None:
+    def publish(self, action: Publish, *, partition: int) -> None:
         self.published.append(action)
 
-    def alert(self, alert: Alert, *, flow: Flow | None, now_ms: int) -> None:
+    def alert(self, alert: Alert, *, flow: Flow | None, now_ms: int, partition: int) -> None:
         self.alerts.append(alert)
         self.alerted_for.append((flow.label if flow is not None else None, now_ms))
 

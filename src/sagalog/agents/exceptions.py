@@ -11,11 +11,6 @@ from confluent_kafka import KafkaError
 from sagalog.errors import SagalogError
 from sagalog.exit_codes import ExitCode
 
-FENCED_PRODUCER = {
-    KafkaError._FENCED,
-    KafkaError.PRODUCER_FENCED,
-    KafkaError.INVALID_PRODUCER_EPOCH,
-}
 BROKER_AWAY = {KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT}
 
 

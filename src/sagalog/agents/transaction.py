@@ -17,7 +17,6 @@ from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Messag
 
 from sagalog.agents.connection import KafkaClients
 from sagalog.agents.exceptions import (
-    FENCED_PRODUCER,
     ClientHung,
     ConsumerFailed,
     TransactionTimedOut,
@@ -26,6 +25,7 @@ from sagalog.agents.exceptions import (
 from sagalog.agents.outputs import Result
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.authorization import authorization_error, is_authorization_failure
+from sagalog.kafka_errors import FENCED_PRODUCER
 
 
 class Transactions:

@@ -22,9 +22,12 @@ Kafka 4.4 on a secured broker, ``tests/integration/test_acls_secure.py``):
   ``<app id>-<table>-changelog`` and ``<app id>-__assignor-__leader``, and the tracker
   creates ``<app id>-clock``: READ, WRITE, CREATE and DESCRIBE on the PREFIXED topic
   ``<app id>-``. faust only sends CreateTopics (it never describes or alters
-  configs), so no DESCRIBE_CONFIGS or ALTER_CONFIGS. Its backlog probe and clock
-  reader assign partitions under the groups ``<app id>-backlog-probe`` and
-  ``sagalog-clock``: DESCRIBE on those.
+  configs), so no DESCRIBE_CONFIGS or ALTER_CONFIGS. Each partition's outputs go
+  in that partition's transaction, ``transactional.id`` ``<app id>-p<partition>``
+  (WRITE and DESCRIBE on the PREFIXED TRANSACTIONAL_ID ``<app id>-``). Its backlog
+  probe, changelog tail reader and clock reader assign partitions under the groups
+  ``<app id>-backlog-probe``, ``<app id>-changelog-tail`` and ``sagalog-clock``:
+  DESCRIBE on those.
 - **Gateway**: reads the tracker's records changelog and the transitions with
   ``assign()`` under ``sagalog-gateway-<instance>-<uuid>``, committing nothing:
   DESCRIBE on the group prefix (FindCoordinator, OffsetFetch), not READ. Writes
@@ -32,7 +35,7 @@ Kafka 4.4 on a secured broker, ``tests/integration/test_acls_secure.py``):
   ``sagalog.transitions``, which only the tracker writes.
 
 No CLUSTER right anywhere. A transactional producer needs WRITE on its
-TRANSACTIONAL_ID; a plain idempotent producer (the tracker's sink, the gateway's
+TRANSACTIONAL_ID; a plain idempotent producer (the tracker's ticks, the gateway's
 publisher) needs, since KIP-679 (Kafka 3.0), IDEMPOTENT_WRITE on the cluster *or*
 WRITE on any topic, and every such service has a topic WRITE (Kafka 4.4's
 ``KafkaApis.handleInitProducerIdRequest`` checks exactly that). DESCRIBE is implied
@@ -227,6 +230,13 @@ def _tracker(rules: _Rules, tracker: TrackerService, flows: tuple[Flow, ...]) ->
         pattern=PatternKind.PREFIXED,
     )
     rules.grant(ResourceKind.GROUP, tracker.app_id, [Operation.READ], "the faust app's group")
+    rules.grant(
+        ResourceKind.TRANSACTIONAL_ID,
+        tracker.topic_prefix,
+        [Operation.WRITE, Operation.DESCRIBE],
+        "a transaction per partition and batch (fencing), id <app id>-p<partition>",
+        pattern=PatternKind.PREFIXED,
+    )
     rules.grant(
         ResourceKind.GROUP,
         tracker.topic_prefix,

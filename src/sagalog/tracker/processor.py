@@ -69,11 +69,15 @@ log = logging.getLogger("sagalog.tracker")
 
 
 class Sink(Protocol):
-    """Where the tracker's output goes: events, alerts, and a flush that waits for acks."""
+    """Where the tracker's output goes: events, alerts, and a flush that waits for acks.
 
-    def publish(self, action: Publish) -> None: ...
+    Each output names the partition whose input caused it: the service sends it in
+    that partition's transaction (``services.tracker.fencing``).
+    """
 
-    def alert(self, alert: Alert, *, flow: Flow | None, now_ms: int) -> None: ...
+    def publish(self, action: Publish, *, partition: int) -> None: ...
+
+    def alert(self, alert: Alert, *, flow: Flow | None, now_ms: int, partition: int) -> None: ...
 
     async def flush(self) -> None: ...
 
@@ -337,7 +341,9 @@ class Processor:
         overlay = batch.overlay
         for action in decision.actions:
             if isinstance(action, Publish):
-                self.sink.publish(action.with_chain(chain) if chain is not None else action)
+                self.sink.publish(
+                    action.with_chain(chain) if chain is not None else action, partition=partition
+                )
                 batch.published += 1
                 if self._on_transition is not None and isinstance(action.event, StateTransition):
                     self._on_transition(action.workflow_id, action.event)
@@ -346,7 +352,7 @@ class Processor:
             elif isinstance(action, CancelTimer):
                 overlay.delete(Table.TIMERS, partition, action.key.encode())
             elif isinstance(action, Alert):
-                self.sink.alert(action, flow=flow, now_ms=now_ms)
+                self.sink.alert(action, flow=flow, now_ms=now_ms, partition=partition)
             elif isinstance(action, Park) and isinstance(event, TrackedEvent):
                 key = parked_prefix(event.workflow_id) + event.event_id.encode()
                 overlay.put(Table.PARKED, partition, key, event.model_dump_json().encode())

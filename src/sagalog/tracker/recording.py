@@ -23,12 +23,12 @@ class RecordingSink:
         self.actions: list[Publish] = []
         self.alerts: list[Alert] = []
 
-    def publish(self, action: Publish) -> None:
+    def publish(self, action: Publish, *, partition: int) -> None:
         self.published += 1
         if self.keep:
             self.actions.append(action)
 
-    def alert(self, alert: Alert, *, flow: Flow | None, now_ms: int) -> None:
+    def alert(self, alert: Alert, *, flow: Flow | None, now_ms: int, partition: int) -> None:
         self.alerted += 1
         if self.keep:
             self.alerts.append(alert)

@@ -8,15 +8,19 @@ Shape (see DESIGN.md, "Tracker"):
   with partition *p* of each table: a workflow's events, its record, its timers and
   the ticks that fire them are all handled by one coroutine, never concurrently.
 - **Batches**: ``take_events`` hands over up to ``batch_max`` records; the processor
-  decides them all, publishes, waits for the acks once, then stores (see
-  ``processor``). Only then are its offsets finished; the tracker commits them
-  itself every ``commit_interval_s`` (``offsets``: faust's ack and gap tracking
-  cost a fifth of the CPU on transactional input).
+  decides them all; each partition's outputs and changelog records go out in that
+  partition's transaction, so a worker paused through a rebalance is fenced
+  (``fencing``); once they committed, the writes are stored in RocksDB (``store``).
+  Only then are its offsets finished; the tracker commits them itself every
+  ``commit_interval_s`` (``offsets``: faust's ack and gap tracking cost a fifth of
+  the CPU on transactional input).
 - **Ticks**: a wall-clock worker produces a tick every ``tick_interval_s`` to each
   clock partition it owns; a tick makes the agent fire the due timers of that
   partition (a bounded range scan). In virtual mode the ticks come from outside.
 - **Tables**: ``records``, ``timers``, ``parked``, ``admission``: RocksDB through
-  rocksdict, each with its changelog topic, ``partitions`` = the workflow topics'.
+  rocksdict, each with its changelog topic, ``partitions`` = the workflow topics',
+  restored up to each changelog's last committed record, after the partitions'
+  transactional ids were taken (``restore``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from functools import partial
 from typing import Any
 
 import faust
@@ -44,9 +49,11 @@ from sagalog.services.tracker.batching import drained_batches, of_generation
 from sagalog.services.tracker.caught_up import unread
 from sagalog.services.tracker.clock import TrackerClock
 from sagalog.services.tracker.exits import crash
+from sagalog.services.tracker.fencing import BatchAborted
 from sagalog.services.tracker.handover import Turns
 from sagalog.services.tracker.lag import LagWatch
 from sagalog.services.tracker.offsets import OffsetBook
+from sagalog.services.tracker.restore import CommittedRecovery, TailReader
 from sagalog.services.tracker.settings import TrackerSettings
 from sagalog.services.tracker.sink import KafkaSink
 from sagalog.services.tracker.store import FaustTables, Table, build_tables
@@ -66,6 +73,10 @@ log = logging.getLogger("sagalog.tracker")
 # A fetch per partition: ~8,000 of the workflow topic's lz4-compressed records, a few
 # seconds of deciding, so the next fetch is always back before the queue runs dry.
 FETCH_BYTES_PER_PARTITION = 256 * 1024
+
+# How often a batch whose transaction was aborted is decided again before the worker
+# exits (70) and leaves it to the next one.
+ABORTED_TRIES = 3
 
 # The longest a timer check waits for the consumer to know a partition's position
 # (a partition just assigned has none until its first fetch): past it, the timers
@@ -174,6 +185,18 @@ class Tracker:
             topic_configs=profile_config(settings),
         )
         self.store = FaustTables(self.tables, self.sink)
+        tails = TailReader(
+            settings.kafka_config(
+                **{
+                    "group.id": f"{settings.app_id}-changelog-tail",
+                    "client.id": f"{settings.app_id}-changelog-tail",
+                }
+            ),
+            clock=time.monotonic,
+        )
+        faust_internals.use_recovery(
+            app, partial(CommittedRecovery, tails=tails, take=self.sink.transactions.take)
+        )
         started = time.monotonic()
 
         async def recovered() -> None:
@@ -208,6 +231,8 @@ class Tracker:
         async def revoked(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
             await self.turns.hold()  # the batch in hand ends before faust lets its tables go
             await self._commit_offsets()  # the next owner starts where this one finished
+            # Whatever comes back is taken again, fencing whoever had it meanwhile.
+            self.sink.transactions.release()
 
         app.on_partitions_revoked.connect(revoked)
 
@@ -221,8 +246,9 @@ class Tracker:
                     current = of_generation(events, app.consumer_generation_id)
                     try:
                         if current:
-                            await self.run_batch(current)
+                            await self.decide(current)
                     except Exception as exc:
+                        # Its open transactions are aborted by the next holder's init.
                         crash("a batch failed", exc)
 
         app.agent(source, name=f"{settings.app_id}.track", concurrency=1)(track)
@@ -248,6 +274,30 @@ class Tracker:
         await self._commit_offsets()
 
     # -- a batch -------------------------------------------------------------------
+
+    async def decide(self, events: Any) -> None:
+        """Run a batch; one whose transaction the broker aborted is decided again here.
+
+        An abort stored nothing and published nothing visible (``fencing``), so the
+        same events give the same decisions and event ids. Only a batch aborted
+        ``ABORTED_TRIES`` times, or fenced (another worker holds the partition now),
+        ends the process.
+        """
+        for attempt in range(1, ABORTED_TRIES + 1):
+            try:
+                await self.run_batch(events)
+                return
+            except BatchAborted as exc:
+                if attempt == ABORTED_TRIES:
+                    raise
+                log.warning(
+                    "%s (attempt %d of %d)",
+                    exc,
+                    attempt,
+                    ABORTED_TRIES,
+                    extra={"sagalog": {"agent": "saga-tracker", "action": "batch_aborted"}},
+                )
+                await asyncio.sleep(0.5 * attempt)
 
     async def run_batch(self, events: Any) -> None:
         batch = self.processor.begin(self.store)

@@ -17,10 +17,13 @@ again from the committed offset), as faust's own stream drops them.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 _END = object()
+
+log = logging.getLogger("sagalog.tracker")
 
 
 async def drained_batches(
@@ -75,4 +78,19 @@ async def drained_batches(
 def of_generation(events: list[Any], now: int) -> list[Any]:
     """The events read in consumer generation ``now``; the others' partitions were
     handed over since, and their next owner reads them again from the committed offset."""
-    return [e for e in events if getattr(e.message, "generation_id", now) == now]
+    kept = [e for e in events if getattr(e.message, "generation_id", now) == now]
+    if len(kept) < len(events):
+        dropped: dict[str, list[int]] = {}
+        for e in events:
+            if getattr(e.message, "generation_id", now) != now:
+                message = e.message
+                where = f"{getattr(message, 'topic', '?')}/{getattr(message, 'partition', '?')}"
+                dropped.setdefault(where, []).append(getattr(message, "offset", -1))
+        log.info(
+            "dropped %d record(s) read before the rebalance to generation %d: %s",
+            len(events) - len(kept),
+            now,
+            {where: (min(o), max(o)) for where, o in dropped.items()},
+            extra={"sagalog": {"agent": "saga-tracker", "action": "dropped_old_generation"}},
+        )
+    return kept

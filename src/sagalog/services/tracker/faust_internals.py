@@ -22,7 +22,7 @@ to do; no accessor here falls back to a default.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -122,6 +122,8 @@ def _class_needs() -> list[tuple[type, Need]]:
     from faust import App
     from faust.channels import Channel
     from faust.stores.rocksdb import Store
+    from faust.tables.manager import TableManager
+    from faust.tables.recovery import Recovery
     from faust.transport.conductor import Conductor
     from faust.transport.consumer import Consumer, ThreadDelegateConsumer
     from faust.transport.drivers import aiokafka as driver
@@ -168,6 +170,12 @@ def _class_needs() -> list[tuple[type, Need]]:
         need(Store, "set_persisted_offset", "record the changelog offsets faust restores from"),
         need(Store, "rocksdb_options", "put every table under one memory budget (rocks.py)"),
         need(Store, "offset_key", "keep faust's bookkeeping key out of the tracker's scans"),
+        need(TableManager, "_recovery", "fence and restore through our Recovery (restore.py)"),
+        need(Recovery, "_build_highwaters", "fence, then find the committed ends (restore.py)"),
+        need(Recovery, "_resume_streams", "seek before records flow again (restore.py)"),
+        need(Recovery, "_is_changelog_tp", "tell stream partitions from changelogs (restore.py)"),
+        need(Recovery, "completed", "say the recovery completed (restore.py)"),
+        need(App, "_fetcher", "start the fetcher once the streams may flow (restore.py)"),
         need(Conductor, "_topics", "find the stream queue the stall watchdog measures"),
         need(Channel, "_queue", "measure a stream's queue without creating one"),
         need(
@@ -216,6 +224,17 @@ def configure_fetch(kafka: Any, *, isolation_level: str, fetch_max_wait_ms: int)
     require(kafka, AIOKAFKA_CONSUMER[:2])
     kafka._isolation_level = isolation_level
     kafka._fetch_max_wait_ms = fetch_max_wait_ms
+
+
+# -- recovery -----------------------------------------------------------------------
+
+
+def use_recovery(app: Any, make: Callable[..., Any]) -> None:
+    """Make the app's table manager restore with what ``make`` builds (a faust
+    ``Recovery``, called as faust calls it), before anything asks for its recovery:
+    faust creates one lazily."""
+    tables = app.tables
+    tables._recovery = make(app, tables, beacon=tables.beacon, loop=tables.loop)
 
 
 # -- offsets ------------------------------------------------------------------------

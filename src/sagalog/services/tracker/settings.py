@@ -14,6 +14,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
 from sagalog.settings import ServiceSettings
+from sagalog.topic_names import owned_prefix
 
 
 def _default_instance_id() -> str:
@@ -91,6 +92,14 @@ class TrackerSettings(ServiceSettings):
         description="A worker silent this long is dropped from the group and its partitions "
         "move; faust's default (60 s) would stall a restart that long after a crash.",
     )
+    transaction_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Longest a batch's transaction may stay open, and its records wait "
+        "for Kafka: the coordinator aborts it past this, so a broker away longer fails the "
+        "batch. A worker frozen mid-batch is fenced as soon as another takes its partitions "
+        "over; if none does, it holds back read_committed readers at most this long.",
+    )
     stop_timeout_s: float = Field(
         default=30.0,
         gt=0,
@@ -121,3 +130,9 @@ class TrackerSettings(ServiceSettings):
     )
     log_level: str = "INFO"
     json_logs: bool = True
+
+    @property
+    def transactional_id_prefix(self) -> str:
+        """Every partition producer's ``transactional.id`` starts with this (``fencing``);
+        the tracker's ACLs grant it, PREFIXED (``topology.acls``)."""
+        return owned_prefix(self.app_id)

@@ -1,17 +1,22 @@
 """The tracker's output: Avro events on the workflow and transitions topics, alerts, ticks.
 
-One idempotent confluent-kafka producer (librdkafka's own thread batches and
-compresses, far faster than producing from the event loop). Every event is signed
-(``sagalog_hash``) and a workflow's carry its chain head (``sagalog_chain``, stamped
-by the processor), like every sagalog publisher's. ``flush`` waits in a
-worker thread, so the faust event loop keeps serving heartbeats meanwhile, and
-raises if any record of the batch was refused: the batch is then never stored nor
-committed, and the next worker decides it again.
+What a batch decides for partition *p* (events, per-workflow alerts, dead letters and
+the changelog records of *p*'s tables) goes out in *p*'s transaction, through the
+producer that holds *p*'s transactional id (``fencing``): a worker that lost *p*
+while paused can no longer publish for it. ``commit`` ends every partition's
+transaction of the batch; the changelog writes are stored in RocksDB only after it
+(``store``). Ticks and SLA alerts, which belong to no workflow and change nothing
+if repeated, go through one plain idempotent producer.
+
+Every event is signed (``sagalog_hash``) and a workflow's carry its chain head
+(``sagalog_chain``, stamped by the processor), like every sagalog publisher's.
+librdkafka's own threads batch and compress, far faster than producing from the
+event loop; commits wait in worker threads, so the faust event loop keeps serving
+heartbeats meanwhile.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from collections.abc import Callable
@@ -24,10 +29,11 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import EventHeaders, new_event_id
 from sagalog.dead_letters import dead_letter_headers
-from sagalog.errors import AuthorizationError, SagalogError, ServiceUnavailableError
+from sagalog.errors import AuthorizationError, SagalogError
 from sagalog.events import TrackerAlert
 from sagalog.flows.model import Flow
 from sagalog.position import RecordPosition
+from sagalog.services.tracker.fencing import PartitionTransactions
 from sagalog.services.tracker.settings import TrackerSettings
 from sagalog.tracker import TRACKER_SOURCE, TRANSITIONS_TOPIC, Alert, Publish, SlaAlert
 from sagalog.tracker.ticks import encode_tick
@@ -41,34 +47,50 @@ class KafkaSink:
     def __init__(self, settings: TrackerSettings, *, codec: EventCodec) -> None:
         self.settings = settings
         self.codec = codec
+        client = f"{settings.app_id}-{settings.instance_id}"
+        common = {
+            # Every batch ends in a commit, which sends at once whatever the linger; a
+            # short linger only split a batch's records into several produce requests
+            # while it was being decided. What nothing commits (ticks) waits this long.
+            "linger.ms": 20,
+            "compression.type": "lz4",
+            "queue.buffering.max.messages": 1_000_000,
+        }
         self.producer = Producer(
             settings.producer_config(
-                **{
-                    # Every batch ends in ``flush``, which sends at once whatever the
-                    # linger; a short linger only split a batch's records into several
-                    # produce requests while it was being decided. What nothing flushes
-                    # (ticks) waits at most this long.
-                    "linger.ms": 20,
-                    "compression.type": "lz4",
-                    "queue.buffering.max.messages": 1_000_000,
-                    "message.timeout.ms": 120_000,
-                    "client.id": f"{settings.app_id}-{settings.instance_id}",
-                }
+                **{**common, "message.timeout.ms": 120_000, "client.id": f"{client}-ticks"}
             )
+        )
+        transaction_ms = int(settings.transaction_timeout_s * 1000)
+        self.transactions = PartitionTransactions(
+            settings,
+            settings.producer_config(
+                **{
+                    **common,
+                    "client.id": client,
+                    "transaction.timeout.ms": transaction_ms,
+                    "message.timeout.ms": transaction_ms,
+                    # Right after a commit the coordinator answers CONCURRENT_TRANSACTIONS
+                    # until its markers are written; librdkafka's 100 ms default backoff
+                    # then costs ~50-100 ms per transaction (confluent-kafka-python #967).
+                    "retry.backoff.ms": 5,
+                }
+            ),
         )
         self._errors: list[str] = []
         self._denied: AuthorizationError | None = None  # the first refused write's error
         self.sent = 0
 
-    def publish(self, action: Publish) -> None:
+    def publish(self, action: Publish, *, partition: int) -> None:
         topic = action.topic
         if topic == TRANSITIONS_TOPIC:
             topic = self.settings.transitions_topic
         value = self.codec.encode(topic, action.event.event_type, action.event.to_avro())
-        self._produce(topic, action.workflow_id, value, action.headers().to_kafka())
+        self._produce(partition, topic, action.workflow_id, value, action.headers().to_kafka())
 
-    def alert(self, alert: Alert, *, flow: Flow | None, now_ms: int) -> None:
+    def alert(self, alert: Alert, *, flow: Flow | None, now_ms: int, partition: int) -> None:
         self._alert(
+            partition,
             TrackerAlert(
                 alert=alert.name,
                 message=alert.message,
@@ -81,7 +103,9 @@ class KafkaSink:
         )
 
     def sla_alert(self, alert: SlaAlert, *, now_ms: int) -> None:
+        """An SLA alert is about a flow, not a workflow: no partition's, so no transaction."""
         self._alert(
+            None,
             TrackerAlert(
                 alert=alert.name,
                 message=alert.message,
@@ -101,16 +125,11 @@ class KafkaSink:
         value: bytes | None,
         on_delivery: Callable[[Any, Any], None],
     ) -> None:
-        """A record as is, to one partition (the tables' changelogs)."""
-        try:
-            self.producer.produce(
-                topic, key=key, value=value, partition=partition, on_delivery=on_delivery
-            )
-        except BufferError:
-            self.producer.poll(0.5)
-            self.producer.produce(
-                topic, key=key, value=value, partition=partition, on_delivery=on_delivery
-            )
+        """A record as is, to one partition (the tables' changelogs), in that partition's
+        transaction."""
+        self.transactions.send(
+            partition, topic, key=key, value=value, partition=partition, on_delivery=on_delivery
+        )
 
     def tick(self, topic: str, partition: int, now_ms: int) -> None:
         """A tick on the clock topic: 'look for due timers in this partition now'."""
@@ -130,8 +149,10 @@ class KafkaSink:
         error_class: str,
         now_ms: int,
     ) -> None:
-        """The record as it was, plus why the tracker could not read it (headers)."""
-        self.producer.produce(
+        """The record as it was, plus why the tracker could not read it (headers), in the
+        transaction of the partition it was read from."""
+        self.transactions.send(
+            partition,
             self.settings.deadletter_topic,
             key=key,
             value=value,
@@ -161,24 +182,37 @@ class KafkaSink:
         )
 
     async def flush(self) -> None:
-        """Wait until every record produced so far is acknowledged.
+        """Raise what was refused so far; the waiting is ``commit``'s (the processor calls
+        this before it stores, and the store's ``sync`` commits).
 
         Raises:
-            ServiceUnavailableError: records still unacknowledged after the producer's
-                own retries (``message.timeout.ms``).
+            AuthorizationError: a write was refused for a missing ACL (names the principal).
             SagalogError: the broker refused a record (names the first refusal).
-            AuthorizationError: it refused one for a missing ACL (names the principal).
         """
-        if len(self.producer):
-            loop = asyncio.get_running_loop()
-            remaining = await loop.run_in_executor(None, self.producer.flush, 150.0)
-            if remaining:
-                raise ServiceUnavailableError(
-                    f"{remaining} tracker records unacknowledged by Kafka at "
-                    f"{self.settings.bootstrap_servers}"
-                )
-        else:
-            self.producer.poll(0)
+        self.producer.poll(0)
+        self._raise_refusals()
+
+    async def commit(self) -> None:
+        """Commit every partition's transaction of the batch; see ``fencing``.
+
+        Raises:
+            PartitionsFenced: another worker holds a partition now; nothing was published.
+            BatchAborted: a transaction was aborted; the batch is to be decided again.
+            AuthorizationError: a write was refused for a missing ACL (names the principal).
+            SagalogError: the broker refused a record (names the first refusal).
+        """
+        try:
+            await self.transactions.commit()
+        finally:
+            for producer in self.transactions.producers.values():
+                producer.poll(0)  # the delivery reports not yet served
+        self._raise_refusals()
+
+    def close(self) -> None:
+        self.transactions.close()
+        self.producer.flush(10.0)
+
+    def _raise_refusals(self) -> None:
         if self._denied is not None:
             denied, self._denied = self._denied, None
             self._errors.clear()
@@ -188,10 +222,7 @@ class KafkaSink:
             self._errors.clear()
             raise SagalogError(f"Kafka refused {count} tracker record(s); first: {first}")
 
-    def close(self) -> None:
-        self.producer.flush(10.0)
-
-    def _alert(self, event: TrackerAlert, *, key: str | None) -> None:
+    def _alert(self, partition: int | None, event: TrackerAlert, *, key: str | None) -> None:
         headers = EventHeaders(
             id=new_event_id(),
             type=event.event_type,
@@ -199,7 +230,9 @@ class KafkaSink:
             workflow_id=key or event.alert,
         )
         value = self.codec.encode(self.settings.alerts_topic, event.event_type, event.to_avro())
-        self._produce(self.settings.alerts_topic, key or event.alert, value, headers.to_kafka())
+        self._produce(
+            partition, self.settings.alerts_topic, key or event.alert, value, headers.to_kafka()
+        )
         log.warning(
             "ALERT %s: %s",
             event.alert,
@@ -215,19 +248,29 @@ class KafkaSink:
         )
 
     def _produce(
-        self, topic: str, key: str, value: bytes, headers: list[tuple[str, str | bytes | None]]
+        self,
+        partition: int | None,
+        topic: str,
+        key: str,
+        value: bytes,
+        headers: list[tuple[str, str | bytes | None]],
     ) -> None:
+        """Sign and send: in ``partition``'s transaction, or, for None, on the plain producer."""
         raw_key = key.encode()
-        headers = signed(raw_key, value, headers)
-        try:
-            self.producer.produce(
-                topic, key=raw_key, value=value, headers=headers, on_delivery=self._delivered
-            )
-        except BufferError:
-            self.producer.poll(0.5)  # librdkafka's queue is full: let it drain, then retry
-            self.producer.produce(
-                topic, key=raw_key, value=value, headers=headers, on_delivery=self._delivered
-            )
+        record: dict[str, Any] = {
+            "key": raw_key,
+            "value": value,
+            "headers": signed(raw_key, value, headers),
+            "on_delivery": self._delivered,
+        }
+        if partition is not None:
+            self.transactions.send(partition, topic, **record)
+        else:
+            try:
+                self.producer.produce(topic, **record)
+            except BufferError:
+                self.producer.poll(0.5)  # librdkafka's queue is full: let it drain, then retry
+                self.producer.produce(topic, **record)
         self.sent += 1
 
     def _delivered(self, error: KafkaError | None, message: Message) -> None:

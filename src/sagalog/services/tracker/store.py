@@ -80,14 +80,15 @@ class FaustTables:
 
     Reads go to the partition's own RocksDB; a partition this worker does not hold
     (not assigned, or not restored yet) reads as empty and is never opened here.
-    A write puts the value in RocksDB and sends the same bytes to the table's
-    changelog partition, as faust's ``Table.__setitem__`` does, but through the
-    tracker's librdkafka producer instead of faust's: faust builds several Python
-    objects and futures per changelog record, which profiling showed to be a tenth
-    of the tracker's time. ``sync`` waits for the acknowledgements and then records
-    the changelog offsets in each partition's RocksDB (``set_persisted_offset``),
-    the bookkeeping faust's own send callback does, so restore and standby replicas
-    work unchanged.
+    A write sends the bytes to the table's changelog partition, as faust's
+    ``Table.__setitem__`` does, but through the tracker's librdkafka producer instead
+    of faust's (faust builds several Python objects and futures per changelog record,
+    which profiling showed to be a tenth of the tracker's time), inside the
+    partition's transaction (``sink``, ``fencing``). The RocksDB write waits for
+    ``sync``: only once the transaction committed is the value put, and the changelog
+    offset recorded (``set_persisted_offset``, the bookkeeping faust's own send
+    callback does). A batch that was aborted (a fenced worker's) thus leaves no trace
+    in the local tables either, and restore and standby replicas work unchanged.
     """
 
     def __init__(self, tables: dict[Table, Any], producer: ChangelogProducer) -> None:
@@ -95,6 +96,7 @@ class FaustTables:
         self.producer = producer
         self.topics = {table: tables[table].changelog_topic.get_topic_name() for table in tables}
         self._acked: dict[tuple[Table, int], int] = {}
+        self._staged: list[tuple[Table, int, bytes, bytes | None]] = []
         self._errors: list[str] = []
 
     def _db(self, table: Table, partition: int) -> Any:
@@ -108,11 +110,11 @@ class FaustTables:
         return value if value is None or isinstance(value, bytes) else bytes(value)
 
     def put(self, table: Table, partition: int, key: bytes, value: bytes) -> None:
-        faust_internals.db_for_write(self.tables[table], partition).put(key, value)
+        self._staged.append((table, partition, key, value))
         self._send(table, partition, key, value)
 
     def delete(self, table: Table, partition: int, key: bytes) -> None:
-        faust_internals.db_for_write(self.tables[table], partition).delete(key)
+        self._staged.append((table, partition, key, None))
         self._send(table, partition, key, None)
 
     def scan(
@@ -134,16 +136,31 @@ class FaustTables:
         return found
 
     async def sync(self) -> None:
-        """Wait for the changelog acks, then persist the offsets faust restores from.
+        """Commit the batch's transactions, then store its writes and persist the
+        changelog offsets faust restores from.
 
         Raises:
-            SagalogError: a changelog record was refused; the batch must not be committed.
+            SagalogError: the transactions did not commit (``fencing``) or a changelog
+                record was refused; nothing of the batch is stored.
         """
-        await self.producer.flush()
+        staged, self._staged = self._staged, []
+        try:
+            await self.producer.commit()
+        except BaseException:
+            self._acked.clear()
+            self._errors.clear()
+            raise
         if self._errors:
             first, count = self._errors[0], len(self._errors)
             self._errors.clear()
+            self._acked.clear()
             raise SagalogError(f"Kafka refused {count} changelog record(s); first: {first}")
+        for table, partition, key, value in staged:
+            db = faust_internals.db_for_write(self.tables[table], partition)
+            if value is None:
+                db.delete(key)
+            else:
+                db.put(key, value)
         acked, self._acked = self._acked, {}
         for (table, partition), offset in acked.items():
             tp = TP(self.topics[table], partition)
@@ -170,4 +187,4 @@ class ChangelogProducer(Protocol):
         on_delivery: Callable[[Any, Any], None],
     ) -> None: ...
 
-    async def flush(self) -> None: ...
+    async def commit(self) -> None: ...

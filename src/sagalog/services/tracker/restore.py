@@ -1,0 +1,195 @@
+"""Restoring tables from changelogs the tracker writes in transactions.
+
+Two things happen here, in faust's recovery, before a worker reads any changelog of
+the partitions it was given:
+
+1. **It takes their transactional ids** (``fencing``): from then on the worker that
+   had them can commit nothing more for them, and what it left open is aborted. Done
+   before the changelog's end is read, so no batch of the previous holder can become
+   visible after this worker's restore has passed it.
+2. **It finds where each changelog really ends.**
+
+faust takes a changelog partition as restored once it has applied the record at the
+partition's end offset minus one. Written in transactions, a partition
+ends with a commit marker, a control record no consumer is ever handed, so that record
+never comes and the restore would never end (faust looks past markers only under its
+own exactly-once mode, and then only after two idle 5 s polls, and by the fetch
+position, which runs ahead of the records it has applied).
+
+So the target is made exact instead: the offset of the last committed record of each
+partition, found by reading the partition's tail with a ``read_committed`` consumer
+(aborted records and markers are never returned; only the end is read, widening the
+window when the tail holds nothing committed). faust then restores up to that record
+and no further, by its own rules. A worker restarting with current tables has
+already applied that record, and restores nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from faust.tables.recovery import Recovery
+
+from sagalog.errors import ServiceUnavailableError
+
+Position = tuple[str, int]
+
+#: Records read back from each partition's end before the window widens (x8 each time).
+FIRST_WINDOW = 64
+#: Longest a tail read may take in all.
+TIMEOUT_S = 30.0
+
+
+class TailReader:
+    """Finds the last committed record of changelog partitions (blocking; run in a thread)."""
+
+    def __init__(self, config: Mapping[str, Any], *, clock: Callable[[], float]) -> None:
+        """Args:
+        config: librdkafka consumer configuration (bootstrap, security, a ``group.id``
+            the tracker may DESCRIBE); the group is never joined, nothing committed.
+        """
+        self.config = {
+            **config,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+        self.clock = clock
+
+    def last_committed(self, ends: Mapping[Position, int]) -> dict[Position, int]:
+        """For each partition and its ``read_committed`` end offset, the offset of its
+        last committed record below it (-1: none).
+
+        Raises:
+            ServiceUnavailableError: Kafka did not answer within ``TIMEOUT_S``.
+        """
+        consumer = Consumer(self.config)
+        try:
+            return self._read(consumer, dict(ends))
+        finally:
+            consumer.close()
+
+    def _read(self, consumer: Any, ends: dict[Position, int]) -> dict[Position, int]:
+        found: dict[Position, int] = {}
+        lows = {
+            key: consumer.get_watermark_offsets(TopicPartition(*key), timeout=TIMEOUT_S)[0]
+            for key, end in ends.items()
+            if end > 0
+        }
+        pending = {key: end for key, end in ends.items() if key in lows and end > lows[key]}
+        found.update({key: -1 for key in ends if key not in pending})
+        window = FIRST_WINDOW
+        deadline = self.clock() + TIMEOUT_S
+        while pending:
+            starts = {key: max(lows[key], end - window) for key, end in pending.items()}
+            last = self._scan(consumer, starts, pending, deadline)
+            for key in list(pending):
+                if key in last or starts[key] == lows[key]:
+                    found[key] = last.get(key, -1)
+                    del pending[key]
+            window *= 8
+        return found
+
+    def _scan(
+        self,
+        consumer: Any,
+        starts: dict[Position, int],
+        ends: dict[Position, int],
+        deadline: float,
+    ) -> dict[Position, int]:
+        """The last record offset below each end, reading from ``starts``."""
+        consumer.assign([TopicPartition(t, p, starts[(t, p)]) for t, p in starts])
+        last: dict[Position, int] = {}
+        open_ = set(starts)
+        while open_:
+            if self.clock() > deadline:
+                raise ServiceUnavailableError(
+                    f"the tracker's changelog tails {sorted(open_)} were not read within "
+                    f"{TIMEOUT_S:g}s; is Kafka reachable?"
+                )
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            key = (message.topic(), message.partition())
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    open_.discard(key)
+                    continue
+                raise ServiceUnavailableError(f"reading the changelog tail of {key}: {error}")
+            if message.offset() < ends.get(key, 0):
+                last[key] = max(last.get(key, -1), message.offset())
+            if message.offset() + 1 >= ends.get(key, 0):
+                open_.discard(key)
+        consumer.unassign()
+        return last
+
+
+class CommittedRecovery(Recovery):
+    """faust's ``Recovery``: fences the previous holders of the active partitions, then
+    restores up to each changelog partition's last committed record.
+
+    Args:
+        tails: finds the last committed records.
+        take: takes the transactional ids of the given partitions (``fencing``).
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        tails: TailReader,
+        take: Callable[[set[int]], Awaitable[None]],
+        **kwargs: Any,
+    ) -> None:
+        self.tails = tails
+        self.take = take
+        super().__init__(*args, **kwargs)
+
+    async def _build_highwaters(
+        self, consumer: Any, tps: Any, destination: Any, title: str
+    ) -> None:
+        if title == "active":
+            await self.take({tp.partition for tp in tps})
+        await super()._build_highwaters(consumer, tps, destination, title)
+        # faust's highwater is the read_committed end minus one.
+        ends = {(tp.topic, tp.partition): destination[tp] + 1 for tp in tps if tp in destination}
+        last = await asyncio.to_thread(self.tails.last_committed, ends)
+        for tp in list(destination):
+            key = (tp.topic, tp.partition)
+            if key in last:
+                destination[tp] = last[key]
+
+    async def _resume_streams(self, generation_id: int = 0) -> None:
+        """Seek the stream partitions to their committed offsets, then let records flow.
+
+        faust does it the other way round: it resumes the partitions, seeks, and only
+        then resumes the flow. Records fetched in between reach a stream whose flow is
+        still stopped, which drops them, and move faust's read offset past themselves,
+        so the copies the seek fetches again are dropped as already read. Records that
+        arrive while a worker restores (a busy rebalance) were lost that way: a
+        partition's next batch began eight records past its committed offset, and the
+        workflows they belonged to waited forever. Here the seek comes first, while the
+        partitions are still paused, and the flow resumes before they do.
+        """
+        app = self.app
+        consumer = app.consumer
+        await app.on_rebalance_complete.send()
+        if app.consumer_generation_id != generation_id:
+            self.log.warning("Recovery rebalancing again")
+            return
+        streams = {tp for tp in consumer.assignment() if not self._is_changelog_tp(tp)}
+        if streams:
+            self.log.info("Seek stream partitions to committed offsets.")
+            await self._wait(consumer.perform_seek(), timeout=app.conf.broker_request_timeout)
+        self.completed.set()
+        app.flow_control.resume()
+        consumer.resume_flow()
+        consumer.resume_partitions(streams)
+        await cast(Any, app)._fetcher.maybe_start()
+        self.tables.on_actives_ready()
+        self.tables.on_standbys_ready()
+        app.on_rebalance_end()
+        self.log.info("Worker ready")
