@@ -271,16 +271,7 @@ def test_two_workers_share_the_partitions_and_one_takes_over_when_the_other_dies
     driver = Driver(lab)
     a = lab.tracker("a")
     b = lab.tracker("b")
-    # The first to start holds all three partitions until the rebalance reaches it; wait
-    # for both workers' latest assignments to split them (a log line each, not at once).
-    lab.wait(
-        lambda: (
-            bool(_last_assignment(a))
-            and bool(_last_assignment(b))
-            and sorted((_last_assignment(a) or []) + (_last_assignment(b) or [])) == [0, 1, 2]
-        ),
-        what="both workers holding partitions, each its own",
-    )
+    _wait_for_split(lab, a, b)
     ids = driver.start(300)
     killed = False
     deadline = time.monotonic() + 240
@@ -298,6 +289,64 @@ def test_two_workers_share_the_partitions_and_one_takes_over_when_the_other_dies
     assert _last_assignment(b) == [0, 1, 2]  # b took over a's partitions from the changelog
     wrong = [w for w in ids if lab.state(w) != EXPECTED[int(w.split("-")[1]) % 4]]
     assert not wrong, wrong[:5]
+
+
+def _wait_for_split(lab: TrackerLab, a: Any, b: Any) -> None:
+    """Wait until a and b share the three partitions, each its own.
+
+    The first to start holds all three until the rebalance reaches it: both workers'
+    latest assignments must split them (a log line each, not at once).
+    """
+    lab.wait(
+        lambda: (
+            bool(_last_assignment(a))
+            and bool(_last_assignment(b))
+            and sorted((_last_assignment(a) or []) + (_last_assignment(b) or [])) == [0, 1, 2]
+        ),
+        what="both workers holding partitions, each its own",
+    )
+
+
+def _freeze_in_transaction(lab: TrackerLab, process: Any, *, within_s: float = 10.0) -> bool:
+    """SIGSTOP ``process`` while one of its partitions has a transaction open, and
+    whether it did (past ``within_s`` it is stopped anyway).
+
+    Seen from the broker, as any client can: a partition of the transitions topic
+    whose high watermark (read uncommitted) is past its last stable offset (read
+    committed) holds records of a transaction not yet ended, and only the worker
+    holding that partition writes there. A worker frozen then has a batch in hand
+    that the fence must refuse; one frozen between batches just rejoins.
+    """
+    import os
+    import signal
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    def reader(isolation: str) -> Any:
+        return Consumer(
+            {
+                **lab.project.settings.kafka_config(),
+                "group.id": f"lab-watermarks-{isolation}",
+                "isolation.level": isolation,
+            }
+        )
+
+    committed, uncommitted = reader("read_committed"), reader("read_uncommitted")
+    try:
+        mine = [TopicPartition(lab.transitions_topic, p) for p in _last_assignment(process) or []]
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            for tp in mine:
+                stable = committed.get_watermark_offsets(tp, timeout=5, cached=False)[1]
+                high = uncommitted.get_watermark_offsets(tp, timeout=5, cached=False)[1]
+                if high > stable:
+                    os.kill(process.pid, signal.SIGSTOP)
+                    return True
+        os.kill(process.pid, signal.SIGSTOP)
+        return False
+    finally:
+        committed.close()
+        uncommitted.close()
 
 
 def _last_assignment(process: Any) -> list[int] | None:
@@ -404,9 +453,12 @@ def test_an_aborted_transaction_is_never_acted_on(tracker_lab: TrackerLab) -> No
 
 #: What a thawed worker logs when a batch it held was refused (``fencing``).
 FENCED = "were taken over by another worker"
+#: The most freezes to catch a batch in hand: one that comes after the batch's commit
+#: reached the broker just rejoins.
+PAUSES = 8
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partitions_it_lost(
     tracker_lab: TrackerLab,
 ) -> None:
@@ -426,17 +478,10 @@ def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partition
     driver = Driver(lab)
     a = lab.tracker("a")
     b = lab.tracker("b")
-    lab.wait(
-        lambda: (
-            bool(_last_assignment(a))
-            and bool(_last_assignment(b))
-            and sorted((_last_assignment(a) or []) + (_last_assignment(b) or [])) == [0, 1, 2]
-        ),
-        what="both workers holding partitions",
-    )
+    _wait_for_split(lab, a, b)
     ids = driver.start(400)
     fenced = pauses = 0
-    deadline = time.monotonic() + 280
+    deadline = time.monotonic() + 600
     progress = (0, time.monotonic())
     while time.monotonic() < deadline:
         driver.step(ids)
@@ -446,10 +491,14 @@ def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partition
             progress = (ended, time.monotonic())
         elif time.monotonic() - progress[1] > 60:
             raise AssertionError(f"no progress for 60 s at {ended}: {states}; {_stuck(lab, ids)}")
-        if not fenced and pauses < 6 and a.alive and ended >= 40 * (pauses + 1):
+        if not fenced and pauses < PAUSES and a.alive and len(ids) - ended >= 100:
             pauses += 1
             seen = b.logs().count("partitions assigned")
-            os.kill(a.pid, signal.SIGSTOP)
+            for _ in range(20):  # a wave of answers for a to decide
+                if (wave := driver.step(ids)) >= 30:
+                    break
+                time.sleep(0.3)
+            in_hand = _freeze_in_transaction(lab, a)
             # b takes every partition once a's session (10 s) expired; work goes on.
             lab.wait(
                 lambda s=seen: (
@@ -458,7 +507,7 @@ def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partition
                 timeout=90,
                 what="b holding every partition while a is frozen",
             )
-            for _ in range(5):
+            for _ in range(2):  # b works while a is frozen; waves are left for more pauses
                 driver.step(ids)
                 time.sleep(0.2)
             mark = len(a.logs())
@@ -478,9 +527,14 @@ def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partition
                     timeout=120,
                     what="a restarted and holding partitions",
                 )
-            print(f"pause {pauses}: a {'fenced' if caught else 'rejoined'} at {ended} ended")
+            print(
+                f"pause {pauses}: a {'fenced' if caught else 'rejoined'} at {ended} ended"
+                f" (frozen {'in' if in_hand else 'outside'} a transaction, wave of {wave})"
+            )
         if ended == len(ids):
-            break
+            if fenced or pauses == PAUSES:
+                break
+            ids += driver.start(200, first=len(ids))  # work for another pause
         time.sleep(0.3)
     assert fenced, f"no frozen batch was caught in {pauses} pauses"
     wrong = [w for w in ids if lab.state(w) != EXPECTED[int(w.split("-")[1]) % 4]]

@@ -549,8 +549,8 @@ class Driver:
         )
         self.producer.poll(0)
 
-    def start(self, count: int) -> list[str]:
-        ids = [f"wf-{i:05d}" for i in range(count)]
+    def start(self, count: int, *, first: int = 0) -> list[str]:
+        ids = [f"wf-{i:05d}" for i in range(first, first + count)]
         for workflow_id in ids:
             self.send("procurement.v1.RequestSubmitted", workflow_id)
         self.producer.flush(30)

@@ -38,10 +38,16 @@ def test_an_older_batch_never_moves_a_partition_back() -> None:
     assert book.due({A}) == {A: 11}
 
 
-def test_a_partition_no_longer_assigned_is_forgotten() -> None:
+def test_a_partition_no_longer_assigned_is_not_committed() -> None:
     book = OffsetBook()
     book.finish([Message(A, 10), Message(B, 3)])
     assert book.due({B}) == {B: 4}
-    assert A not in book.finished
-    book.finish([Message(A, 20)])  # assigned again later: starts from its own batches
-    assert book.due({A, B}) == {A: 21, B: 4}
+
+
+def test_after_a_revocation_nothing_finished_before_it_is_ever_due_again() -> None:
+    book = OffsetBook()
+    book.finish([Message(A, 10), Message(B, 3)])  # finished, the commit refused (frozen)
+    book.clear()
+    assert book.due({A, B}) == {}  # given A back: the other worker's commit stands
+    book.finish([Message(A, 420)])
+    assert book.due({A, B}) == {A: 421}

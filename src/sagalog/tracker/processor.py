@@ -11,15 +11,20 @@ one ordering that keeps the tracker correct when it is killed at any instant:
 1. decide every input of the batch against the batch's view of the tables (an
    ``Overlay``: a later event of the same workflow sees the record an earlier one
    left), collecting the events to publish;
-2. publish them and **wait until the broker acknowledged every one**;
-3. write timers, parked events and admission counters, and the records last;
+2. hand them to the sink, and write timers, parked events, admission counters and
+   the records to the store (its ``sync`` makes the writes durable);
+3. **commit** (``commit``): the sink's refusals surface, then the store syncs. The
+   service's sink and store put a partition's events and its tables' changelog
+   records in one Kafka transaction and write RocksDB only once it committed
+   (``services.tracker.fencing``): all of the batch becomes visible, or none;
 4. (the service) commit the consumed offsets, once all of that is done.
 
-Killed before 3, the batch is consumed again and decided again to the same
-decision, with the same event ids (consumers drop the duplicates). Killed during or
-after 3 but before 4, some records are already stored: those inputs come back as
-*duplicates*, whose actions were all done in step 2; the record and its timers are
-written again, in case their changelog records were lost with the process.
+Killed before 3 ends, nothing of the batch is visible: it is consumed again and
+decided again to the same decision, with the same event ids. Killed after 3 but
+before 4, the batch is stored: its inputs come back as *duplicates*, which publish
+nothing and write the same record and timers again. A sink and store without
+transactions (replay, tests) keep the order: events first, then records, so a
+record never runs ahead of the events it caused.
 
 After each change of a workflow, events it parked (they came before their
 predecessor) are fed again, and a slot that freed up is given to the next queued
@@ -136,8 +141,9 @@ class Processor:
         return Batch(Overlay(tables))
 
     async def commit(self, batch: Batch) -> int:
-        """Wait for every publish of the batch to be acknowledged, then store its writes
-        and wait until they are durable (the changelog acknowledged); how many writes."""
+        """Surface the sink's refusals, then store the batch's writes and wait until they
+        are durable (with the service's store: the partitions' transactions committed);
+        how many writes."""
         await self.sink.flush()
         written = batch.overlay.write_back()
         await batch.overlay.base.sync()

@@ -128,6 +128,7 @@ class Tracker:
         self.offsets = OffsetBook()
         self.turns = Turns()
         self.lag = LagWatch()
+        self.resumed: set[Any] = set()  # input partitions whose first batch was logged
         self.queue_capacity = max(4096, settings.batch_max * 2)
         self.rocksdb_budget = MemoryBudget(
             cache_mb=settings.rocksdb_cache_mb, memtables_mb=settings.rocksdb_memtables_mb
@@ -217,6 +218,7 @@ class Tracker:
         self.tables[Table.RECORDS].on_recover(recovered)
 
         async def assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+            self.resumed.clear()
             await self.turns.release()  # faust has put the new assignment's tables in place
             assigned = args[0] if args else kwargs.get("assigned", ())
             mine = sorted(tp.partition for tp in assigned if tp.topic == self.clock_topic)
@@ -231,6 +233,7 @@ class Tracker:
         async def revoked(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
             await self.turns.hold()  # the batch in hand ends before faust lets its tables go
             await self._commit_offsets()  # the next owner starts where this one finished
+            self.offsets.clear()
             # Whatever comes back is taken again, fencing whoever had it meanwhile.
             self.sink.transactions.release()
 
@@ -260,7 +263,8 @@ class Tracker:
         return app
 
     async def hand_over_before_stop(self) -> None:
-        """Finish the batch in hand and commit, before faust closes the tables (``handover``).
+        """Finish the batch in hand, commit and close the producers, before faust closes
+        the tables (``handover``).
 
         A batch that does not finish within ``stop_timeout_s`` (Kafka unreachable, its
         acknowledgements not coming) is abandoned by exiting at once: nothing more is
@@ -272,6 +276,9 @@ class Tracker:
             timeout = self.settings.stop_timeout_s
             crash(f"the batch in hand did not finish within {timeout} s of the stop")
         await self._commit_offsets()
+        # No batch starts again: the partitions' producers go (nothing is left open),
+        # and the ticks and SLA alerts still queued are delivered.
+        await asyncio.to_thread(self.sink.close)
 
     # -- a batch -------------------------------------------------------------------
 
@@ -345,9 +352,34 @@ class Tracker:
             await self._fire_timers(batch)
         await self.processor.commit(batch)
         self.offsets.finish(event.message for event in events)
+        self._note_resumed(events)
         self._observe_lag(events)
         self.counts["batches"] += 1
         self.counts["inputs"] += batch.inputs
+
+    def _note_resumed(self, events: Any) -> None:
+        """Log, once per assignment, where each input partition's first batch began and
+        what the group had committed: after a rebalance the two are equal (up to commit
+        markers), and records lost to a rebalance show as the first exceeding the
+        commit (they did, in faust's order of seek and resume: ``restore``)."""
+        first: dict[Any, int] = {}
+        for event in events:
+            message = event.message
+            if message.tp not in self.resumed and message.topic != self.clock_topic:
+                first.setdefault(message.tp, message.offset)
+        if not first:
+            return
+        self.resumed.update(first)
+        committed = faust_internals.committed_offsets(self.app.consumer)
+        for tp, offset in first.items():
+            log.info(
+                "%s/%d resumes at offset %d (committed: %s)",
+                tp.topic,
+                tp.partition,
+                offset,
+                committed.get(tp),
+                extra={"sagalog": {"agent": "saga-tracker", "action": "resumed"}},
+            )
 
     def _observe_lag(self, events: Any) -> None:
         now = time.time()

@@ -32,23 +32,26 @@ class OffsetBook:
                 self.finished[tp] = after
 
     def due(self, assigned: Collection[Any]) -> dict[Any, int]:
-        """What to commit now: finished past committed, for partitions still assigned.
-
-        Partitions no longer assigned are forgotten: their next owner starts from
-        the last commit and re-decides the rest, which the tracker turns into
-        duplicates that change nothing.
-        """
-        for tp in [tp for tp in self.finished if tp not in assigned]:
-            self.forget(tp)
+        """What to commit now: finished past committed, for partitions still assigned."""
         return {
             tp: offset
             for tp, offset in self.finished.items()
-            if offset > self.committed.get(tp, -1)
+            if tp in assigned and offset > self.committed.get(tp, -1)
         }
 
     def mark_committed(self, offsets: dict[Any, int]) -> None:
         self.committed.update(offsets)
 
-    def forget(self, tp: Any) -> None:
-        self.finished.pop(tp, None)
-        self.committed.pop(tp, None)
+    def clear(self) -> None:
+        """Forget everything: the partitions are being revoked.
+
+        Whatever this worker is given next starts from the group's committed offsets,
+        and what it finished before must never be committed again: a worker frozen
+        through a rebalance, given a partition back, committed the offset it had
+        finished before the freeze and moved the group back 400 records behind the
+        worker that had it meanwhile (those records were decided again, as
+        duplicates). Should the last commit have failed, the next owner decides the
+        rest again: duplicates that change nothing.
+        """
+        self.finished.clear()
+        self.committed.clear()

@@ -162,21 +162,36 @@ class CommittedRecovery(Recovery):
             if key in last:
                 destination[tp] = last[key]
 
-    async def _resume_streams(self, generation_id: int = 0) -> None:
+    async def on_recovery_completed(self, generation_id: int = 0) -> None:
         """Seek the stream partitions to their committed offsets, then let records flow.
 
-        faust does it the other way round: it resumes the partitions, seeks, and only
-        then resumes the flow. Records fetched in between reach a stream whose flow is
-        still stopped, which drops them, and move faust's read offset past themselves,
-        so the copies the seek fetches again are dropped as already read. Records that
-        arrive while a worker restores (a busy rebalance) were lost that way: a
-        partition's next batch began eight records past its committed offset, and the
-        workflows they belonged to waited forever. Here the seek comes first, while the
-        partitions are still paused, and the flow resumes before they do.
+        faust does it the other way round: it resumes the stream partitions, then seeks,
+        while its flow is already running (the restore resumed it for the changelogs).
+        Records fetched in between from the old position reach the stream and move
+        faust's read offset past themselves, so the copies the seek fetches again are
+        dropped as already read ("DROPPED MESSAGE ROFF"), while the tracker's offsets go
+        on from the later records. A worker taking over a paused one started a
+        partition 59 records past its committed offset that way, and the workflows
+        whose events those were waited forever. Here the seek comes first, while the
+        stream partitions are still paused, and they resume only after it.
+
+        (faust's ``_resume_streams`` has the same order, but it runs only for an app
+        without tables, which the tracker never is.)
         """
         app = self.app
         consumer = app.consumer
+        self.log.info("Restore complete!")
         await app.on_rebalance_complete.send()
+        self._set_recovery_ended()
+        # the tables' own completion callbacks (the tracker's "tables ready")
+        await asyncio.gather(
+            *(
+                table.on_recovery_completed(
+                    self.actives_for_table[table], self.standbys_for_table[table]
+                )
+                for table in self.tables.values()
+            )
+        )
         if app.consumer_generation_id != generation_id:
             self.log.warning("Recovery rebalancing again")
             return
@@ -184,12 +199,19 @@ class CommittedRecovery(Recovery):
         if streams:
             self.log.info("Seek stream partitions to committed offsets.")
             await self._wait(consumer.perform_seek(), timeout=app.conf.broker_request_timeout)
+        if app.consumer_generation_id != generation_id:
+            # A worker frozen during the seek wakes in the next rebalance: resuming now
+            # would let that generation's records flow before its partitions' ids were
+            # taken (its own recovery resumes them).
+            self.log.warning("Recovery rebalancing again")
+            return
         self.completed.set()
         app.flow_control.resume()
         consumer.resume_flow()
         consumer.resume_partitions(streams)
         await cast(Any, app)._fetcher.maybe_start()
         self.tables.on_actives_ready()
-        self.tables.on_standbys_ready()
+        if not app.assignor.assigned_standbys():
+            self.tables.on_standbys_ready()
         app.on_rebalance_end()
         self.log.info("Worker ready")

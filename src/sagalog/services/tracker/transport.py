@@ -48,9 +48,36 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
         return consumer
 
 
+class _NoReadOffsets(dict[Any, Any]):
+    """faust's "last offset read" per partition, kept as nothing at all.
+
+    faust drops a fetched record whose offset is below the last one it read from the
+    partition, to skip what a seek makes it fetch twice. Around a rebalance that
+    turned a reordering into a loss: records fetched before the seek moved the mark
+    past themselves, and the copies the seek fetched again were dropped for good,
+    while the tracker's offsets went on from the later records. The tracker needs no
+    such filter: a record decided twice is a duplicate that changes nothing (its
+    position is sealed in its workflow's record), and its offsets are its own
+    (``offsets``).
+    """
+
+    def __getitem__(self, tp: Any) -> None:
+        return None
+
+    def __setitem__(self, tp: Any, offset: Any) -> None:
+        return None
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 class _Consumer(driver.Consumer):
     def _new_consumer_thread(self) -> _ConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    def _reset_state(self) -> None:
+        super()._reset_state()
+        self._read_offset = _NoReadOffsets()
 
     async def seek_to_committed(self) -> Mapping[Any, int]:
         """Seek every partition to its committed offset, and one with none (or 0) to 0.
@@ -64,7 +91,7 @@ class _Consumer(driver.Consumer):
         """
         committed = await super().seek_to_committed()
         for tp, offset in committed.items():
-            if not offset:
+            if not offset and not self._is_changelog_tp(tp):  # faust places changelogs
                 await self.seek(tp, 0)
         return committed
 
