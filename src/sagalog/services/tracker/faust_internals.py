@@ -147,6 +147,11 @@ def _class_needs() -> list[tuple[type, Need]]:
             "make its consumer read committed data only (transport.py overrides it)",
         ),
         need(
+            driver.AIOKafkaConsumerThread,
+            "_fetch_records",
+            "hand over only records of active partitions (transport.py overrides it)",
+        ),
+        need(
             driver.Consumer,
             "_new_consumer_thread",
             "use its own consumer thread (transport.py overrides it)",

@@ -18,6 +18,10 @@ faust-streaming 0.15 builds its worker consumer with both hard-coded:
 Its producer (the tables' changelogs) is made idempotent with ``acks=all``, like
 every other sagalog producer.
 
+Two of faust's rules lose records around a rebalance, and are changed here: it keeps
+no read offsets (``_NoReadOffsets``), and its fetches hand over only records of
+partitions active at that moment (``_Flowing``).
+
 Both consumer settings are set on the consumer object faust created, before it starts (aiokafka
 builds its fetcher from them in ``start``), rather than by copying faust's
 constructor: everything else stays faust's. The hooks overridden here and the
@@ -27,7 +31,7 @@ them and checks at start that they still exist.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Set
 from typing import Any, cast
 
 import faust
@@ -38,6 +42,37 @@ from sagalog.services.tracker import faust_internals
 ISOLATION_LEVEL = "read_committed"
 
 
+class _Flowing(Set[Any]):
+    """The partitions faust lets flow, read live, and never "every partition".
+
+    faust asks aiokafka's fetcher for records of its set of active partitions, the very
+    set it keeps changing while the fetch waits (up to a second). aiokafka takes an
+    *empty* set for "all partitions" (``if partitions and tp not in partitions``), and
+    faust's set is empty for a moment in every recovery: the changelogs are paused when
+    read, the stream partitions are still paused. A fetch waiting then handed over the
+    records of the paused stream partitions, which moved aiokafka's position past them,
+    and faust dropped them as not active. So the seek to the committed offsets did not
+    hold: a worker taking over a frozen one resumed a partition at 97 with 85
+    committed, and the workflows whose events 85-96 were waited forever (the
+    paused-tracker chaos round). Seen through this view, an empty set holds nothing.
+    """
+
+    def __init__(self, live: Set[Any]) -> None:
+        self.live = live
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self.live
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(self.live))
+
+    def __len__(self) -> int:
+        return len(self.live)
+
+    def __bool__(self) -> bool:
+        return True
+
+
 class _ConsumerThread(driver.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
@@ -46,6 +81,19 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
             consumer, isolation_level=ISOLATION_LEVEL, fetch_max_wait_ms=app.fetch_max_wait_ms
         )
         return consumer
+
+    async def _fetch_records(
+        self,
+        consumer: Any,
+        active_partitions: Set[Any] | None,
+        timeout: float | None = None,
+        max_records: int | None = None,
+    ) -> Any:
+        """faust's, asking only for the partitions active when records are handed over."""
+        flowing = None if active_partitions is None else _Flowing(active_partitions)
+        return await super()._fetch_records(
+            consumer, cast(Any, flowing), timeout=timeout, max_records=max_records
+        )
 
 
 class _NoReadOffsets(dict[Any, Any]):
