@@ -268,10 +268,7 @@ def test_two_workers_share_the_partitions_and_one_takes_over_when_the_other_dies
     tracker_lab: TrackerLab,
 ) -> None:
     lab = tracker_lab
-    driver = Driver(lab)
-    a = lab.tracker("a")
-    b = lab.tracker("b")
-    _wait_for_split(lab, a, b)
+    driver, a, b = _two_workers(lab)
     ids = driver.start(300)
     killed = False
     deadline = time.monotonic() + 240
@@ -289,6 +286,15 @@ def test_two_workers_share_the_partitions_and_one_takes_over_when_the_other_dies
     assert _last_assignment(b) == [0, 1, 2]  # b took over a's partitions from the changelog
     wrong = [w for w in ids if lab.state(w) != EXPECTED[int(w.split("-")[1]) % 4]]
     assert not wrong, wrong[:5]
+
+
+def _two_workers(lab: TrackerLab) -> tuple[Driver, Any, Any]:
+    """A driver and two tracker workers, a and b, once they share the partitions."""
+    driver = Driver(lab)
+    a = lab.tracker("a")
+    b = lab.tracker("b")
+    _wait_for_split(lab, a, b)
+    return driver, a, b
 
 
 def _wait_for_split(lab: TrackerLab, a: Any, b: Any) -> None:
@@ -475,10 +481,7 @@ def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partition
     import signal
 
     lab = tracker_lab
-    driver = Driver(lab)
-    a = lab.tracker("a")
-    b = lab.tracker("b")
-    _wait_for_split(lab, a, b)
+    driver, a, b = _two_workers(lab)
     ids = driver.start(400)
     fenced = pauses = 0
     deadline = time.monotonic() + 600

@@ -15,7 +15,12 @@ from .timing import VirtualTimeLoop, run_virtual
 
 @dataclass
 class _Message:
+    """faust's message, as far as batching reads it."""
+
     generation_id: int
+    topic: str = "orders.events"
+    partition: int = 0
+    offset: int = 0
 
 
 @dataclass

@@ -128,7 +128,7 @@ class Tracker:
         self.offsets = OffsetBook()
         self.turns = Turns()
         self.lag = LagWatch()
-        self.resumed: set[Any] = set()  # input partitions whose first batch was logged
+        self.unresumed: set[Any] = set()  # input partitions whose first batch is not logged
         self.queue_capacity = max(4096, settings.batch_max * 2)
         self.rocksdb_budget = MemoryBudget(
             cache_mb=settings.rocksdb_cache_mb, memtables_mb=settings.rocksdb_memtables_mb
@@ -218,9 +218,12 @@ class Tracker:
         self.tables[Table.RECORDS].on_recover(recovered)
 
         async def assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
-            self.resumed.clear()
             await self.turns.release()  # faust has put the new assignment's tables in place
             assigned = args[0] if args else kwargs.get("assigned", ())
+            changelogs = app.tables.changelog_topics
+            self.unresumed = {
+                tp for tp in assigned if tp.topic != self.clock_topic and tp.topic not in changelogs
+            }
             mine = sorted(tp.partition for tp in assigned if tp.topic == self.clock_topic)
             log.info(
                 "partitions assigned: %s",
@@ -361,15 +364,21 @@ class Tracker:
         """Log, once per assignment, where each input partition's first batch began and
         what the group had committed: after a rebalance the two are equal (up to commit
         markers), and records lost to a rebalance show as the first exceeding the
-        commit (they did, in faust's order of seek and resume: ``restore``)."""
+        commit (they did, in faust's order of seek and resume: ``restore``, and in its
+        fetches during a recovery: ``transport``). Once every input partition has been
+        logged, a batch costs one check."""
+        if not self.unresumed:
+            return
         first: dict[Any, int] = {}
         for event in events:
             message = event.message
-            if message.tp not in self.resumed and message.topic != self.clock_topic:
-                first.setdefault(message.tp, message.offset)
+            if message.tp in self.unresumed and message.tp not in first:
+                first[message.tp] = message.offset
+                if len(first) == len(self.unresumed):
+                    break
         if not first:
             return
-        self.resumed.update(first)
+        self.unresumed.difference_update(first)
         committed = faust_internals.committed_offsets(self.app.consumer)
         for tp, offset in first.items():
             log.info(

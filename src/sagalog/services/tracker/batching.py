@@ -78,14 +78,14 @@ async def drained_batches(
 def of_generation(events: list[Any], now: int) -> list[Any]:
     """The events read in consumer generation ``now``; the others' partitions were
     handed over since, and their next owner reads them again from the committed offset."""
-    kept = [e for e in events if getattr(e.message, "generation_id", now) == now]
+    kept = [e for e in events if e.message.generation_id == now]
     if len(kept) < len(events):
         dropped: dict[str, list[int]] = {}
         for e in events:
-            if getattr(e.message, "generation_id", now) != now:
-                message = e.message
-                where = f"{getattr(message, 'topic', '?')}/{getattr(message, 'partition', '?')}"
-                dropped.setdefault(where, []).append(getattr(message, "offset", -1))
+            message = e.message
+            if message.generation_id != now:
+                where = f"{message.topic}/{message.partition}"
+                dropped.setdefault(where, []).append(message.offset)
         log.info(
             "dropped %d record(s) read before the rebalance to generation %d: %s",
             len(events) - len(kept),

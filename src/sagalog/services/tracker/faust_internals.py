@@ -323,7 +323,6 @@ def describe(app: Any, keys: Iterable[tuple[str, int]]) -> dict[str, dict[str, A
     active = {(tp.topic, tp.partition) for tp in (consumer._active_partitions or ())}
     paused = {(tp.topic, tp.partition) for tp in consumer._paused_partitions}
     buffered = {(tp.topic, tp.partition) for tp in consumer._buffered_partitions}
-    read = {(tp.topic, tp.partition): offset for tp, offset in consumer._read_offset.items()}
     kafka = consumer._thread._consumer
     queues = _queues(app)
     out: dict[str, dict[str, Any]] = {}
@@ -332,7 +331,6 @@ def describe(app: Any, keys: Iterable[tuple[str, int]]) -> dict[str, dict[str, A
             "faust_active": key in active,
             "faust_paused": key in paused,
             "faust_buffered": key in buffered,
-            "faust_read_offset": read.get(key),
             "flow_active": consumer.flow_active,
             "app_flow_control": app.flow_control.is_active(),
             "stream_queues": queues,

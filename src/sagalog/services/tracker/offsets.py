@@ -32,7 +32,12 @@ class OffsetBook:
                 self.finished[tp] = after
 
     def due(self, assigned: Collection[Any]) -> dict[Any, int]:
-        """What to commit now: finished past committed, for partitions still assigned."""
+        """What to commit now: finished past committed, for partitions still assigned.
+
+        ``clear`` on every revocation already forgets the partitions a worker loses;
+        the assignment check stays as a cheap second guard, since committing for a
+        partition another worker holds would move that worker's group position.
+        """
         return {
             tp: offset
             for tp, offset in self.finished.items()
