@@ -1,4 +1,5 @@
-"""``/health/live`` and ``/health/ready`` over HTTP, for a service that serves nothing else.
+"""``/health/live``, ``/health/ready`` and ``/metrics`` over HTTP, for a service that
+serves nothing else.
 
 The tracker and the agents speak Kafka, not HTTP, yet an orchestrator needs to ask
 them two things: is the process stuck (restart it), and has it taken up its work
@@ -7,7 +8,10 @@ thread of its own so that a busy or blocked service loop cannot keep the answer
 from being sent (a blocked loop shows as not live, which is the point). The
 gateway answers the same paths from its own FastAPI app.
 
-The standard library's server is enough: two GETs, a few per minute.
+``/metrics`` is the Prometheus text of every metric of the process (``metrics``), on
+the same port, so a pod has one port to probe and scrape.
+
+The standard library's server is enough: three GETs, a few per minute.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from sagalog import metrics
 from sagalog.errors import ConfigurationError
 from sagalog.health import Verdict
 from sagalog.settings import ServiceSettings
@@ -26,6 +31,7 @@ log = logging.getLogger("sagalog.health")
 
 LIVE = "/health/live"
 READY = "/health/ready"
+METRICS = "/metrics"
 
 
 class HealthServer:
@@ -71,11 +77,15 @@ class HealthServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                probe = probes.get(self.path.split("?", 1)[0])
+                path = self.path.split("?", 1)[0]
+                if path == METRICS:
+                    self._send_bytes(200, *metrics.render())
+                    return
+                probe = probes.get(path)
                 if probe is None:
                     self._send(
                         404,
-                        {"error": f"no such path {self.path!r}; try {LIVE} or {READY}"},
+                        {"error": f"no such path {self.path!r}; try {LIVE}, {READY} or {METRICS}"},
                     )
                     return
                 try:
@@ -93,9 +103,11 @@ class HealthServer:
                 self._send(200 if verdict.ok else 503, verdict.body)
 
             def _send(self, code: int, body: dict[str, object]) -> None:
-                data = json.dumps(body, default=str).encode()
+                self._send_bytes(code, json.dumps(body, default=str).encode(), "application/json")
+
+            def _send_bytes(self, code: int, data: bytes, content_type: str) -> None:
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

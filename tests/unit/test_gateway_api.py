@@ -659,3 +659,26 @@ def test_a_cancellation_is_published_once_and_an_ended_workflow_refuses_it(rig: 
     assert_error(rig.post("/v1/workflows/nope/cancel", body), 404, "no workflow 'nope'")
     assert_error(rig.post("/v1/workflows/wf-1/cancel", {"reason": ""}), 422)
     assert len(rig.publisher.sent) == 1
+
+
+def test_metrics_need_no_key_and_count_requests_by_route_not_by_path(rig: Rig) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def served(method: str, route: str, status: str) -> float:
+        text = rig.client.get("/metrics").text
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "sagalog_gateway_requests_total"
+            and sample.labels == {"method": method, "route": route, "status": status}
+        )
+
+    route = "/v1/workflows/{workflow_id:path}"  # the route's template, as declared
+    before = served("GET", route, "200"), served("GET", route, "404")
+    assert rig.get("/v1/workflows/wf-1").status_code == 200
+    assert rig.get("/v1/workflows/wf-2").status_code == 200
+    assert rig.get("/v1/workflows/nobody").status_code == 404
+    assert served("GET", route, "200") - before[0] == 2  # one series for every workflow
+    assert served("GET", route, "404") - before[1] == 1
+    assert "/metrics" not in rig.client.get("/openapi.json").json()["paths"]

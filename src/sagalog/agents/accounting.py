@@ -69,8 +69,7 @@ def account(telemetry: AgentTelemetry, message: Any, result: Result) -> None:
     outcome = result.outcome
     if outcome is Outcome.HANDLED:  # the hot path: counters only, a log line if asked for
         stats.handled += 1
-        telemetry.count("handled", "ok")
-        telemetry.latency.record(result.duration_ms, telemetry.attributes)
+        telemetry.step_seconds.observe(result.duration_ms / 1000)
         if not telemetry.logger.isEnabledFor(logging.INFO):
             return
     elif outcome is Outcome.SKIP:
@@ -96,8 +95,6 @@ def account(telemetry: AgentTelemetry, message: Any, result: Result) -> None:
         case Outcome.RETRY:
             stats.failed += 1
             stats.retried += 1
-            telemetry.count("failed", "retry")
-            telemetry.count("retried")
             telemetry.log("retry", result.error, level=logging.WARNING, **fields)
         case Outcome.DEFER:
             stats.deferred += 1
@@ -108,8 +105,6 @@ def account(telemetry: AgentTelemetry, message: Any, result: Result) -> None:
         case Outcome.DEAD_LETTER:
             stats.failed += 1
             stats.dead_lettered += 1
-            telemetry.count("failed", "dead")
-            telemetry.count("dead_lettered")
             telemetry.log("dead_letter", result.error, level=logging.ERROR, **fields)
         case Outcome.DUPLICATE:
             stats.duplicates += 1

@@ -25,6 +25,7 @@ from sagalog.agents.settings import AgentSettings
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.backoff import RetryPolicy, retry_within
+from sagalog.consumer_lag import STATS_INTERVAL_MS, Lag, consumer_lag
 from sagalog.errors import SagalogError, ServiceUnavailableError
 from sagalog.health import HealthBook
 
@@ -66,6 +67,8 @@ class KafkaClients:
         self.on_assign: Rebalance = lambda consumer, partitions: None
         self.on_revoke: Rebalance = lambda consumer, partitions: None
         self.on_drop: Callable[[], None] = lambda: None
+        self.lag: Lag = {}
+        """The consumer's lag per partition, as librdkafka last reported it (``metrics``)."""
         self._helper = self._new_helper()
 
     def _new_helper(self) -> ThreadPoolExecutor:
@@ -207,6 +210,8 @@ class KafkaClients:
                     "fetch.wait.max.ms": 100,
                     "enable.partition.eof": False,
                     "error_cb": self._on_consumer_error,
+                    "statistics.interval.ms": STATS_INTERVAL_MS,
+                    "stats_cb": self._on_consumer_stats,
                 }
             )
         )
@@ -241,6 +246,9 @@ class KafkaClients:
                 ) from exc
             raise
         return producer
+
+    def _on_consumer_stats(self, stats_json: str) -> None:
+        self.lag = consumer_lag(stats_json)
 
     def _on_consumer_error(self, error: KafkaError) -> None:
         """librdkafka's client-level errors: a fatal one rebuilds the clients

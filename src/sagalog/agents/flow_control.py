@@ -14,6 +14,7 @@ that go now are the most urgent ones).
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState, CircuitBreaker
@@ -38,6 +39,10 @@ class FlowControl:
         self.limits = DependencyLimits(rate_limits, clock=clock)
         self.max_rate_wait_s = max_rate_wait_s
         self.on_breaker_change: Callable[[str, BreakerState, BreakerState], None] | None = None
+        self.rate_waits: Counter[str] = Counter()
+        """Per dependency: calls that waited for a rate-limit slot (``metrics``)."""
+        self.rate_waited_s: dict[str, float] = {}
+        """Per dependency: the seconds those calls waited."""
 
     def breaker(self, dependency: str) -> CircuitBreaker:
         breaker = self.breakers.get(dependency)
@@ -72,6 +77,8 @@ class FlowControl:
                 dependency, retry_at=self.clock() + self.limits.wait_time(dependency)
             )
         if wait > 0:
+            self.rate_waits[dependency] += 1
+            self.rate_waited_s[dependency] = self.rate_waited_s.get(dependency, 0.0) + wait
             await asyncio.sleep(wait)
         before = breaker.state
         if not breaker.allow(key):

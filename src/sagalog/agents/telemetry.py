@@ -1,4 +1,4 @@
-"""Traces, metrics and structured logs of an agent, with one fixed log schema.
+"""Traces, counts and structured logs of an agent, with one fixed log schema.
 
 Every meaningful action (handled, retried, deferred, dead-lettered, duplicate,
 breaker change, rebalance) is one JSON line with the same keys, so a log pipeline
@@ -20,11 +20,13 @@ from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import metrics, trace
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from sagalog.metrics import STEP_DURATION
 
 LOG_FIELDS = (
     "ts",
@@ -107,24 +109,10 @@ class AgentTelemetry:
         self.instance = instance
         self.logger = logging.getLogger(f"sagalog.agent.{agent}")
         self.tracer = trace.get_tracer("sagalog.agent")
-        meter = metrics.get_meter("sagalog.agent")
-        self.attributes = {"agent": agent}
-        self.handled = meter.create_counter("sagalog.agent.handled", description="Events handled")
-        self.failed = meter.create_counter("sagalog.agent.failed", description="Failed attempts")
-        self.retried = meter.create_counter(
-            "sagalog.agent.retried", description="Retries scheduled"
-        )
-        self.dead_lettered = meter.create_counter(
-            "sagalog.agent.dead_lettered", description="Records dead-lettered"
-        )
-        self.latency = meter.create_histogram(
-            "sagalog.agent.handler_duration", unit="ms", description="Handler latency"
-        )
         self.stats = AgentStats()
-
-    def count(self, name: str, outcome: str | None = None) -> None:
-        counter = getattr(self, name)
-        counter.add(1, {**self.attributes, **({"outcome": outcome} if outcome else {})})
+        """The counts; Prometheus reads them when it scrapes (``agents.exported``)."""
+        self.step_seconds = STEP_DURATION.labels(agent)
+        """Handler time per step, observed as it happens (a distribution is not read back)."""
 
     def log(self, action: str, message: str, *, level: int = logging.INFO, **fields: Any) -> None:
         self.logger.log(

@@ -31,7 +31,7 @@ from types import FrameType
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
-from sagalog.agents import probes
+from sagalog.agents import exported_metrics, probes
 from sagalog.agents.accounting import account, after_commit, park_before_commit
 from sagalog.agents.assignment import Assignment
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
@@ -219,6 +219,9 @@ class AgentWorker:
             folded_types=self.agent.folded_types(),
         )
         self.health_server = serve_health(self.settings, live=self._live, ready=self._ready)
+        unexport = exported_metrics.export(
+            agent=self.agent.name, stats=self.stats, flow=self.flow, clients=self.clients
+        )
         self.clients.connect()
         served = "" if self.health_server is None else f"; health on :{self.health_server.port}"
         self.telemetry.log("start", f"agent {self.agent.name} started{served}", outcome="ok")
@@ -239,6 +242,7 @@ class AgentWorker:
                     self.clients.recover(exc, fenced=False)
             started_stopping = self.clock()
         finally:
+            unexport()
             self._shutdown(started_stopping)
 
     def _clients_dropped(self) -> None:

@@ -1,7 +1,7 @@
 """The HTTP API: FastAPI routes over ``Gateway``, every error as ``{"error", "detail"}``.
 
-Everything under ``/v1`` needs an API key (``X-API-Key``); ``/healthz`` and
-``/openapi.json`` do not, so a load balancer and a client generator need no secret.
+Everything under ``/v1`` needs an API key (``X-API-Key``); ``/healthz``, ``/metrics``
+and ``/openapi.json`` do not, so a load balancer and a client generator need no secret.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sagalog.flows.states import WorkflowState
+from sagalog.services.gateway import request_metrics
 from sagalog.services.gateway.application import Gateway
 from sagalog.services.gateway.auth import HEADER, check_api_key
 from sagalog.services.gateway.exceptions import BodyTooLarge, GatewayError, UnknownWorkflow
@@ -211,6 +212,7 @@ def create_app(
     app.include_router(reviews_router(gateway, api_keys=api_keys))
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    request_metrics.install(app)
     return app
 
 

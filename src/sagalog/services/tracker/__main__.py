@@ -56,7 +56,8 @@ def main(settings: TrackerSettings | None = None) -> int:
         print(f"saga-tracker: {exc}", file=sys.stderr)
         return exc.exit_code
     if health is not None:
-        print(f"saga-tracker: health on :{health.port}", file=sys.stderr)
+        print(f"saga-tracker: health and metrics on :{health.port}", file=sys.stderr)
+    tracker.export_metrics()  # the process ends with the worker: nothing to undo
     worker = Worker(tracker.app, loglevel=settings.log_level.lower(), quiet=True)
     worker.execute_from_commandline()
     return 0

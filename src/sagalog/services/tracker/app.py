@@ -29,7 +29,9 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -39,11 +41,13 @@ from sagalog import client_config
 from sagalog.cluster import profile_config
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash
+from sagalog.events import StateTransition
 from sagalog.flows.registry import FlowRegistry
 from sagalog.health import HealthBook, logged_changes
 from sagalog.memory import release_free_memory
+from sagalog.metrics import TRACKER_BATCH_RECORDS, TRACKER_BATCH_SECONDS
 from sagalog.rocksdb_options import MemoryBudget
-from sagalog.services.tracker import faust_internals
+from sagalog.services.tracker import exported_metrics, faust_internals
 from sagalog.services.tracker.backlog import BacklogProbe
 from sagalog.services.tracker.batching import drained_batches, of_generation
 from sagalog.services.tracker.caught_up import unread
@@ -57,6 +61,7 @@ from sagalog.services.tracker.restore import CommittedRecovery, TailReader
 from sagalog.services.tracker.settings import TrackerSettings
 from sagalog.services.tracker.sink import KafkaSink
 from sagalog.services.tracker.store import FaustTables, Table, build_tables
+from sagalog.services.tracker.tally import Tally
 from sagalog.services.tracker.transport import TrackerApp
 from sagalog.services.tracker.watchdog import Watchdog
 from sagalog.tracker import CompensationRetry
@@ -116,8 +121,9 @@ class Tracker:
                 max_attempts=settings.compensation_attempts,
                 max_wait_ms=int(settings.compensation_max_wait_s * 1000),
             ),
-            on_transition=self.sla.observe,
+            on_transition=self._transitioned,
         )
+        self.tally = Tally()
         self.counts: Counter[str] = Counter()
         self.pending_ticks: set[int] = set()
         self.unknown_positions: dict[int, str] = {}  # partition -> the error last logged
@@ -309,7 +315,25 @@ class Tracker:
                 )
                 await asyncio.sleep(0.5 * attempt)
 
+    def _transitioned(self, workflow_id: str, transition: StateTransition) -> None:
+        self.sla.observe(workflow_id, transition)
+        self.tally.transitioned(workflow_id, transition)
+
+    def export_metrics(self) -> Callable[[], None]:
+        """Serve this worker's figures on ``/metrics`` (``exported_metrics``); the undo."""
+        consumer = self.app.consumer
+        return exported_metrics.export(
+            tally=self.tally,
+            outcomes=self.processor.outcomes,
+            ended=self.sink.transactions.ended,
+            finished=self.offsets.finished,
+            highwater=consumer.highwater,
+            tables_dir=Path(self.app.conf.tabledir),
+        )
+
     async def run_batch(self, events: Any) -> None:
+        started = time.perf_counter()
+        self.tally.begin()
         batch = self.processor.begin(self.store)
         for event in events:
             message = event.message
@@ -331,6 +355,7 @@ class Tracker:
                 )
             elif isinstance(read, Unreadable):
                 self.counts["dead_lettered"] += 1
+                self.tally.dead_letter()
                 self.sink.dead_letter(
                     topic=message.topic,
                     partition=message.partition,
@@ -354,11 +379,14 @@ class Tracker:
         if self.pending_ticks:
             await self._fire_timers(batch)
         await self.processor.commit(batch)
+        self.tally.committed()
         self.offsets.finish(event.message for event in events)
         self._note_resumed(events)
         self._observe_lag(events)
         self.counts["batches"] += 1
         self.counts["inputs"] += batch.inputs
+        TRACKER_BATCH_RECORDS.observe(len(events))
+        TRACKER_BATCH_SECONDS.observe(time.perf_counter() - started)
 
     def _note_resumed(self, events: Any) -> None:
         """Log, once per assignment, where each input partition's first batch began and

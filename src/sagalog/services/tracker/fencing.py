@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -96,6 +97,8 @@ class PartitionTransactions:
         self.make_producer = make_producer
         self.producers: dict[int, Any] = {}
         self.open: set[int] = set()
+        self.ended: Counter[str] = Counter()
+        """Transactions ended, by outcome: ``committed`` or ``aborted`` (``metrics``)."""
         self._threads = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tracker-transactions")
 
     def id_of(self, partition: int) -> str:
@@ -187,11 +190,14 @@ class PartitionTransactions:
             *(loop.run_in_executor(self._threads, self._commit, p) for p in partitions)
         )
         failures = [(p, error) for p, error in zip(partitions, results, strict=True) if error]
+        self.ended["committed"] += len(partitions) - len(failures)
+        self.ended["aborted"] += len(failures)
         if failures:
             raise self._failure([p for p, _ in failures], failures[0][1])
 
     def abort(self) -> None:
         """Abort whatever is open (best effort: a batch that failed before its commit)."""
+        self.ended["aborted"] += len(self.open)
         for partition in sorted(self.open):
             # Fenced or away, it raises: the next holder's init aborts it on the broker.
             with contextlib.suppress(KafkaException):

@@ -1,0 +1,182 @@
+"""Prometheus scrapes a reference run, and PromQL returns the counts the run produced.
+
+The procurement fleet (tracker, six agents, the gateway, as processes) runs a mix of
+requests and a few poison records, while Debian's Prometheus scrapes every service's
+``/metrics`` each second. Then PromQL must agree with the run's own truth: the
+workflows the driver saw complete and compensate, and the records on the dead-letter
+topic, counted by reading it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from demo.driver import Driver
+from demo.fleet import Fleet, FleetConfig
+from demo.scenario import FAILING_VENDOR, build_mix
+from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
+from sagalog.metrics import exported_names
+
+from .project import REPO, Project
+from .prometheus import Prometheus, require_prometheus
+from .test_reference_workflow import TOPOLOGY
+from .tracker_harness import PROCUREMENT
+
+POISONS = 3
+
+
+def test_promql_returns_the_counts_the_reference_run_produced(
+    project: Project, tmp_path: Path
+) -> None:
+    require_prometheus()
+    s = project.suffix
+    project.write_topology(
+        TOPOLOGY.replace("%s", ", ".join([*PROCUREMENT, "sagalog.v1.WebhookReceived"]))
+    )
+    flows = project.root / "topology" / "flows"
+    flows.mkdir()
+    flow = (REPO / "topology" / "flows" / "procurement.v1.yaml").read_text()
+    (flows / "procurement.v1.yaml").write_text(
+        flow.replace("topic: procurement.events", f"topic: procurement.events.{s}")
+    )
+    project.apply()
+    api_key = secrets.token_urlsafe(16)
+    topic, deadletters = f"procurement.events.{s}", f"deadletter.{s}"
+    fleet = Fleet(
+        FleetConfig(
+            run_dir=tmp_path / "run",
+            settings=project.settings,
+            gate_secret=secrets.token_urlsafe(32),
+            api_key=api_key,
+            topic=topic,
+            transitions_topic=f"transitions.{s}",
+            alerts_topic=f"alerts.{s}",
+            deadletter_topic=deadletters,
+            tracker_app_id=f"saga-tracker-{s}",
+            agent_suffix=f"-{s}",
+        )
+    )
+    requests = build_mix(f"m{s[:6]}", 24, seed=5)
+    prometheus: Prometheus | None = None
+    try:
+        fleet.start_all()
+        fleet.faults("erp", reject_when={"vendor": FAILING_VENDOR})
+        fleet.wait_gateway_ready()
+        targets = {name: url.removeprefix("http://") for name, url in fleet.health.items()}
+        prometheus = Prometheus(tmp_path / "prometheus", targets)
+        prometheus.wait_ready()
+        _poison(project, topic)
+        gateway = GatewayClient(
+            GatewayClientSettings(url=fleet.urls["gateway"], api_key=api_key, timeout_s=30)
+        )
+        driver = Driver(
+            settings=project.settings,
+            catalog=project.catalog,
+            gateway=gateway,
+            topic=topic,
+            tracker_app_id=f"saga-tracker-{s}",
+            requests=requests,
+        )
+        driver.run(phase_timeout_s=180)
+        ends = Counter(driver.states.get(r.workflow_id) for r in requests)
+        assert ends == Counter(r.expected_end for r in requests), ends
+        assert not fleet.dead(), [(d.name, d.tail()) for d in fleet.dead()]
+
+        p = prometheus
+        p.wait(
+            lambda: p.scalar("count(up == 1)") == len(targets),
+            what=f"all {len(targets)} services scraped",
+        )
+
+        def ended(state: str) -> float | None:
+            return p.scalar(f'sum(sagalog_transitions_total{{to_state="{state}"}})')
+
+        def dead_letters() -> float | None:
+            return p.scalar("sum(sagalog_dead_letters_total)")
+
+        lettered = _count(project, deadletters)
+        assert lettered >= 1  # the poison records
+        p.wait(
+            lambda: (
+                (ended("completed"), ended("compensated"), dead_letters())
+                == (ends["completed"], ends["compensated"], lettered)
+            ),
+            what=(
+                f"completed {ends['completed']}, compensated {ends['compensated']} and "
+                f"{lettered} dead letters in PromQL"
+            ),
+        )
+        # What the dashboard reads is there too, from the services that produce it.
+        handled = p.scalar('sum(sagalog_agent_records_total{outcome="handled"})')
+        assert handled is not None and handled > 0
+        steps = p.scalar("sum(sagalog_step_duration_seconds_count)")
+        assert steps is not None and steps > 0
+        batches = p.scalar("sum(sagalog_tracker_batch_seconds_count)")
+        assert batches is not None and batches > 0
+        transactions = p.scalar('sum(sagalog_transactions_total{outcome="committed"})')
+        assert transactions is not None and transactions > 0
+        in_state = p.query("sagalog_time_in_state_seconds_count")
+        assert {r["metric"]["state"] for r in in_state} >= {"pending_approval"}
+        decisions = p.scalar('sum(sagalog_gateway_requests_total{route=~"/v1/gates.*"})')
+        assert decisions is not None and decisions > 0
+        names = {r["metric"]["__name__"] for r in p.query('{__name__=~"sagalog_.+"}')}
+        assert names <= exported_names(), names - exported_names()
+    finally:
+        if prometheus is not None:
+            prometheus.stop()
+        fleet.stop_all()
+
+
+def _poison(project: Project, topic: str) -> None:
+    """Records no one can read: routed as RequestSubmitted, but not Avro at all."""
+    producer = Producer(project.settings.producer_config())
+    for _ in range(POISONS):
+        workflow_id = f"wf-poison-{uuid.uuid4().hex[:8]}"
+        producer.produce(
+            topic,
+            key=workflow_id.encode(),
+            value=b"\xde\xad\xbe\xef not avro",
+            headers=[
+                ("ce_specversion", b"1.0"),
+                ("ce_id", str(uuid.uuid4()).encode()),
+                ("ce_source", b"test/poison"),
+                ("ce_type", b"procurement.v1.RequestSubmitted"),
+                ("ce_workflowid", workflow_id.encode()),
+                ("ce_time", b"2027-01-15T08:00:00Z"),
+            ],
+        )
+    producer.flush(30)
+
+
+def _count(project: Project, topic: str) -> int:
+    """Committed records on every partition of ``topic``, read to its end (dead letters
+    are written in transactions, so offsets would count commit markers too)."""
+    consumer = Consumer(
+        project.settings.kafka_config(
+            **{
+                "group.id": f"count-{uuid.uuid4().hex[:8]}",
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,
+                "enable.auto.commit": False,
+            }
+        )
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        open_, total = set(partitions), 0
+        while open_:
+            message = consumer.poll(10)
+            assert message is not None, f"{topic} was not read to its end"
+            if message.error() is None:
+                total += 1
+            elif message.error().code() == KafkaError._PARTITION_EOF:
+                open_.discard(message.partition())
+        return total
+    finally:
+        consumer.close()
