@@ -9,6 +9,7 @@ topic, counted by reading it.
 
 from __future__ import annotations
 
+import json
 import secrets
 import uuid
 from collections import Counter
@@ -126,10 +127,20 @@ def test_promql_returns_the_counts_the_reference_run_produced(
         assert decisions is not None and decisions > 0
         names = {r["metric"]["__name__"] for r in p.query('{__name__=~"sagalog_.+"}')}
         assert names <= exported_names(), names - exported_names()
+        # Every query of the Grafana dashboard runs, and those over what this run
+        # produced answer with data.
+        empty = [expr for expr in _dashboard_queries() if not p.query(expr)]
+        allowed = ("breaker", "rate_limit", "gateway_request_seconds", "time_in_state")
+        assert all(any(a in expr for a in allowed) for expr in empty), empty
     finally:
         if prometheus is not None:
             prometheus.stop()
         fleet.stop_all()
+
+
+def _dashboard_queries() -> list[str]:
+    panels = json.loads((REPO / "deploy" / "grafana" / "sagalog-dashboard.json").read_text())
+    return [target["expr"] for panel in panels["panels"] for target in panel["targets"]]
 
 
 def _poison(project: Project, topic: str) -> None:
