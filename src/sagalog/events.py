@@ -122,6 +122,23 @@ class WorkflowCancelled(Event):
     requested_by: str
 
 
+class DeadLetterReplayed(Event):
+    """An operator re-drove a dead letter to its origin topic as a new event."""
+
+    event_type = "sagalog.v1.DeadLetterReplayed"
+
+    dead_letter: str
+    origin: str
+    replayed_type: str | None = None
+    original_event_id: str | None = None
+    replay_event_id: str
+    replay: int
+    dead_lettered_by: str
+    dead_letter_reason: str
+    reason: str
+    requested_by: str
+
+
 class CompensationRequested(Event):
     """The tracker asks the agent that ran a step to undo it."""
 

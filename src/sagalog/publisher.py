@@ -15,6 +15,7 @@ that looks its schema up first (``sagalog publish``) does not pay it.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,18 +166,59 @@ class EventPublisher:
         value = self.codec.encode(topic, headers.type, datum)
         key = headers.workflow_id.encode()
         kafka_headers = signed(key, value, headers.to_kafka())
+        partition, offset = self._acknowledged(topic, None, key, value, kafka_headers)
+        return PublishedEvent(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            headers=headers,
+            content_hash=stated_hash(kafka_headers),
+        )
+
+    def publish_record(
+        self,
+        topic: str,
+        *,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, str | bytes | None]],
+    ) -> tuple[int, int]:
+        """Publish a record that is already encoded (a dead letter re-driven to where it
+        came from) to one partition, signed like every sagalog record, and wait until
+        the broker acknowledged it; returns its (partition, offset).
+
+        Raises:
+            ServiceUnavailableError, AuthorizationError, SagalogError: as ``publish``.
+        """
+        return self._acknowledged(topic, partition, key, value, signed(key, value, headers))
+
+    def _acknowledged(
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, str | bytes | None]],
+    ) -> tuple[int, int]:
         outcome: dict[str, Any] = {}
 
         def delivered(error: KafkaError | None, message: Message) -> None:
             outcome["error"], outcome["message"] = error, message
 
-        self.producer.produce(
-            topic,
-            key=key,
-            value=value,
-            headers=kafka_headers,
-            on_delivery=delivered,
-        )
+        if partition is None:
+            self.producer.produce(
+                topic, key=key, value=value, headers=headers, on_delivery=delivered
+            )
+        else:
+            self.producer.produce(
+                topic,
+                key=key,
+                value=value,
+                headers=headers,
+                partition=partition,
+                on_delivery=delivered,
+            )
         remaining = self.producer.flush(timeout=self.ack_timeout_s)
         if remaining or "message" not in outcome:
             # What was never sent is taken back, so it cannot land after the caller was
@@ -198,13 +240,7 @@ class EventPublisher:
                 hint = "; declare it in topology/ and run `sagalog topology apply`"
             raise SagalogError(f"publishing to {topic} failed: {error.str()}{hint}")
         message: Message = outcome["message"]
-        return PublishedEvent(
-            topic=topic,
-            partition=int(message.partition() or 0),
-            offset=int(message.offset() or 0),
-            headers=headers,
-            content_hash=stated_hash(kafka_headers),
-        )
+        return int(message.partition() or 0), int(message.offset() or 0)
 
     def close(self) -> None:
         self.producer.flush(timeout=self.settings.connect_timeout_s)

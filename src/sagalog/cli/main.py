@@ -16,6 +16,7 @@ from sagalog.cli.analytics import analytics
 from sagalog.cli.audit import audit
 from sagalog.cli.clock import clock
 from sagalog.cli.context import Project
+from sagalog.cli.dlq import dlq
 from sagalog.cli.events import publish, tail_command
 from sagalog.cli.flows import flows
 from sagalog.cli.migrate import migrate
@@ -88,6 +89,7 @@ cli.add_command(tail_command)
 cli.add_command(run)
 cli.add_command(workflows)
 cli.add_command(gates)
+cli.add_command(dlq)
 cli.add_command(clock)
 cli.add_command(analytics)
 cli.add_command(audit)

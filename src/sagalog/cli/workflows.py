@@ -12,64 +12,23 @@ import getpass
 import json
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import click
 
-from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
+from sagalog.cli.gateway_commands import connect, gateway_of, gateway_options, table, when
 from sagalog.durations import format_duration, positive_duration_ms
 from sagalog.flows.states import TERMINAL_STATES, WorkflowState
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 STATES = tuple(state.value for state in WorkflowState)
 TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
 
-def _gateway_options(command: F) -> F:
-    command = click.option(
-        "--api-key", metavar="KEY", help="Gateway API key [env SAGALOG_GATEWAY_API_KEY]"
-    )(command)
-    command = click.option(
-        "--gateway-url",
-        metavar="URL",
-        help="The gateway [env SAGALOG_GATEWAY_URL; default http://127.0.0.1:8080]",
-    )(command)
-    return command
-
-
-def _client(ctx: click.Context) -> GatewayClient:
-    client = ctx.find_object(GatewayClient)
-    assert client is not None
-    return client
-
-
-def _connect(ctx: click.Context, gateway_url: str | None, api_key: str | None) -> None:
-    overrides: dict[str, Any] = {}
-    if gateway_url:
-        overrides["url"] = gateway_url
-    if api_key:
-        overrides["api_key"] = api_key
-    ctx.obj = GatewayClient(GatewayClientSettings(**overrides))
-
-
-def _time(text: str | None) -> str:
-    return "-" if not text else text.replace("T", " ").replace("Z", "").split(".")[0]
-
-
-def _table(rows: list[list[str]], header: list[str]) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-
-
 @click.group()
-@_gateway_options
+@gateway_options
 @click.pass_context
 def workflows(ctx: click.Context, gateway_url: str | None, api_key: str | None) -> None:
     """Workflows as the gateway sees them: state, history, timers, open gate."""
-    _connect(ctx, gateway_url, api_key)
+    connect(ctx, gateway_url, api_key)
 
 
 @workflows.command("list")
@@ -88,7 +47,7 @@ def list_workflows(
     as_json: bool,
 ) -> None:
     """List workflows, optionally in one state or of one flow."""
-    answer = _client(ctx).get("/v1/workflows", state=state, flow=flow, limit=limit, after=after)
+    answer = gateway_of(ctx).get("/v1/workflows", state=state, flow=flow, limit=limit, after=after)
     if as_json:
         click.echo(json.dumps(answer, indent=2))
         return
@@ -98,14 +57,14 @@ def list_workflows(
             f"{w['flow']} v{w['flow_version']}",
             w["state"],
             w["current"] or "-",
-            _time(w["entered_state_at"]),
+            when(w["entered_state_at"]),
         ]
         for w in answer["workflows"]
     ]
     if not rows:
         click.echo("no workflows match", err=True)
         return
-    _table(rows, ["WORKFLOW", "FLOW", "STATE", "CURRENT", "SINCE"])
+    table(rows, ["WORKFLOW", "FLOW", "STATE", "CURRENT", "SINCE"])
     if answer.get("next_after"):
         click.echo(f"(more: --after {answer['next_after']})", err=True)
 
@@ -116,14 +75,14 @@ def list_workflows(
 @click.pass_context
 def show_workflow(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
     """Show one workflow: state, history, pending timers and the open gate."""
-    w = _client(ctx).get(f"/v1/workflows/{urllib.parse.quote(workflow_id, safe='')}")
+    w = gateway_of(ctx).get(f"/v1/workflows/{urllib.parse.quote(workflow_id, safe='')}")
     if as_json:
         click.echo(json.dumps(w, indent=2))
         return
     click.echo(f"workflow  {w['workflow_id']}")
     click.echo(f"flow      {w['flow']} v{w['flow_version']} ({w['priority']} priority)")
     click.echo(f"state     {w['state']}" + (f" at {w['current']}" if w["current"] else ""))
-    click.echo(f"since     {_time(w['entered_state_at'])} (started {_time(w['started_at'])})")
+    click.echo(f"since     {when(w['entered_state_at'])} (started {when(w['started_at'])})")
     if w["terminal_reason"]:
         click.echo(f"reason    {w['terminal_reason']}")
     if w["completed"]:
@@ -132,7 +91,7 @@ def show_workflow(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
     if gate:
         click.echo(
             f"\nopen gate {gate['gate']}: assignee {gate['assignee']} (level "
-            f"{gate['escalation_level']}), deadline {_time(gate['deadline'])}\n"
+            f"{gate['escalation_level']}), deadline {when(gate['deadline'])}\n"
             f"  token   {gate['token']}\n"
             f"  decide  sagalog gates approve|reject {gate['token']} --workflow "
             f"{w['workflow_id']}"
@@ -145,11 +104,11 @@ def show_workflow(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
         )
     click.echo("\npending timers" + ("" if w["pending_timers"] else ": none"))
     for timer in w["pending_timers"]:
-        click.echo(f"  {_time(timer['due'])}  {timer['kind']}  {timer['ref']}")
+        click.echo(f"  {when(timer['due'])}  {timer['kind']}  {timer['ref']}")
     click.echo("\nhistory" + ("" if w["history"] else ": none yet"))
     for move in w["history"]:
         step = f" ({move['step']})" if move["step"] else ""
-        click.echo(f"  {_time(move['at'])}  {move['from_state']} -> {move['to_state']}{step}")
+        click.echo(f"  {when(move['at'])}  {move['from_state']} -> {move['to_state']}{step}")
 
 
 @workflows.command("cancel")
@@ -162,7 +121,7 @@ def cancel_workflow(
 ) -> None:
     """Cancel a running workflow: the tracker undoes what it did (the running step
     included) and it ends compensated, or failed when there was nothing to undo."""
-    answer = _client(ctx).post(
+    answer = gateway_of(ctx).post(
         f"/v1/workflows/{urllib.parse.quote(workflow_id, safe='')}/cancel",
         {"reason": reason, "requested_by": requested_by or getpass.getuser()},
     )
@@ -198,7 +157,7 @@ def stuck_workflows(
         limit_ms = positive_duration_ms(older_than)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--older-than") from None
-    client = _client(ctx)
+    client = gateway_of(ctx)
     now = dt.datetime.now(dt.UTC)
     found = []
     for wanted in [state] if state else IN_FLIGHT:
@@ -233,17 +192,17 @@ def stuck_workflows(
             ]
             for w in found[:50]
         ]
-        _table(rows, ["WORKFLOW", "FLOW", "STATE", "CURRENT", "IDLE"])
+        table(rows, ["WORKFLOW", "FLOW", "STATE", "CURRENT", "IDLE"])
     if found:
         ctx.exit(1)
 
 
 @click.group()
-@_gateway_options
+@gateway_options
 @click.pass_context
 def gates(ctx: click.Context, gateway_url: str | None, api_key: str | None) -> None:
     """Human gates: list the open ones, approve or reject with a gate token."""
-    _connect(ctx, gateway_url, api_key)
+    connect(ctx, gateway_url, api_key)
 
 
 @gates.command("list")
@@ -253,7 +212,7 @@ def gates(ctx: click.Context, gateway_url: str | None, api_key: str | None) -> N
 @click.pass_context
 def list_gates(ctx: click.Context, assignee: str | None, flow: str | None, as_json: bool) -> None:
     """List the gates waiting for a person, with their tokens."""
-    answer = _client(ctx).get("/v1/gates", assignee=assignee, flow=flow)
+    answer = gateway_of(ctx).get("/v1/gates", assignee=assignee, flow=flow)
     if as_json:
         click.echo(json.dumps(answer, indent=2))
         return
@@ -263,7 +222,7 @@ def list_gates(ctx: click.Context, assignee: str | None, flow: str | None, as_js
             g["gate"],
             g["assignee"],
             str(g["escalation_level"]),
-            _time(g["deadline"]),
+            when(g["deadline"]),
             g["token"],
         ]
         for g in answer["gates"]
@@ -271,7 +230,7 @@ def list_gates(ctx: click.Context, assignee: str | None, flow: str | None, as_js
     if not rows:
         click.echo("no gate is waiting for a decision", err=True)
         return
-    _table(rows, ["WORKFLOW", "GATE", "ASSIGNEE", "LEVEL", "DEADLINE", "TOKEN"])
+    table(rows, ["WORKFLOW", "GATE", "ASSIGNEE", "LEVEL", "DEADLINE", "TOKEN"])
 
 
 def _decide(decision: str) -> click.Command:
@@ -288,7 +247,7 @@ def _decide(decision: str) -> click.Command:
         decided_by: str | None,
         comment: str | None,
     ) -> None:
-        answer = _client(ctx).post(
+        answer = gateway_of(ctx).post(
             "/v1/gates/decisions",
             {
                 "token": token,

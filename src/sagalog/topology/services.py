@@ -21,6 +21,7 @@ In ``topology/services.yaml``::
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, model_validator
@@ -140,3 +141,16 @@ class GatewayService(_Service):
 
 
 ServiceSpec = Annotated[AgentService | TrackerService | GatewayService, Discriminator("kind")]
+
+
+def deadletter_topics(
+    services: Iterable[AgentService | TrackerService | GatewayService],
+) -> tuple[str, ...]:
+    """The dead-letter topics the declared agents and trackers write, sorted: where
+    ``sagalog dlq`` looks. The runtimes' default one when no service is declared."""
+    found = {
+        service.deadletter_topic
+        for service in services
+        if isinstance(service, AgentService | TrackerService)
+    }
+    return tuple(sorted(found)) or (DEADLETTER_TOPIC,)

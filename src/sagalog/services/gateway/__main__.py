@@ -30,10 +30,13 @@ def main(settings: GatewaySettings | None = None) -> int:
     from sagalog.publisher import EventPublisher
     from sagalog.services.gateway.api import create_app
     from sagalog.services.gateway.application import SOURCE, Gateway
+    from sagalog.services.gateway.dead_letter_log import DeadLetterLog
+    from sagalog.services.gateway.dead_letter_operations import DeadLetterOperations
     from sagalog.services.gateway.follower import Follower
     from sagalog.services.gateway.read_model import ReadModel
     from sagalog.services.gateway.signatures import WebhookSource
     from sagalog.topology.loader import load_topology
+    from sagalog.topology.services import deadletter_topics
     from sagalog.tracker.gates import checked_secret
 
     settings = settings or GatewaySettings()
@@ -89,6 +92,15 @@ def main(settings: GatewaySettings | None = None) -> int:
             for name, source in settings.webhook_sources.items()
         },
         webhook_tolerance_s=settings.webhook_tolerance_s,
+        dead_letters=DeadLetterOperations(
+            gateway,
+            DeadLetterLog(
+                settings,
+                topics=settings.deadletter_topics or deadletter_topics(topology.services),
+                codec=codec,
+                timeout_s=settings.dead_letter_read_timeout_s,
+            ),
+        ),
     )
     if not settings.webhook_sources:
         log.warning(

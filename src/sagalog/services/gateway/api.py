@@ -6,6 +6,7 @@ and ``/openapi.json`` do not, so a load balancer and a client generator need no 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
@@ -23,6 +24,13 @@ from sagalog.flows.states import WorkflowState
 from sagalog.services.gateway import request_metrics
 from sagalog.services.gateway.application import Gateway
 from sagalog.services.gateway.auth import HEADER, check_api_key
+from sagalog.services.gateway.dead_letter_operations import DeadLetterOperations
+from sagalog.services.gateway.dead_letter_views import (
+    DeadLetterDetail,
+    DeadLetterList,
+    ReplayAccepted,
+    ReplayRequest,
+)
 from sagalog.services.gateway.exceptions import BodyTooLarge, GatewayError, UnknownWorkflow
 from sagalog.services.gateway.reviews import reviews_router
 from sagalog.services.gateway.signatures import HEADER as SIGNATURE_HEADER
@@ -59,11 +67,13 @@ def create_app(
     webhook_source: str,
     webhook_sources: Mapping[str, WebhookSource] | None = None,
     webhook_tolerance_s: float = 300.0,
+    dead_letters: DeadLetterOperations | None = None,
 ) -> FastAPI:
     """The ASGI application; ``__main__`` serves it with uvicorn, tests with TestClient.
 
     ``webhook_sources``: who may call webhooks, each with its secret; when given, every
     webhook must be signed by one of them (``signatures``). None or empty: unsigned.
+    ``dead_letters``: serves ``/v1/dead-letters`` (list, show, replay) when given.
     """
     sources = dict(webhook_sources or {})
     correlation_keys = frozenset(k for flow in gateway.flows for k in flow.correlation_keys)
@@ -162,6 +172,9 @@ def create_app(
         nothing new (``duplicate: true``); an ended workflow is a 409."""
         return gateway.cancel(workflow_id, reason=body.reason, requested_by=body.requested_by)
 
+    if dead_letters is not None:
+        _dead_letter_routes(v1, dead_letters)
+
     @v1.get("/workflows", response_model=WorkflowList, dependencies=[Depends(ready)])
     def list_workflows(
         state: WorkflowState | None = None,
@@ -214,6 +227,39 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     request_metrics.install(app)
     return app
+
+
+def _dead_letter_routes(v1: APIRouter, dead_letters: DeadLetterOperations) -> None:
+    """``sagalog dlq``'s endpoints. A position is ``topic/partition/offset`` in the path,
+    as ``GET /v1/dead-letters`` lists it (Kafka topic names hold no ``/``)."""
+
+    @v1.get("/dead-letters", response_model=DeadLetterList)
+    def list_dead_letters(
+        topic: str | None = None,
+        agent: Annotated[str | None, Query(description="Who dead-lettered them.")] = None,
+        since: Annotated[dt.datetime | None, Query(description="Dead-lettered since.")] = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> DeadLetterList:
+        """The dead letters of every dead-letter topic (the newest ``limit``), oldest
+        first, each with who dead-lettered it, why, and its replays so far."""
+        since_ms = int(since.timestamp() * 1000) if since is not None else None
+        return dead_letters.list(topic=topic, agent=agent, since_ms=since_ms, limit=limit)
+
+    @v1.get("/dead-letters/{position:path}", response_model=DeadLetterDetail)
+    def show_dead_letter(position: str) -> DeadLetterDetail:
+        """One dead letter whole: every header (reason, error class, stack, attempts,
+        origin), the record's payload decoded, and its replays so far."""
+        return dead_letters.show(position)
+
+    @v1.post("/dead-letters/{position:path}/replay", status_code=202, response_model=ReplayAccepted)
+    def replay_dead_letter(position: str, body: ReplayRequest) -> ReplayAccepted:
+        """Re-drive a dead letter to where it was first consumed, as a new event (a new
+        ``ce_id``, and ``sagalog_replay_of`` naming the dead letter), after a
+        ``DeadLetterReplayed`` on the workflow's topic that keeps who asked and why. A
+        dead letter replayed before is a 409 unless ``again`` is true."""
+        return dead_letters.replay(
+            position, reason=body.reason, requested_by=body.requested_by, again=body.again
+        )
 
 
 def error_response(

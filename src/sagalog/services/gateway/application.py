@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from sagalog.contracts.models import Event
@@ -51,6 +52,16 @@ PUBLISH_PROBLEM_S = 30.0
 class Publisher(Protocol):
     def publish_event(self, topic: str, event: Event, **metadata: Any) -> PublishedEvent: ...
 
+    def publish_record(
+        self,
+        topic: str,
+        *,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, str | bytes | None]],
+    ) -> tuple[int, int]: ...
+
 
 class Gateway:
     """The gateway's use cases; thread-safe (the API runs them in a thread pool)."""
@@ -73,7 +84,9 @@ class Gateway:
         self.secret = secret
         self.status = status
         self.now = now
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
+        """Held from a request's checks to its publish, so two requests that would
+        publish the same event are one publish and one repeat (or refusal)."""
         self._publish_problem: tuple[float, str] | None = None  # (monotonic time, error)
 
     def health(self) -> dict[str, Any]:
@@ -153,7 +166,7 @@ class Gateway:
         """
         self.require_ready()
         event_id = decision_event_id(token, decision)
-        with self._lock:
+        with self.lock:
             repeat = self.model.accepted(event_id)
             if repeat is not None and repeat["workflow_id"] == workflow_id:
                 return DecisionAccepted.model_validate({**repeat, "duplicate": True})
@@ -180,7 +193,7 @@ class Gateway:
                 decided_by=decided_by,
                 comment=comment,
             )
-            published = self._publish(flow.topic, event, record, event_id=event_id)
+            published = self.publish(flow.topic, event, record, event_id=event_id)
             accepted = DecisionAccepted(
                 **_placed(published, workflow_id),
                 gate=gate.gate,
@@ -199,7 +212,7 @@ class Gateway:
         """
         self.require_ready()
         event_id = cancellation_event_id(workflow_id)
-        with self._lock:
+        with self.lock:
             repeat = self.model.accepted(event_id)
             if repeat is not None:
                 return Accepted.model_validate({**repeat, "duplicate": True})
@@ -219,7 +232,7 @@ class Gateway:
                     state=record.state.value,
                 )
             event = WorkflowCancelled(reason=reason, requested_by=requested_by)
-            published = self._publish(self.flow_of(record).topic, event, record, event_id=event_id)
+            published = self.publish(self.flow_of(record).topic, event, record, event_id=event_id)
             accepted = Accepted(**_placed(published, workflow_id))
             self.model.remember(event_id, accepted.model_dump(mode="json"), token=None)
             return accepted
@@ -233,7 +246,7 @@ class Gateway:
         """
         self.require_ready()
         event_id = webhook_event_id(call, idempotency_key)
-        with self._lock:
+        with self.lock:
             repeat = self.model.accepted(event_id) if event_id else None
             if repeat is not None:
                 return Accepted.model_validate({**repeat, "duplicate": True})
@@ -245,7 +258,7 @@ class Gateway:
                 payload_json=call.payload_json,
                 received_at=self.now(),
             )
-            published = self._publish(flow.topic, event, record, event_id=event_id)
+            published = self.publish(flow.topic, event, record, event_id=event_id)
             accepted = Accepted(**_placed(published, record.workflow_id))
             if event_id is not None:
                 self.model.remember(event_id, accepted.model_dump(mode="json"), token=None)
@@ -288,21 +301,36 @@ class Gateway:
             )
         return running[0]
 
-    def _publish(
-        self, topic: str, event: Event, record: WorkflowRecord, *, event_id: str | None
+    def publish(
+        self,
+        topic: str,
+        event: Event,
+        record: WorkflowRecord | None,
+        *,
+        event_id: str | None,
+        workflow_id: str = "",
     ) -> PublishedEvent:
         """Publish on the workflow's behalf; ``sagalog_chain`` is the chain head of the
-        record the request was checked against, so the log shows what the gateway saw."""
-        try:
-            published = self.publisher.publish_event(
+        record the request was checked against, so the log shows what the gateway saw.
+        ``record`` None: a workflow the tracker never started, named by ``workflow_id``."""
+        target = record.workflow_id if record is not None else workflow_id
+        with self.publishing(topic, target, event_id):
+            return self.publisher.publish_event(
                 topic,
                 event,
-                workflow_id=record.workflow_id,
-                flow_version=record.flow_version,
+                workflow_id=target,
+                flow_version=record.flow_version if record else None,
                 event_id=event_id,
-                priority=record.priority.name,
-                chain=chain_head(record),
+                priority=record.priority.name if record else None,
+                chain=chain_head(record) if record else None,
             )
+
+    @contextmanager
+    def publishing(self, topic: str, workflow_id: str, event_id: str | None) -> Iterator[None]:
+        """Around a publish: Kafka's refusal becomes ``PublishFailed`` (503, retry as
+        is), and the gateway's health says ``degraded`` until a publish succeeds."""
+        try:
+            yield
         except SagalogError as exc:
             self._publish_problem = (time.monotonic(), str(exc))
             again = (
@@ -315,12 +343,11 @@ class Gateway:
             raise PublishFailed(
                 f"the event was not acknowledged by Kafka ({exc}); {again}",
                 topic=topic,
-                workflow_id=record.workflow_id,
+                workflow_id=workflow_id,
                 event_id=event_id,
                 retry_after_s=PublishFailed.retry_after_s,
             ) from exc
         self._publish_problem = None
-        return published
 
 
 def _placed(published: PublishedEvent, workflow_id: str) -> dict[str, Any]:

@@ -99,6 +99,37 @@ class AlreadyDecided(GatewayError):
     status = 409
 
 
+class MalformedPosition(GatewayError):
+    """A dead letter's position is not ``topic/partition/offset``."""
+
+    status = 400
+
+
+class NotADeadLetter(GatewayError):
+    """The position is not in a dead-letter topic, or the record there carries no
+    dead-letter headers: there is nothing to replay from it."""
+
+    status = 400
+
+
+class UnknownDeadLetter(GatewayError):
+    """No record lies at that position (past the end, or deleted by the topic's retention)."""
+
+    status = 404
+
+
+class AlreadyReplayed(GatewayError):
+    """The dead letter was replayed before; asking again (``again``) replays it once more."""
+
+    status = 409
+
+
+class NotReplayable(GatewayError):
+    """The dead letter names no workflow, so no audit trail could say who replayed it."""
+
+    status = 409
+
+
 class MalformedBody(GatewayError):
     """The request body is not what the endpoint takes (not JSON, wrong shape)."""
 

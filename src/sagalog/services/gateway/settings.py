@@ -55,6 +55,18 @@ class GatewaySettings(ClientSettings):
         "<tracker_app_id>-records-changelog.",
     )
     transitions_topic: str = "sagalog.transitions"
+    deadletter_topics: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="The dead-letter topics `sagalog dlq` reads, comma-separated in the "
+        "environment; empty: those topology/services.yaml declares for its agents and "
+        "trackers (sagalog.deadletter by default).",
+    )
+    dead_letter_read_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="How long reading dead letters (or the replays of them) may wait for "
+        "a record the broker said is there before the request answers 503.",
+    )
     data_dir: Path = Field(
         default=Path("./data/gateway"),
         description="The read model's RocksDB; one directory per gateway process, never shared.",
@@ -99,9 +111,9 @@ class GatewaySettings(ClientSettings):
     log_level: str = "INFO"
     json_logs: bool = True
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "deadletter_topics", mode="before")
     @classmethod
-    def _split_keys(cls, value: Any) -> Any:
+    def _split_lists(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [key.strip() for key in value.split(",") if key.strip()]
         return value
