@@ -210,9 +210,13 @@ def test_the_gateway_reads_the_read_model_and_never_writes_transitions(
         ("TOPIC", "LITERAL", "sagalog.transitions", "READ"),
         ("TOPIC", "LITERAL", "sagalog.transitions", "DESCRIBE"),
         ("TOPIC", "LITERAL", "procurement.events", "WRITE"),
+        ("TOPIC", "LITERAL", "procurement.events", "READ"),  # dlq replay: earlier replays
         ("TOPIC", "LITERAL", "procurement.events", "DESCRIBE"),
         ("TOPIC", "LITERAL", "filings.events", "WRITE"),  # webhooks of filing workflows
+        ("TOPIC", "LITERAL", "filings.events", "READ"),
         ("TOPIC", "LITERAL", "filings.events", "DESCRIBE"),
+        ("TOPIC", "LITERAL", "sagalog.deadletter", "READ"),  # sagalog dlq
+        ("TOPIC", "LITERAL", "sagalog.deadletter", "DESCRIBE"),
         ("GROUP", "PREFIXED", "sagalog-gateway-", "DESCRIBE"),
     }
 
@@ -221,7 +225,7 @@ def test_deny_by_default_nothing_beyond_the_derivation(
     procurement: tuple[Topology, tuple[Flow, ...]],
 ) -> None:
     rules = derive_acls(*procurement)
-    assert len(rules) == 108
+    assert len(rules) == 112
     assert all(r.permission is Permission.ALLOW and r.host == "*" for r in rules)
     assert not [r for r in rules if r.resource_type is ResourceKind.CLUSTER]  # KIP-679
     assert not [r for r in rules if r.operation in (Operation.ALL, Operation.DELETE)]
@@ -416,7 +420,7 @@ def test_cli_lists_the_derived_bindings_without_a_cluster(repo_root: Path) -> No
     result = CliRunner().invoke(cli, ["--project-dir", str(repo_root), "topology", "acls"])
     assert result.exit_code == 0, result.output
     assert "User:gateway\n  ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'" in result.output
-    assert result.output.rstrip().endswith("108 binding(s) for 8 service(s)")
+    assert result.output.rstrip().endswith("112 binding(s) for 8 service(s)")
 
 
 # -- reading the cluster's ACLs ---------------------------------------------------------

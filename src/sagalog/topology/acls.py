@@ -59,6 +59,7 @@ from sagalog.topology.services import (
     GatewayService,
     ServiceSpec,
     TrackerService,
+    deadletter_topics,
 )
 
 
@@ -165,22 +166,25 @@ def derive_acls(topology: Topology, flows: Iterable[Flow]) -> tuple[AclRule, ...
     if not topology.services:
         return ()
     _check_agents(topology, flows)
+    deadletters = deadletter_topics(topology.services)
     found: dict[AclRule, list[str]] = {}
     for service in topology.services:
-        for rule, reasons in _service_rules(service, flows).items():
+        for rule, reasons in _service_rules(service, flows, deadletters).items():
             merged = found.setdefault(rule, [])
             merged += [r for r in reasons if r not in merged]
     return tuple(sorted(replace(rule, why="; ".join(found[rule])) for rule in found))
 
 
-def _service_rules(service: ServiceSpec, flows: tuple[Flow, ...]) -> dict[AclRule, list[str]]:
+def _service_rules(
+    service: ServiceSpec, flows: tuple[Flow, ...], deadletters: tuple[str, ...]
+) -> dict[AclRule, list[str]]:
     rules = _Rules(service.principal)
     if isinstance(service, AgentService):
         _agent(rules, service, flows)
     elif isinstance(service, TrackerService):
         _tracker(rules, service, flows)
     elif isinstance(service, GatewayService):
-        _gateway(rules, service, flows)
+        _gateway(rules, service, flows, deadletters)
     rules.topics(service.reads, READ, f"{service.name}: declared reads")
     rules.topics(service.writes, WRITE, f"{service.name}: declared writes")
     return rules.found
@@ -252,14 +256,18 @@ def _tracker(rules: _Rules, tracker: TrackerService, flows: tuple[Flow, ...]) ->
     )
 
 
-def _gateway(rules: _Rules, gateway: GatewayService, flows: tuple[Flow, ...]) -> None:
+def _gateway(
+    rules: _Rules, gateway: GatewayService, flows: tuple[Flow, ...], deadletters: tuple[str, ...]
+) -> None:
     rules.topics(
         [gateway.records_changelog, gateway.transitions_topic],
         READ,
         f"read model: follows tracker '{gateway.tracker_app_id}'",
     )
     for topic in sorted({f.topic for f in flows}):
-        rules.topics([topic], WRITE, "GateDecided and WebhookReceived")
+        rules.topics([topic], WRITE, "GateDecided, WebhookReceived and dead-letter replays")
+        rules.topics([topic], READ, "sagalog dlq replay: finds earlier replays of a dead letter")
+    rules.topics(deadletters, READ, "sagalog dlq list|show|replay")
     rules.grant(
         ResourceKind.GROUP,
         gateway.group_prefix,
