@@ -143,7 +143,12 @@ def test_default_clock_is_the_monotonic_clock() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"failure_threshold": 0}, {"half_open_probes": 0}, {"open_for_s": -1.0}],
+    [
+        {"failure_threshold": 0},
+        {"half_open_probes": 0},
+        {"open_for_s": -1.0},
+        {"outage_doubt_s": -1.0},
+    ],
 )
 def test_bad_policy_is_a_configuration_error(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ConfigurationError, match="breaker policy"):
@@ -174,22 +179,97 @@ def test_probes_take_turns_while_another_caller_waits() -> None:
 def test_an_outage_is_several_callers_failing_and_one_bad_request_is_not() -> None:
     """The failures of several events open it as an outage: the runtime then spends no
     attempt on the calls that met it. One event failing alone (a request the dependency
-    cannot serve) opens it too, but its attempts still count, so it is dead-lettered."""
+    cannot serve) opens it too; its attempts count once the dependency answered another
+    caller since its last failure, so it is dead-lettered."""
     outage = make_breaker(FakeClock(), threshold=3)
     assert outage.allow("e1")
     outage.record_failure("e1")
-    assert not outage.is_outage("e1")  # alone so far: its own failure
+    assert outage.is_outage("e1")  # alone so far, and nobody answered: an outage maybe
     assert outage.allow("e2")
     outage.record_failure("e2")
     assert outage.state is CLOSED and outage.is_outage("e1") and outage.is_outage("e2")
     assert outage.allow("e1")
     outage.record_failure("e1")
     assert outage.state is OPEN and outage.is_outage("e1")
-    alone = make_breaker(FakeClock(), threshold=3)
+    clock = FakeClock()
+    alone = make_breaker(clock, threshold=3, open_for_s=1.0)
     for _ in range(3):
         assert alone.allow("poison")
         alone.record_failure("poison")
-    assert alone.state is OPEN and not alone.is_outage("poison")
+        assert alone.is_outage("poison")  # nobody else to tell: it waits, spending nothing
+    assert alone.state is OPEN
+    clock.advance(1.0)
+    alone.refused("poison")  # its probe failed last? not yet; another caller comes
+    assert alone.allow("e9")
+    alone.record_success()  # the dependency answers e9: it is up
+    assert alone.allow("poison")
+    alone.record_failure("poison")
+    assert alone.state is CLOSED and not alone.is_outage("poison")  # its own: counted
+
+
+def test_the_first_caller_of_an_outage_spends_no_attempt_before_anyone_else_calls() -> None:
+    """The chaos round's case: one workflow met a 60 s ledger outage alone and failed
+    three times in a second; it must wait for the dependency, not be dead-lettered."""
+    clock = FakeClock()
+    breaker = make_breaker(clock, threshold=5, open_for_s=10.0)
+    for _ in range(3):
+        assert breaker.allow("first")
+        breaker.record_failure("first")
+        assert breaker.is_outage("first")
+        clock.advance(0.4)
+    assert breaker.allow("other")
+    breaker.record_success()  # the outage ends
+    assert breaker.allow("first")
+    breaker.record_success()
+
+
+def test_in_a_quiet_system_a_lone_failure_counts_once_the_doubt_ran_out() -> None:
+    """A bad request with no other traffic to tell it from an outage waits at most
+    ``outage_doubt_s`` (from its first failure) before its attempts count."""
+    clock = FakeClock()
+    policy = BreakerPolicy(failure_threshold=10**6, open_for_s=10.0, outage_doubt_s=60.0)
+    breaker = CircuitBreaker("ledger", policy=policy, clock=clock)
+    for _ in range(6):
+        assert breaker.allow("alone")
+        breaker.record_failure("alone")
+        assert breaker.is_outage("alone")
+        clock.advance(9.0)  # 54 s in all
+    clock.advance(6.0)
+    breaker.record_failure("alone")
+    assert not breaker.is_outage("alone")  # 60 s failing with no answer: its own
+    breaker.record_failure("alone")
+    assert not breaker.is_outage("alone")  # and stays so: the doubt is not restarted
+
+
+def test_a_refusal_of_another_request_is_an_answer_too() -> None:
+    breaker = make_breaker(FakeClock(), threshold=5)
+    breaker.record_failure("bad")
+    breaker.record_success()  # the runtime reports a 4xx refusal as a success
+    breaker.record_failure("bad")
+    assert not breaker.is_outage("bad")
+
+
+def test_answers_while_a_first_call_was_in_flight_make_its_failure_its_own() -> None:
+    """A poison event among healthy ones in one batch: the others' answers came while
+    its call was out, so even its first failure counts as an attempt."""
+    breaker = make_breaker(FakeClock(), threshold=5)
+    assert breaker.allow("poison") and breaker.allow("healthy")
+    breaker.record_success()  # healthy's answer
+    breaker.record_failure("poison")
+    assert not breaker.is_outage("poison")
+
+
+def test_a_breaker_remembers_a_bounded_number_of_callers() -> None:
+    from sagalog.agents.circuit_breaker import REMEMBERED_CALLERS
+
+    breaker = make_breaker(FakeClock(), threshold=10**9)
+    for n in range(REMEMBERED_CALLERS + 5):
+        breaker.record_failure(f"e{n}")
+    assert len(breaker.callers) == REMEMBERED_CALLERS
+    assert "e0" not in breaker.callers and f"e{REMEMBERED_CALLERS + 4}" in breaker.callers
+
+
+def test_after_an_outage_a_caller_failing_alone_again_fails_on_its_own() -> None:
     clock = FakeClock()
     recovered = make_breaker(clock, threshold=2, open_for_s=1.0)
     for key in ("e1", "e2"):
@@ -198,4 +278,5 @@ def test_an_outage_is_several_callers_failing_and_one_bad_request_is_not() -> No
     clock.advance(1.0)
     assert recovered.allow("e3")
     recovered.record_success()
+    recovered.record_failure("e1")  # the dependency answered e3 since e1 failed
     assert recovered.state is CLOSED and not recovered.is_outage("e1")

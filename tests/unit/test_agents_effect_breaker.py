@@ -72,8 +72,9 @@ def test_unavailability_in_a_row_opens_it(tmp_path: Path) -> None:
 
 def test_a_failed_probe_is_a_deferral_an_ordinary_failure_is_not(tmp_path: Path) -> None:
     """An outage's probe costs the event no attempt, nor does the call that met the
-    outage as two callers' failures opened the breaker; the failure before that does
-    (it could have been that request's own)."""
+    outage as two callers' failures opened the breaker, nor the first failure before
+    that (nobody had an answer from the dependency since); a failure after the
+    dependency answered another caller does (it is that request's own)."""
     store, flow = StateStore(tmp_path), _flow()
     clock = flow.clock
     assert isinstance(clock, FakeClock)
@@ -83,7 +84,7 @@ def test_a_failed_probe_is_a_deferral_an_ordinary_failure_is_not(tmp_path: Path)
         with pytest.raises(RetryableError):
             asyncio.run(ctx.effect("erp.create_po", _call(RetryableError("503"))))
         closed_failures.append(ctx.failed_probe)
-    assert closed_failures[0] is None  # an ordinary attempt, counted by the runtime
+    assert closed_failures[0] is not None  # alone, unanswered: maybe an outage, free
     assert closed_failures[1] is not None  # it opened the breaker as an outage (e0, e1)
     clock.advance(10.0)
     probe = _context(store, flow, "e0")

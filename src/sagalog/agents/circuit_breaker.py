@@ -19,6 +19,18 @@ of charge, for good. So the probes take turns: the caller whose probe failed las
 steps aside at the next probe while another caller is waiting (``key``). If the
 other's probe succeeds, the breaker closes and the poison event's next failure is an
 ordinary attempt, bounded by the retry policy; if it fails too, it is an outage.
+
+One caller failing alone is the hard case: a bad request, or the first caller of an
+outage with nobody else calling yet. Counting its attempts dead-lettered a workflow
+in the first second of a 60 s outage (three attempts, 0.3-0.75 s apart, before any
+other caller came). So a lone failure counts as the caller's own only when the
+dependency answered someone (a success, or a refusal of another request) since the
+caller's previous failure, or for its first since it was first let through: the
+dependency is up, the request is bad. Until then it is taken for an outage and costs
+no attempt. A poison event is still dead-lettered as soon as other traffic shows the
+dependency answering; with no other traffic at all it keeps retrying at the deferral
+pace (a probe per ``open_for_s`` once its failures opened the breaker), blocking no
+one.
 """
 
 from __future__ import annotations
@@ -46,6 +58,11 @@ class BreakerPolicy:
     failure_threshold: int = 5
     open_for_s: float = 10.0
     half_open_probes: int = 1
+    outage_doubt_s: float = 300.0
+    """How long a caller failing alone, with no answer to anyone meanwhile, is taken for
+    the victim of an outage (its attempts not spent) before its failures count anyway:
+    past the outages a workflow should sit out, and a bound on how long a bad request
+    in an otherwise quiet system waits before it is dead-lettered."""
 
     def __post_init__(self) -> None:
         # half_open_probes=0 would leave a half-open breaker refusing forever.
@@ -54,10 +71,15 @@ class BreakerPolicy:
                 f"breaker policy: failure_threshold={self.failure_threshold}, "
                 f"half_open_probes={self.half_open_probes}; set both to 1 or more"
             )
-        if self.open_for_s < 0:
-            raise ConfigurationError(
-                f"breaker policy: open_for_s={self.open_for_s}; set it to 0 or more seconds"
-            )
+        for name in ("open_for_s", "outage_doubt_s"):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(
+                    f"breaker policy: {name}={getattr(self, name)}; set it to 0 or more seconds"
+                )
+
+
+REMEMBERED_CALLERS = 10_000
+"""Callers a breaker remembers; one forgotten starts a new window at its next failure."""
 
 
 @dataclass
@@ -83,6 +105,11 @@ class CircuitBreaker:
     """The callers whose failures count towards opening (since the last success)."""
     opened_by_many: bool = False
     """Whether more than one caller's failures opened it: an outage, not one bad request."""
+    answers: int = 0
+    """Calls the dependency answered (successes and refusals), ever: the evidence it is up."""
+    callers: dict[str, tuple[int, bool, float | None]] = field(default_factory=dict)
+    """Per caller: ``answers`` when its window began (its first admission, then each
+    failure), whether its last failure was its own, and when it first failed."""
     transitions: list[tuple[BreakerState, BreakerState]] = field(default_factory=list)
 
     def _move(self, to: BreakerState) -> None:
@@ -120,6 +147,8 @@ class CircuitBreaker:
         if not self.would_allow(key):
             self.refused(key)
             return False
+        if key is not None and key not in self.callers:
+            self._remember(key, (self.answers, False, None))
         if self.state is BreakerState.OPEN:
             self._move(BreakerState.HALF_OPEN)
             self.probes_in_flight = 0
@@ -143,6 +172,7 @@ class CircuitBreaker:
 
     def record_success(self) -> None:
         """The admitted call succeeded: the dependency answers, so the breaker closes."""
+        self.answers += 1  # late or not, the dependency answered
         if self.state is BreakerState.OPEN:
             return
         self.failures = 0
@@ -158,6 +188,8 @@ class CircuitBreaker:
         Args:
             key: who called; a failed probe's caller steps aside at the next probe.
         """
+        if key is not None:
+            self._note_failure(key)
         if self.state is BreakerState.OPEN:
             return
         if self.state is BreakerState.HALF_OPEN:
@@ -173,13 +205,30 @@ class CircuitBreaker:
             self._open()
 
     def is_outage(self, key: str | None = None) -> bool:
-        """Whether ``key``'s failure is the dependency's rather than its own: another
+        """Whether ``key``'s last failure is the dependency's rather than its own: another
         caller failed too since the last success (the breaker is on its way to open),
-        or several callers' failures opened it. One caller failing alone (a request the
-        dependency cannot serve) is no outage, whatever the state: its attempts count."""
-        if self.state is BreakerState.CLOSED:
-            return bool(self.failing_keys - {key})
-        return self.opened_by_many
+        several callers' failures opened it, or nobody got an answer from the dependency
+        since ``key`` failed before (see the module docstring). Only a caller that failed
+        alone while the dependency answered others has its attempts counted."""
+        if self.state is BreakerState.CLOSED and self.failing_keys - {key}:
+            return True
+        if self.state is not BreakerState.CLOSED and self.opened_by_many:
+            return True
+        return key is not None and not self.callers.get(key, (0, False, None))[1]
+
+    def _note_failure(self, key: str) -> None:
+        """Judge ``key``'s failure by the answers since its window began, or by how long
+        it has been failing; start a new window."""
+        now = self.clock()
+        began, _, first = self.callers.pop(key, (self.answers, False, None))
+        first = now if first is None else first
+        own = self.answers > began or now - first >= self.policy.outage_doubt_s
+        self._remember(key, (self.answers, own, first))
+
+    def _remember(self, key: str, window: tuple[int, bool, float | None]) -> None:
+        self.callers[key] = window
+        while len(self.callers) > REMEMBERED_CALLERS:  # the least recent caller first
+            del self.callers[next(iter(self.callers))]
 
     def _open(self) -> None:
         self.opened_at = self.clock()

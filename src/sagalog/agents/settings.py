@@ -59,6 +59,12 @@ class AgentSettings(ServiceSettings):
     retry_max_delay_s: float = Field(default=60.0, ge=0)
     breaker_failure_threshold: int = Field(default=5, ge=1)
     breaker_open_for_s: float = Field(default=10.0, gt=0)
+    breaker_outage_doubt_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="How long a call failing alone, while the dependency answers no one, "
+        "is taken for an outage (no attempt spent) before its failures count.",
+    )
     rate_limits: dict[str, float] = Field(
         default_factory=dict,
         description="Global calls per second per dependency, across all instances, e.g. "

@@ -90,6 +90,7 @@ class AgentWorker:
             breaker_policy=BreakerPolicy(
                 failure_threshold=settings.breaker_failure_threshold,
                 open_for_s=settings.breaker_open_for_s,
+                outage_doubt_s=settings.breaker_outage_doubt_s,
             ),
             rate_limits=settings.rate_limits,
             max_rate_wait_s=settings.max_rate_wait_s,
