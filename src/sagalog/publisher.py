@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
+from opentelemetry import trace
 
 from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.contracts.catalog import SchemaCatalog
@@ -31,6 +32,7 @@ from sagalog.contracts.registry import SchemaRegistry
 from sagalog.contracts.validation import to_avro_datum
 from sagalog.errors import SagalogError, ServiceUnavailableError
 from sagalog.settings import ClientSettings
+from sagalog.tracing import starting_traceparent
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class EventPublisher:
         self.settings = settings
         self.ack_timeout_s = ack_timeout_s or settings.connect_timeout_s * 3
         self.source = source
+        self.tracer = trace.get_tracer("sagalog.publisher")
         self.catalog = catalog
         self.codec = codec or EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
         self.producer = Producer(
@@ -148,11 +151,18 @@ class EventPublisher:
         prev_hash: str | None = None,
         chain: str | None = None,
     ) -> EventHeaders:
+        workflow_id = workflow_id or str(uuid.uuid4())
+        if traceparent is None:  # the event starts a trace, or continues the caller's
+            traceparent = starting_traceparent(
+                self.tracer,
+                f"publish {event_type}",
+                attributes={"sagalog.workflow_id": workflow_id, "sagalog.event_type": event_type},
+            )
         return EventHeaders(
             id=event_id or new_event_id(),
             type=event_type,
             source=self.source,
-            workflow_id=workflow_id or str(uuid.uuid4()),
+            workflow_id=workflow_id,
             causation_id=causation_id,
             correlation_id=correlation_id,
             flow_version=flow_version,

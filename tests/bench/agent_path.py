@@ -46,12 +46,13 @@ from sagalog.agents.declaration import Agent
 from sagalog.agents.lineage import DecisionLineage
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore
-from sagalog.agents.telemetry import configure_logging, ensure_tracer_provider
+from sagalog.agents.telemetry import configure_logging
 from sagalog.agents.worker import AgentWorker
 from sagalog.contracts.catalog import EventSchema, SchemaCatalog
 from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
+from sagalog.tracing import configure_tracing
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "benchsaga.events.path"
@@ -258,7 +259,7 @@ def run(
         worker = AgentWorker(agent(declared_context=declared_context), settings, catalog=catalog)
         worker.codec.registry = KnownIds(catalog)  # type: ignore[assignment]
         configure_logging(json_lines=True, level=settings.log_level)
-        ensure_tracer_provider()  # as ``AgentWorker.run`` does: an SDK provider, no exporter
+        configure_tracing("bench")  # as ``AgentWorker.run`` does: no exporter unless OTEL_*
         producer = CountingProducer()
         worker.clients.producer = producer  # type: ignore[assignment]
         worker.clients.consumer = OnePartition()  # type: ignore[assignment]

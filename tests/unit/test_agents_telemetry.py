@@ -11,10 +11,10 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from sagalog.agents.telemetry import (
     _child_context,
-    _records_nothing,
     _UnrecordedSpan,
     current_traceparent,
 )
+from sagalog.tracing import records_spans
 
 SAMPLED = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 NOT_SAMPLED = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
@@ -22,10 +22,10 @@ NOT_SAMPLED = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
 
 def test_only_an_sdk_provider_without_processors_records_nothing() -> None:
     bare = TracerProvider(shutdown_on_exit=False)
-    assert _records_nothing(bare)
+    assert not records_spans(bare)
     exporting = TracerProvider(shutdown_on_exit=False)
     exporting.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
-    assert not _records_nothing(exporting)
+    assert records_spans(exporting)
 
 
 @pytest.mark.parametrize("traceparent", [SAMPLED, NOT_SAMPLED, None])

@@ -1,6 +1,6 @@
 """The Grafana dashboard (``deploy/grafana``) reads only what the services export, and
 shows all of it. The queries run against a live Prometheus in
-``tests/integration/test_metrics_prometheus.py``; here their names and syntax."""
+``tests/integration/test_observability.py``; here their names and syntax."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, T
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from sagalog.metrics import STEP_DURATION
+from sagalog.tracing import records_spans
 
 LOG_FIELDS = (
     "ts",
@@ -74,13 +75,6 @@ def configure_logging(*, json_lines: bool, level: str = "INFO") -> None:
     )
     logger.addHandler(handler)
     logger.propagate = False
-
-
-def ensure_tracer_provider() -> None:
-    """Install an SDK tracer provider if the application has not, so spans get real
-    ids and propagate; exporters are the application's choice (OTel SDK config)."""
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        trace.set_tracer_provider(TracerProvider())
 
 
 @dataclass
@@ -140,7 +134,7 @@ class AgentTelemetry:
         the context the SDK would have given it stands in, at a fraction of the cost.
         """
         provider = trace.get_tracer_provider()
-        if _records_nothing(provider):
+        if not records_spans(provider):
             assert isinstance(provider, TracerProvider)
             parent = _propagator.extract({"traceparent": traceparent}) if traceparent else None
             return _UnrecordedSpan(
@@ -157,18 +151,6 @@ class AgentTelemetry:
             name, context=parent, kind=SpanKind.CONSUMER, attributes=attributes
         ) as span:
             yield span
-
-
-def _records_nothing(provider: trace.TracerProvider) -> bool:
-    """Whether spans of ``provider`` reach no processor, hence no exporter.
-
-    Reads the SDK's processor list (private, hence the defensive reads): an unknown
-    shape counts as recording, which only costs the SDK's own path.
-    """
-    if not isinstance(provider, TracerProvider) or getattr(provider, "_disabled", True):
-        return False
-    processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", ())
-    return isinstance(processors, tuple) and not processors
 
 
 def _child_context(

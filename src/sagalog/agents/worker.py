@@ -45,7 +45,7 @@ from sagalog.agents.internal_topics import ensure_internal_topics
 from sagalog.agents.outputs import RecordBuilder, Result
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore
-from sagalog.agents.telemetry import AgentTelemetry, configure_logging, ensure_tracer_provider
+from sagalog.agents.telemetry import AgentTelemetry, configure_logging
 from sagalog.agents.transaction import Transactions
 from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.backoff import RetryPolicy
@@ -57,6 +57,7 @@ from sagalog.health import Health, HealthBook, Verdict
 from sagalog.health_server import HealthServer, serve_health
 from sagalog.position import RecordPosition
 from sagalog.topic_names import retry_topic_for
+from sagalog.tracing import configure_tracing
 
 
 class AgentWorker:
@@ -205,7 +206,7 @@ class AgentWorker:
             ZombieFenced: a newer instance with the same instance id took over.
         """
         configure_logging(json_lines=self.settings.log_json, level=self.settings.log_level)
-        ensure_tracer_provider()
+        configure_tracing(self.agent.name)
         if install_signals:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)

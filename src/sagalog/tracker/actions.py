@@ -42,9 +42,12 @@ class Publish:
         priority: for the ``ce_priority`` header.
         time_ms: for ``ce_time``: the tracker's clock when it decided.
         chain: for the ``sagalog_chain`` header: the workflow's chain head once its
-            cause was sealed. The processor stamps it (``with_chain``) when it performs
+            cause was sealed. The processor stamps it (``stamped``) when it performs
             the action; the rules leave it None (sealing is not theirs, see
             ``sagalog.tracker.seal``).
+        traceparent: the trace context it continues (the input's, or the workflow's
+            last), stamped by the processor like ``chain``; the service may put its
+            own span in between (``sagalog.tracing``).
     """
 
     event: Event
@@ -56,10 +59,11 @@ class Publish:
     priority: Priority
     time_ms: int
     chain: str | None = None
+    traceparent: str | None = None
 
-    def with_chain(self, chain: str | None) -> Publish:
-        """This action stamped with the workflow's chain head."""
-        return dataclasses.replace(self, chain=chain)
+    def stamped(self, *, chain: str | None, traceparent: str | None) -> Publish:
+        """This action stamped with the workflow's chain head and trace context."""
+        return dataclasses.replace(self, chain=chain, traceparent=traceparent)
 
     def headers(self, *, source: str = TRACKER_SOURCE) -> EventHeaders:
         """The CloudEvents headers to send it with."""
@@ -73,6 +77,7 @@ class Publish:
             flow_version=self.flow_version,
             priority=self.priority.name,
             chain=self.chain,
+            traceparent=self.traceparent,
         )
 
 

@@ -53,6 +53,8 @@ class TrackedEvent(BaseModel):
         gate: the decision of a ``GateDecided`` payload.
         priority: ``ce_priority`` of a starting event; the flow's priority when absent.
         webhook_kind: the ``kind`` of a ``WebhookReceived`` payload.
+        traceparent: the W3C trace context of the span that produced it, so what the
+            tracker publishes in answer continues the workflow's trace.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -67,6 +69,7 @@ class TrackedEvent(BaseModel):
     gate: GateVerdict | None = None
     priority: Priority | None = None
     webhook_kind: str | None = None
+    traceparent: str | None = None
 
     @property
     def id(self) -> str:
@@ -96,6 +99,7 @@ class TrackedEvent(BaseModel):
             gate=gate,
             priority=Priority.parse(headers.priority) if headers.priority else None,
             webhook_kind=webhook if isinstance(webhook, str) else None,
+            traceparent=headers.traceparent,
         )
 
 

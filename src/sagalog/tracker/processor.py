@@ -295,6 +295,9 @@ class Processor:
         )
         self._log.note(event, decision)
         after = decision.record if decision.record is not None else record
+        trace = event.traceparent if isinstance(event, TrackedEvent) else None
+        if decision.record is not None and trace and decision.record.traceparent != trace:
+            after = decision.record.model_copy(update={"traceparent": trace})
         resealed = None if sealed is None or after is None else seal(after, sealed)
         if resealed is not None:
             after = resealed
@@ -306,6 +309,7 @@ class Processor:
             flow,
             now_ms,
             chain=None if after is None else chain_head(after),
+            trace=trace or (None if after is None else after.traceparent),
         )
         if decision.record is not None or resealed is not None:
             assert after is not None
@@ -343,13 +347,14 @@ class Processor:
         now_ms: int,
         *,
         chain: str | None = None,
+        trace: str | None = None,
     ) -> None:
         overlay = batch.overlay
         for action in decision.actions:
             if isinstance(action, Publish):
-                self.sink.publish(
-                    action.with_chain(chain) if chain is not None else action, partition=partition
-                )
+                if chain is not None or trace is not None:
+                    action = action.stamped(chain=chain, traceparent=trace)
+                self.sink.publish(action, partition=partition)
                 batch.published += 1
                 if self._on_transition is not None and isinstance(action.event, StateTransition):
                     self._on_transition(action.workflow_id, action.event)

@@ -201,6 +201,9 @@ class WorkflowRecord(_Stored):
             ``SEALED_EVENTS`` of them (``sagalog.tracker.seal``).
         sealed_dropped: how many older sealed events were dropped from ``sealed``.
         chain_base: the chain value before ``sealed[0]``; None: ``chain_start``.
+        traceparent: the trace context of the last event applied that carried one:
+            what the tracker's timers and the gateway's decisions continue, so a
+            workflow stays one trace even where no event starts the action.
     """
 
     schema_version: int = STORED_SCHEMA_VERSION
@@ -226,6 +229,7 @@ class WorkflowRecord(_Stored):
     sealed: tuple[SealedEvent, ...] = ()
     sealed_dropped: int = 0
     chain_base: str | None = None
+    traceparent: str | None = None
 
     @property
     def is_terminal(self) -> bool:

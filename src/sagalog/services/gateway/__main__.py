@@ -15,6 +15,7 @@ from sagalog.agents.telemetry import configure_logging
 from sagalog.errors import ConfigurationError, SagalogError
 from sagalog.exit_codes import ExitCode
 from sagalog.services.gateway.settings import GatewaySettings
+from sagalog.tracing import configure_tracing
 
 log = logging.getLogger("sagalog.gateway")
 
@@ -41,6 +42,7 @@ def main(settings: GatewaySettings | None = None) -> int:
 
     settings = settings or GatewaySettings()
     configure_logging(json_lines=settings.json_logs, level=settings.log_level)
+    configure_tracing("sagalog-gateway")
     try:
         secret = checked_secret(
             settings.gate_secret,

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from opentelemetry import trace
+
 from sagalog.contracts.models import Event
 from sagalog.errors import FlowDefinitionError, SagalogError
 from sagalog.events import GateDecided, WebhookReceived, WorkflowCancelled
@@ -41,6 +43,7 @@ from sagalog.services.gateway.follower import FollowerStatus
 from sagalog.services.gateway.read_model import ReadModel
 from sagalog.services.gateway.views import Accepted, DecisionAccepted
 from sagalog.services.gateway.webhooks import WebhookCall, webhook_event_id
+from sagalog.tracing import child_traceparent
 from sagalog.tracker.record import WorkflowRecord
 from sagalog.tracker.seal import chain_head
 
@@ -84,6 +87,7 @@ class Gateway:
         self.secret = secret
         self.status = status
         self.now = now
+        self.tracer = trace.get_tracer("sagalog.gateway")
         self.lock = threading.Lock()
         """Held from a request's checks to its publish, so two requests that would
         publish the same event are one publish and one repeat (or refusal)."""
@@ -312,8 +316,16 @@ class Gateway:
     ) -> PublishedEvent:
         """Publish on the workflow's behalf; ``sagalog_chain`` is the chain head of the
         record the request was checked against, so the log shows what the gateway saw.
-        ``record`` None: a workflow the tracker never started, named by ``workflow_id``."""
+        ``record`` None: a workflow the tracker never started, named by ``workflow_id``.
+        The event continues the workflow's trace (the record's last trace context), with
+        a span of the gateway's when spans are exported (``sagalog.tracing``)."""
         target = record.workflow_id if record is not None else workflow_id
+        traceparent = child_traceparent(
+            self.tracer,
+            f"gateway {event.event_type}",
+            record.traceparent if record is not None else None,
+            attributes={"sagalog.workflow_id": target, "sagalog.event_type": event.event_type},
+        )
         with self.publishing(topic, target, event_id):
             return self.publisher.publish_event(
                 topic,
@@ -323,6 +335,7 @@ class Gateway:
                 event_id=event_id,
                 priority=record.priority.name if record else None,
                 chain=chain_head(record) if record else None,
+                traceparent=traceparent,
             )
 
     @contextmanager

@@ -12,6 +12,7 @@ import sys
 from sagalog.agents.telemetry import configure_logging
 from sagalog.errors import SagalogError
 from sagalog.services.tracker.settings import TrackerSettings
+from sagalog.tracing import configure_tracing
 
 
 def main(settings: TrackerSettings | None = None) -> int:
@@ -31,6 +32,7 @@ def main(settings: TrackerSettings | None = None) -> int:
 
     settings = settings or TrackerSettings()
     configure_logging(json_lines=settings.json_logs, level=settings.log_level)
+    configure_tracing("saga-tracker")
     try:
         faust_internals.check_classes()
         check_secret(settings)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
+from opentelemetry import trace
 
 from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.contracts.codec import EventCodec
@@ -30,11 +31,12 @@ from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import EventHeaders, new_event_id
 from sagalog.dead_letters import dead_letter_headers
 from sagalog.errors import AuthorizationError, SagalogError
-from sagalog.events import TrackerAlert
+from sagalog.events import StateTransition, TrackerAlert
 from sagalog.flows.model import Flow
 from sagalog.position import RecordPosition
 from sagalog.services.tracker.fencing import PartitionTransactions
 from sagalog.services.tracker.settings import TrackerSettings
+from sagalog.tracing import child_traceparent
 from sagalog.tracker import TRACKER_SOURCE, TRANSITIONS_TOPIC, Alert, Publish, SlaAlert
 from sagalog.tracker.ticks import encode_tick
 
@@ -47,6 +49,7 @@ class KafkaSink:
     def __init__(self, settings: TrackerSettings, *, codec: EventCodec) -> None:
         self.settings = settings
         self.codec = codec
+        self.tracer = trace.get_tracer("sagalog.tracker")
         client = f"{settings.app_id}-{settings.instance_id}"
         common = {
             # Every batch ends in a commit, which sends at once whatever the linger; a
@@ -82,6 +85,17 @@ class KafkaSink:
         self.sent = 0
 
     def publish(self, action: Publish, *, partition: int) -> None:
+        """Send ``action``'s event in ``partition``'s transaction; when spans are exported,
+        with a span of its own under the trace it continues (``sagalog.tracing``)."""
+        event = action.event
+        traced = child_traceparent(
+            self.tracer,
+            f"saga-tracker {event.event_type}",
+            action.traceparent,
+            attributes=_span_attributes(action),
+        )
+        if traced != action.traceparent:
+            action = action.stamped(chain=action.chain, traceparent=traced)
         topic = action.topic
         if topic == TRANSITIONS_TOPIC:
             topic = self.settings.transitions_topic
@@ -281,6 +295,18 @@ class KafkaSink:
             self._denied = authorization_error(
                 self.settings, error, operation="WRITE", resource=str(message.topic())
             )
+
+
+def _span_attributes(action: Publish) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "sagalog.workflow_id": action.workflow_id,
+        "sagalog.event_type": action.event.event_type,
+        "sagalog.event_id": action.event_id,
+    }
+    event = action.event
+    if isinstance(event, StateTransition):
+        attributes["sagalog.transition"] = f"{event.from_state}->{event.to_state}"
+    return attributes
 
 
 def _utc(ms: int) -> dt.datetime:

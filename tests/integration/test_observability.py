@@ -1,28 +1,35 @@
-"""Prometheus scrapes a reference run, and PromQL returns the counts the run produced.
+"""A reference run, observed: Prometheus counts it, and each workflow is one trace.
 
 The procurement fleet (tracker, six agents, the gateway, as processes) runs a mix of
 requests and a few poison records, while Debian's Prometheus scrapes every service's
-``/metrics`` each second. Then PromQL must agree with the run's own truth: the
-workflows the driver saw complete and compensate, and the records on the dead-letter
-topic, counted by reading it.
+``/metrics`` each second and every service exports its spans over OTLP/HTTP to a
+receiver in the test. Then PromQL must agree with the run's own truth (the workflows
+the driver saw complete and compensate, and the records on the dead-letter topic,
+counted by reading it), and one compensated workflow's spans must form one connected
+tree, from the request through the agents, the tracker, a person's decision in the
+gateway and every compensation.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+import time
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from demo.driver import Driver
 from demo.fleet import Fleet, FleetConfig
-from demo.scenario import FAILING_VENDOR, build_mix
+from demo.scenario import FAILING_VENDOR, Plan, Request, build_mix
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 from sagalog.metrics import exported_names
 
+from .otlp_receiver import OtlpReceiver, ReceivedSpan
 from .project import REPO, Project
 from .prometheus import Prometheus, require_prometheus
 from .test_reference_workflow import TOPOLOGY
@@ -31,10 +38,13 @@ from .tracker_harness import PROCUREMENT
 POISONS = 3
 
 
-def test_promql_returns_the_counts_the_reference_run_produced(
-    project: Project, tmp_path: Path
+def test_promql_counts_the_reference_run_and_each_workflow_is_one_trace(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     require_prometheus()
+    receiver = OtlpReceiver().start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)  # the fleet inherits
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
     s = project.suffix
     project.write_topology(
         TOPOLOGY.replace("%s", ", ".join([*PROCUREMENT, "sagalog.v1.WebhookReceived"]))
@@ -132,10 +142,58 @@ def test_promql_returns_the_counts_the_reference_run_produced(
         empty = [expr for expr in _dashboard_queries() if not p.query(expr)]
         allowed = ("breaker", "rate_limit", "gateway_request_seconds", "time_in_state")
         assert all(any(a in expr for a in allowed) for expr in empty), empty
+        _check_one_trace(receiver, requests, driver.states)
     finally:
         if prometheus is not None:
             prometheus.stop()
         fleet.stop_all()
+        receiver.stop()
+
+
+def _check_one_trace(
+    receiver: OtlpReceiver, requests: list[Request], ends: Mapping[str, str]
+) -> None:
+    """A rejected request (gate, then compensation) is one connected tree of spans."""
+    rejected = next(
+        r.workflow_id
+        for r in requests
+        if r.plan is Plan.REJECT and ends.get(r.workflow_id) == "compensated"
+    )
+
+    def spans_of_workflow() -> list[ReceivedSpan]:
+        return [
+            s for s in receiver.received() if s.attributes.get("sagalog.workflow_id") == rejected
+        ]
+
+    def complete() -> bool:
+        found = spans_of_workflow()
+        services = {s.service for s in found}
+        names = " ".join(s.name for s in found)
+        return (
+            "saga-tracker" in services
+            and "sagalog-gateway" in services
+            and "saga-tracker sagalog.v1.CompensationRequested" in names
+            and "handle sagalog.v1.CompensationRequested" in names
+            and "gateway sagalog.v1.GateDecided" in names
+        )
+
+    deadline = time.monotonic() + 60
+    while not complete() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    mine = spans_of_workflow()
+    assert complete(), sorted({(s.service, s.name) for s in mine})
+    traces = {s.trace_id for s in mine}
+    assert len(traces) == 1, sorted((s.service, s.name, s.parent_id) for s in mine)
+    tree = [s for s in receiver.received() if s.trace_id in traces]
+    ids = {s.span_id for s in tree}
+    # Connected: every span hangs off another of the trace, except those under the
+    # request's own publish (the driver exports no spans of its own).
+    tops = [s for s in tree if s.parent_id not in ids]
+    assert len({s.parent_id for s in tops}) == 1, [(t.service, t.name) for t in tops]
+    assert {t.name for t in tops} >= {"handle procurement.v1.RequestSubmitted"}
+    services = {s.service for s in tree}
+    assert len(services) >= 5, services  # the agents, the tracker, the gateway
+    assert {s.attributes.get("sagalog.workflow_id") for s in tree} == {rejected}
 
 
 def _dashboard_queries() -> list[str]:
