@@ -164,6 +164,11 @@ def main(argv: list[str] | None = None) -> None:
         help="experiment: run the tracker with this aiokafka fetch_max_wait_ms instead of "
         "faust's hard-coded 1500 (0 = as shipped)",
     )
+    parser.add_argument(
+        "--skip-observability",
+        action="store_true",
+        help="skip the cost of span export (sagas/s with OTLP export on against off)",
+    )
     parser.add_argument("--skip-idle", action="store_true", help="skip the idle-at-a-gate part")
     parser.add_argument("--skip-replay", action="store_true", help="skip the replay part")
     parser.add_argument(
@@ -253,6 +258,18 @@ def main(argv: list[str] | None = None) -> None:
         )
         results |= sagas.results
         rows += sagas.rows
+
+    if not args.skip_observability:
+        from .observability import measure_observability
+
+        observed = measure_observability(
+            settings,
+            partitions=args.partitions,
+            probe_s=args.saga_probe_duration,
+            start_rate=args.saga_start_rate,
+        )
+        results |= observed.results
+        rows += observed.rows
 
     if not args.skip_idle:
         idle = measure_idle(

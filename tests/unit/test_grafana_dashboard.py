@@ -69,3 +69,12 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
         [promtool, "check", "rules", str(path)], capture_output=True, text=True
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_observability_page_lists_every_exported_metric() -> None:
+    page = (DASHBOARD.parents[2] / "docs" / "observability.md").read_text()
+    listed = set(NAME.findall(page))
+    families = {family.exported for family in metrics.FAMILIES}
+    families |= {f"{counter._name}_total" for counter in metrics.COUNTERS}
+    families |= {histogram._name for histogram in metrics.HISTOGRAMS}
+    assert families <= listed, sorted(families - listed)
