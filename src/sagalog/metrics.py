@@ -117,6 +117,12 @@ TRACKER_DECISIONS = Family(
     "Inputs the tracker decided, by outcome (applied, duplicate, parked, ignored, ...)",
     ("outcome",),
 )
+WORKFLOWS = Family(
+    "sagalog_workflows",
+    "gauge",
+    "Workflows the gateway's read model holds, by state (in flight: the non-terminal ones)",
+    ("state",),
+)
 ROCKSDB_SIZE = Family(
     "sagalog_rocksdb_size_bytes",
     "gauge",
@@ -134,6 +140,7 @@ FAMILIES = (
     RATE_LIMIT_WAIT_SECONDS,
     CONSUMER_LAG,
     TRACKER_DECISIONS,
+    WORKFLOWS,
     ROCKSDB_SIZE,
 )
 

@@ -159,3 +159,30 @@ def test_the_request_ledger_remembers_by_event_id_and_token(model: ReadModel) ->
     assert model.accepted("e-1") == {"workflow_id": "wf-1", "decision": "approve"}
     assert model.token_decision("g1.t") == {"workflow_id": "wf-1", "decision": "approve"}
     assert model.accepted("e-2") is None
+
+
+def test_state_counts_are_counted_once_then_moved_by_each_batch(flow: Flow, tmp_path: Path) -> None:
+    model = ReadModel(tmp_path / "counts")
+    try:
+        put(model, tracked(flow, "wf-1", *BEFORE_GATE[:2]).record("wf-1"))
+        before = model.state_counts()  # the first read scans
+        assert before == {k: v for k, v in model.counts().items() if v}
+        batch = model.batch()
+        batch.put_record("wf-1", stored(at_gate(flow, "wf-1")))  # wf-1 moves to the gate
+        batch.put_record("wf-2", stored(at_gate(flow, "wf-2")))
+        assert model.state_counts() == before  # nothing moves before the commit
+        batch.commit()
+        after = model.state_counts()
+        assert after == {k: v for k, v in model.counts().items() if v}
+        assert after == {"pending_approval": 2}
+        gone = model.batch()
+        gone.put_record("wf-2", None)
+        gone.commit()
+        assert model.state_counts() == {"pending_approval": 1}
+    finally:
+        model.close()
+    reopened = ReadModel(tmp_path / "counts")  # a restart counts afresh from the index
+    try:
+        assert reopened.state_counts() == {"pending_approval": 1}
+    finally:
+        reopened.close()

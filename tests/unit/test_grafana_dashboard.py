@@ -42,9 +42,12 @@ def test_every_metric_the_services_export_is_on_the_dashboard() -> None:
     assert families | histograms <= shown, sorted((families | histograms) - shown)
 
 
-def test_the_ended_panel_names_exactly_the_terminal_states() -> None:
+def test_the_ended_and_in_flight_panels_name_exactly_the_terminal_states() -> None:
     ended = next(q for q in dashboard_queries() if "to_state=~" in q)
     states = set(re.search(r'to_state=~"([^"]+)"', ended).group(1).split("|"))  # type: ignore[union-attr]
+    assert states == {str(state) for state in TERMINAL_STATES}
+    in_flight = next(q for q in dashboard_queries() if "state!~" in q)
+    states = set(re.search(r'state!~"([^"]+)"', in_flight).group(1).split("|"))  # type: ignore[union-attr]
     assert states == {str(state) for state in TERMINAL_STATES}
 
 

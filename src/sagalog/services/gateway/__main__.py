@@ -29,6 +29,7 @@ def main(settings: GatewaySettings | None = None) -> int:
     from sagalog.contracts.registry import SchemaRegistry
     from sagalog.flows.loader import load_flows
     from sagalog.publisher import EventPublisher
+    from sagalog.services.gateway import exported_metrics
     from sagalog.services.gateway.api import create_app
     from sagalog.services.gateway.application import SOURCE, Gateway
     from sagalog.services.gateway.dead_letter_log import DeadLetterLog
@@ -73,6 +74,7 @@ def main(settings: GatewaySettings | None = None) -> int:
         print(f"gateway: {exc}", file=sys.stderr)
         return exc.exit_code
     model = ReadModel(settings.data_dir / "read-model")
+    exported_metrics.export_workflows(model)  # the process ends with the model
     follower = Follower(settings, model=model, codec=codec)
     gateway = Gateway(
         model=model,

@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sagalog.flows.states import WorkflowState
-from sagalog.services.gateway import request_metrics
+from sagalog.services.gateway import exported_metrics
 from sagalog.services.gateway.application import Gateway
 from sagalog.services.gateway.auth import HEADER, check_api_key
 from sagalog.services.gateway.dead_letter_operations import DeadLetterOperations
@@ -225,7 +225,7 @@ def create_app(
     app.include_router(reviews_router(gateway, api_keys=api_keys))
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
-    request_metrics.install(app)
+    exported_metrics.install(app)
     return app
 
 

@@ -25,6 +25,8 @@ Key layout (one RocksDB, raw bytes, ``/``-separated prefixes)::
 from __future__ import annotations
 
 import json
+import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,6 +110,8 @@ class ReadModel:
         # tail after a machine crash is read again, so writes need no fsync.
         self._write_options = WriteOptions()
         self._write_options.sync = False
+        self._counts: Counter[str] | None = None  # by state, once counted (``state_counts``)
+        self._counts_lock = threading.Lock()
 
     def close(self) -> None:
         self.db.close()
@@ -117,8 +121,13 @@ class ReadModel:
     def batch(self) -> ReadModelBatch:
         return ReadModelBatch(self)
 
-    def _write(self, batch: WriteBatch) -> None:
-        self.db.write(batch, self._write_options)
+    def _write(self, batch: WriteBatch, moved: Counter[str] | None = None) -> None:
+        """Write ``batch``; ``moved``: how many workflows it adds to (or takes from) each
+        state, kept in ``state_counts`` once they were counted."""
+        with self._counts_lock:
+            self.db.write(batch, self._write_options)
+            if self._counts is not None and moved:
+                self._counts.update(moved)
 
     # -- positions -----------------------------------------------------------------
 
@@ -207,6 +216,14 @@ class ReadModel:
                     break
         return found
 
+    def state_counts(self) -> dict[str, int]:
+        """Workflows by state, as of the last committed batch: counted once (``counts``),
+        then moved by each batch, so a scrape costs no scan however many there are."""
+        with self._counts_lock:
+            if self._counts is None:
+                self._counts = Counter(self.counts())
+            return {state: n for state, n in self._counts.items() if n}
+
     def counts(self) -> dict[str, int]:
         """Workflows by state: one index scan per state, keys only."""
         return {
@@ -255,6 +272,8 @@ class ReadModelBatch:
         self.batch = WriteBatch(raw_mode=True)
         self._records: dict[str, WorkflowRecord | None] = {}
         self.size = 0
+        self.moved: Counter[str] = Counter()
+        """Workflows this batch adds to (or takes from) each state."""
 
     def _current(self, workflow_id: str) -> WorkflowRecord | None:
         if workflow_id in self._records:
@@ -270,6 +289,10 @@ class ReadModelBatch:
         """
         new = None if value is None else WorkflowRecord.from_json(value)
         old = self._current(workflow_id)
+        if old is not None:
+            self.moved[old.state.value] -= 1
+        if new is not None:
+            self.moved[new.state.value] += 1
         key = workflow_id.encode()
         if old is not None and (new is None or new.state is not old.state):
             self.batch.delete(_state_key(old.state.value, workflow_id))
@@ -306,7 +329,8 @@ class ReadModelBatch:
         self.batch.put(_position_key(topic, partition), str(next_offset).encode())
 
     def commit(self) -> None:
-        self.model._write(self.batch)
+        self.model._write(self.batch, self.moved)
         self.batch = WriteBatch(raw_mode=True)
         self._records.clear()
+        self.moved = Counter()
         self.size = 0

@@ -1,19 +1,26 @@
-"""The gateway's requests, counted and timed for Prometheus, and its ``/metrics``.
+"""What the gateway shows Prometheus on its ``/metrics``: its requests, and the
+workflows its read model holds by state.
 
-Counted by route template (``/v1/workflows/{workflow_id}``), never by the path a
-client sent: one series per route, however many workflows are asked for. A path no
-route matched counts as ``unmatched``. Human decisions and webhooks are requests
-too, so their rates and refusals (4xx) show here by route and status.
+Requests are counted by route template (``/v1/workflows/{workflow_id}``), never by the
+path a client sent: one series per route, however many workflows are asked for. A
+path no route matched counts as ``unmatched``. Human decisions and webhooks are
+requests too, so their rates and refusals (4xx) show here by route and status.
+
+The read model follows every workflow record the tracker writes, so it is where the
+workflows in flight are counted, by state, for the whole deployment (a tracker
+worker sees only its partitions): counted once, then moved by each batch it applies.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from fastapi import FastAPI, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sagalog import metrics
+from sagalog.services.gateway.read_model import ReadModel
 
 
 class RequestMetrics:
@@ -55,3 +62,10 @@ def install(app: FastAPI) -> None:
         return Response(body, media_type=content_type)
 
     app.add_middleware(RequestMetrics)
+
+
+def export_workflows(model: ReadModel) -> Callable[[], None]:
+    """Serve the read model's workflows by state (``sagalog_workflows``); the undo."""
+    return metrics.read(
+        metrics.WORKFLOWS, lambda: [((state,), n) for state, n in model.state_counts().items()]
+    )
