@@ -682,3 +682,20 @@ def test_metrics_need_no_key_and_count_requests_by_route_not_by_path(rig: Rig) -
     assert served("GET", route, "200") - before[0] == 2  # one series for every workflow
     assert served("GET", route, "404") - before[1] == 1
     assert "/metrics" not in rig.client.get("/openapi.json").json()["paths"]
+
+
+def test_a_decision_continues_the_workflow_s_trace_and_show_names_it(rig: Rig) -> None:
+    traced = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    record = rig.model.record("wf-1")
+    assert record is not None
+    batch = rig.model.batch()
+    batch.put_record(
+        "wf-1", json.dumps(record.model_copy(update={"traceparent": traced}).to_stored()).encode()
+    )
+    batch.commit()
+    assert rig.get("/v1/workflows/wf-1").json()["trace_id"] == traced.split("-")[1]
+    assert rig.post("/v1/gates/decisions", decision(rig)).status_code == 202
+    [(_, event, metadata)] = rig.publisher.sent
+    assert isinstance(event, GateDecided)
+    # Nothing records spans in this process: the record's context passes on unchanged.
+    assert metadata["traceparent"] == traced

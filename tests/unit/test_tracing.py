@@ -84,3 +84,11 @@ def test_the_tracker_passes_an_event_s_trace_on_and_its_timers_keep_the_workflow
     assert any(isinstance(p.event, StateTransition) for p in fired)
     assert {p.traceparent for p in fired} == {PARENT}  # a timer continues the workflow's
     assert all(p.headers().traceparent == PARENT for p in fired)
+
+
+def test_the_trace_id_is_read_from_a_traceparent_and_nothing_else() -> None:
+    from sagalog.tracing import trace_id_of
+
+    assert trace_id_of(PARENT) == "0af7651916cd43dd8448eb211c80319c"
+    assert trace_id_of(None) is None
+    assert trace_id_of("garbage") is None

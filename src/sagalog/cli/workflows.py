@@ -85,6 +85,8 @@ def show_workflow(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
     click.echo(f"since     {when(w['entered_state_at'])} (started {when(w['started_at'])})")
     if w["terminal_reason"]:
         click.echo(f"reason    {w['terminal_reason']}")
+    if w.get("trace_id"):
+        click.echo(f"trace     {w['trace_id']}")
     if w["completed"]:
         click.echo(f"done      {', '.join(w['completed'])}")
     gate = w["open_gate"]

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sagalog.services.gateway.decisions import Decision
 from sagalog.services.gateway.read_model import TransitionEntry
+from sagalog.tracing import trace_id_of
 from sagalog.tracker.record import WorkflowRecord
 
 
@@ -171,6 +172,10 @@ class WorkflowDetail(WorkflowSummary):
     compensation: CompensationView | None
     history: list[TransitionView]
     seal: SealView | None = None
+    trace_id: str | None = Field(
+        default=None,
+        description="The workflow's trace id (W3C), to find its spans in a tracing backend.",
+    )
 
 
 class WorkflowList(BaseModel):
@@ -269,6 +274,7 @@ def detail_view(record: WorkflowRecord, history: list[TransitionEntry]) -> Workf
             remaining=list(compensation.remaining),
             undone=list(compensation.undone),
         ),
+        trace_id=trace_id_of(record.traceparent),
         history=[
             TransitionView(
                 event_id=h.event_id,
