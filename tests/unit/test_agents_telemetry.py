@@ -52,3 +52,31 @@ def test_the_unrecorded_span_has_the_context_the_sdk_would_give(traceparent: str
         assert span_id not in (traceparent.split("-")[2], "0" * 16)  # a child span
         assert flags == traceparent.split("-")[3]
     assert current_traceparent() is None  # the block's context is gone after it
+
+
+def test_a_json_log_line_keeps_the_cause_of_an_exception() -> None:
+    """``log.exception("the read model follower stopped")`` once logged no cause at all."""
+    import json
+    import logging
+    import sys
+
+    from sagalog.agents.telemetry import LOG_FIELDS, JsonLineFormatter
+
+    try:
+        raise ConnectionError("broker 127.0.0.1:9092 went away")
+    except ConnectionError:
+        record = logging.LogRecord(
+            "sagalog.gateway",
+            logging.ERROR,
+            __file__,
+            1,
+            "the follower stopped",
+            (),
+            sys.exc_info(),
+        )
+    line = json.loads(JsonLineFormatter().format(record))
+    assert set(line) == set(LOG_FIELDS)  # one fixed schema, the error included
+    assert "ConnectionError: broker 127.0.0.1:9092 went away" in line["error"]
+    assert "Traceback" in line["error"]
+    plain = logging.LogRecord("sagalog", logging.INFO, __file__, 1, "fine", (), None)
+    assert json.loads(JsonLineFormatter().format(plain))["error"] is None

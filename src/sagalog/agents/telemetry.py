@@ -44,6 +44,7 @@ LOG_FIELDS = (
     "outcome",
     "attempt",
     "message",
+    "error",
 )
 
 _propagator = TraceContextTextMapPropagator()
@@ -58,6 +59,10 @@ class JsonLineFormatter(logging.Formatter):
         line["ts"] = dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat()
         line["level"] = record.levelname.lower()
         line["message"] = record.getMessage()
+        if record.exc_info:  # ``log.exception``: the cause and where, or the line says nothing
+            line["error"] = self.formatException(record.exc_info)
+        elif record.stack_info:
+            line["error"] = self.formatStack(record.stack_info)
         return json.dumps(line, default=str)
 
 
