@@ -114,7 +114,8 @@ CONSUMER_LAG = Family(
 TRACKER_DECISIONS = Family(
     "sagalog_tracker_decisions",
     "counter",
-    "Inputs the tracker decided, by outcome (applied, duplicate, parked, ignored, ...)",
+    "Inputs the tracker decided, by outcome (applied, duplicate, parked, ignored, ...); "
+    "a batch the broker aborted is decided, and counted, again",
     ("outcome",),
 )
 WORKFLOWS = Family(

@@ -123,9 +123,3 @@ def starting_traceparent(tracer: trace.Tracer, name: str, *, attributes: dict[st
         return traced
     ids = RandomIdGenerator()
     return f"00-{ids.generate_trace_id():032x}-{ids.generate_span_id():016x}-01"
-
-
-def trace_id_of(traceparent: str | None) -> str | None:
-    """The trace id of a W3C ``traceparent`` (``00-<trace id>-<span id>-<flags>``)."""
-    parts = (traceparent or "").split("-")
-    return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else None

@@ -280,3 +280,22 @@ def test_after_an_outage_a_caller_failing_alone_again_fails_on_its_own() -> None
     recovered.record_success()
     recovered.record_failure("e1")  # the dependency answered e3 since e1 failed
     assert recovered.state is CLOSED and not recovered.is_outage("e1")
+
+
+def test_a_lone_bad_request_that_opened_the_breaker_counts_its_probes_after_the_doubt() -> None:
+    """Its failures opened the breaker, so every call it makes next is a probe: those are
+    free only while the doubt lasts, or it would wait for good with no other traffic."""
+    clock = FakeClock()
+    policy = BreakerPolicy(failure_threshold=3, open_for_s=10.0, outage_doubt_s=60.0)
+    breaker = CircuitBreaker("ledger", policy=policy, clock=clock)
+    start, judged = clock.now, []
+    for _ in range(10):
+        if breaker.allow("poison"):
+            breaker.record_failure("poison")
+            judged.append((clock.now - start, breaker.state, breaker.is_outage("poison")))
+        clock.advance(10.0)
+    assert any(state is OPEN for _, state, _ in judged)  # it opened the breaker itself
+    assert all(outage for at, _, outage in judged if at < 60.0)
+    assert [outage for at, _, outage in judged if at >= 60.0] and not any(
+        outage for at, _, outage in judged if at >= 60.0
+    )

@@ -12,7 +12,18 @@ from opentelemetry.trace import format_span_id, format_trace_id
 from sagalog.events import CompensationRequested, StateTransition
 from sagalog.tracing import TracingSettings, child_traceparent
 
-from .test_tracker_processor import MIN, SUBMITTED, T0, TOPIC, Lab, applied, lab, registry
+from .test_tracker_processor import (
+    CLASSIFIED,
+    MIN,
+    RESERVED,
+    SUBMITTED,
+    T0,
+    TOPIC,
+    Lab,
+    applied,
+    lab,
+    registry,
+)
 
 __all__ = ["lab", "registry"]  # the processor tests' fixtures, used here too
 
@@ -87,8 +98,27 @@ def test_the_tracker_passes_an_event_s_trace_on_and_its_timers_keep_the_workflow
 
 
 def test_the_trace_id_is_read_from_a_traceparent_and_nothing_else() -> None:
-    from sagalog.tracing import trace_id_of
+    from sagalog.contracts.headers import trace_id_of
 
     assert trace_id_of(PARENT) == "0af7651916cd43dd8448eb211c80319c"
     assert trace_id_of(None) is None
     assert trace_id_of("garbage") is None
+
+
+def test_an_event_of_another_trace_does_not_move_the_workflow_to_it(lab: Lab) -> None:
+    """A tool or a caller that publishes inside its own trace (``sagalog publish`` for an
+    existing workflow): the workflow stays one trace, and the answer continues it."""
+    other = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    same = f"00-{PARENT.split('-')[1]}-1111111111111111-01"
+    first = lab.event(SUBMITTED, "wf-1", "e1").model_copy(update={"traceparent": PARENT})
+    applied(lab.processor.handle(lab.batch, 0, first, now_ms=lab.now_ms, topic=TOPIC))
+    published = len(lab.sink.published)
+    foreign = lab.event(RESERVED, "wf-1", "e2").model_copy(update={"traceparent": other})
+    applied(lab.processor.handle(lab.batch, 0, foreign, now_ms=lab.now_ms, topic=TOPIC))
+    assert lab.seen("wf-1").traceparent == PARENT
+    assert {p.traceparent for p in lab.sink.published[published:]} == {PARENT}
+    published = len(lab.sink.published)
+    own = lab.event(CLASSIFIED, "wf-1", "e3").model_copy(update={"traceparent": same})
+    applied(lab.processor.handle(lab.batch, 0, own, now_ms=lab.now_ms, topic=TOPIC))
+    assert lab.seen("wf-1").traceparent == same  # the same trace, a later span: followed
+    assert {p.traceparent for p in lab.sink.published[published:]} == {same}

@@ -26,11 +26,13 @@ in the first second of a 60 s outage (three attempts, 0.3-0.75 s apart, before a
 other caller came). So a lone failure counts as the caller's own only when the
 dependency answered someone (a success, or a refusal of another request) since the
 caller's previous failure, or for its first since it was first let through: the
-dependency is up, the request is bad. Until then it is taken for an outage and costs
-no attempt. A poison event is still dead-lettered as soon as other traffic shows the
-dependency answering; with no other traffic at all it keeps retrying at the deferral
-pace (a probe per ``open_for_s`` once its failures opened the breaker), blocking no
-one.
+dependency is up, the request is bad. Until then, for at most ``outage_doubt_s`` from
+its first failure, it is taken for an outage and costs no attempt, its probes
+included (a failed probe is free only while its failure may be an outage's). A
+poison event is dead-lettered as soon as other traffic shows the dependency
+answering, and in a quiet system once the doubt ran out; meanwhile it retries at the
+deferral pace (a probe per ``open_for_s`` once its failures opened the breaker, which
+other callers then wait for, taking turns at the probes).
 """
 
 from __future__ import annotations

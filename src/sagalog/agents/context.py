@@ -149,7 +149,7 @@ class HandlerContext:
         dependency = dependency or name.split(".", 1)[0]
         digest = arguments_digest(args, kwargs)
         earlier = self.store.effect_intent(key)
-        probing = await self.flow.admit(dependency, key=self.event_id)
+        await self.flow.admit(dependency, key=self.event_id)
         self.effects_called += 1
         try:
             if earlier is None:
@@ -186,12 +186,14 @@ class HandlerContext:
             # and every admitted half-open probe must report back.
             self.flow.failed(dependency, key=self.event_id)
             breaker = self.flow.breaker(dependency)
-            # The outage is not over (a failed probe), or this call met it as it began
-            # (other callers fail too, so the breaker is opening under it): no attempt
-            # of this event is spent, or the first events of an outage would use up
-            # their attempts in the second before the breaker opened and fail (a chaos
-            # round saw a compensation dead-lettered so).
-            if probing or breaker.is_outage(self.event_id):
+            # The dependency's failure, not this request's (``CircuitBreaker.is_outage``:
+            # others fail too, or nobody got an answer lately, a failed probe included):
+            # no attempt of this event is spent, or the first events of an outage would
+            # use up their attempts before the breaker opened and fail (a chaos round saw
+            # a compensation dead-lettered so). A probe that fails alone while others get
+            # answers, or past the doubt, is an attempt: a bad request that opened the
+            # breaker itself must not probe for free forever.
+            if breaker.is_outage(self.event_id):
                 soon = breaker.clock() + breaker.policy.open_for_s / 10
                 self.failed_probe = DependencyUnavailable(
                     dependency, retry_at=max(breaker.retry_at(), soon)

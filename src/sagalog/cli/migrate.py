@@ -173,6 +173,7 @@ def _publish(
                 flow_version=old.version,
                 event_id=str(uuid.uuid5(_MIGRATIONS, f"{migration_id}\x1f{before.workflow_id}")),
                 priority=before.priority.name,
+                traceparent=before.traceparent,  # the migration joins the workflow's trace
             )
     finally:
         publisher.close()

@@ -229,3 +229,9 @@ def header_value(headers: RawHeaders, name: str) -> str | None:
     if isinstance(found, bytes):
         return found.decode("utf-8", "replace")
     return found
+
+
+def trace_id_of(traceparent: str | None) -> str | None:
+    """The trace id of a W3C ``traceparent`` (``00-<trace id>-<span id>-<flags>``)."""
+    parts = (traceparent or "").split("-")
+    return parts[1] if len(parts) == 4 and len(parts[1]) == 32 else None

@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sagalog.contracts.headers import trace_id_of
 from sagalog.errors import FlowDefinitionError
 from sagalog.events import StateTransition
 from sagalog.flows.model import WORKFLOW_MIGRATED, Flow
@@ -297,7 +298,11 @@ class Processor:
         after = decision.record if decision.record is not None else record
         trace = event.traceparent if isinstance(event, TrackedEvent) else None
         if decision.record is not None and trace and decision.record.traceparent != trace:
-            after = decision.record.model_copy(update={"traceparent": trace})
+            kept = decision.record.traceparent
+            if kept is None or trace_id_of(kept) == trace_id_of(trace):
+                after = decision.record.model_copy(update={"traceparent": trace})
+            else:  # an event of another trace (a tool's, a caller's): the workflow keeps its own
+                trace = kept
         resealed = None if sealed is None or after is None else seal(after, sealed)
         if resealed is not None:
             after = resealed
@@ -366,7 +371,11 @@ class Processor:
                 self.sink.alert(action, flow=flow, now_ms=now_ms, partition=partition)
             elif isinstance(action, Park) and isinstance(event, TrackedEvent):
                 key = parked_prefix(event.workflow_id) + event.event_id.encode()
-                overlay.put(Table.PARKED, partition, key, event.model_dump_json().encode())
+                # Without its trace context: a release before it read parked rows with
+                # extra fields forbidden (a rollback must still unpark); the record's
+                # context carries the trace on when the event is fed again.
+                row = event.model_dump_json(exclude={"traceparent"})
+                overlay.put(Table.PARKED, partition, key, row.encode())
 
     # -- records ---------------------------------------------------------------
 

@@ -14,6 +14,8 @@ consumers take the repeated ``DeadLetterReplayed`` once.
 
 from __future__ import annotations
 
+import threading
+
 from sagalog.dead_letters import replay_headers
 from sagalog.events import DeadLetterReplayed
 from sagalog.position import RecordPosition
@@ -36,12 +38,15 @@ from sagalog.services.gateway.views import Accepted
 
 
 class DeadLetterOperations:
-    """Thread-safe: replays take the gateway's lock, so two requests to replay the same
-    dead letter in one gateway are one replay and one refusal."""
+    """Thread-safe: replays take a lock of their own, so two requests to replay the same
+    dead letter in one gateway are one replay and one refusal. Not the gateway's: a
+    replay reads Kafka (the dead letter, its origin partition for earlier replays),
+    and decisions, cancellations and webhooks must not wait behind that."""
 
     def __init__(self, gateway: Gateway, log: DeadLetterLog) -> None:
         self.gateway = gateway
         self.log = log
+        self.lock = threading.Lock()
 
     def list(
         self,
@@ -100,7 +105,7 @@ class DeadLetterOperations:
         gateway = self.gateway
         gateway.require_ready()
         position = self._position(text)
-        with gateway.lock:
+        with self.lock:
             found = self._find(position)
             letter = found.letter
             earlier = self.log.replays([letter]).get(position, [])

@@ -65,7 +65,12 @@ def install(app: FastAPI) -> None:
 
 
 def export_workflows(model: ReadModel) -> Callable[[], None]:
-    """Serve the read model's workflows by state (``sagalog_workflows``); the undo."""
+    """Serve the read model's workflows by state (``sagalog_workflows``); the undo.
+
+    Counted here, once, before the follower applies anything: counting at the first
+    scrape would hold the follower's writes for the length of a full index scan.
+    """
+    model.state_counts()
     return metrics.read(
         metrics.WORKFLOWS, lambda: [((state,), n) for state, n in model.state_counts().items()]
     )

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sagalog.contracts.headers import trace_id_of
 from sagalog.services.gateway.decisions import Decision
 from sagalog.services.gateway.read_model import TransitionEntry
-from sagalog.tracing import trace_id_of
 from sagalog.tracker.record import WorkflowRecord
 
 
