@@ -186,3 +186,23 @@ def test_state_counts_are_counted_once_then_moved_by_each_batch(flow: Flow, tmp_
         assert reopened.state_counts() == {"pending_approval": 1}
     finally:
         reopened.close()
+
+
+def test_the_exported_gauge_names_every_state_with_zeros(flow: Flow, tmp_path: Path) -> None:
+    """With every workflow ended, "in flight" must read 0, not vanish from the dashboard."""
+    from sagalog import metrics
+    from sagalog.services.gateway.exported_metrics import export_workflows
+
+    model = ReadModel(tmp_path / "gauge")
+    undo = export_workflows(model)
+    try:
+        put(model, at_gate(flow, "wf-1"))
+        text = metrics.render()[0].decode()
+        assert 'sagalog_workflows{state="pending_approval"} 1.0' in text
+        assert 'sagalog_workflows{state="running"} 0.0' in text
+        assert len(
+            [line for line in text.splitlines() if line.startswith("sagalog_workflows{")]
+        ) == len(WorkflowState)
+    finally:
+        undo()
+        model.close()

@@ -20,6 +20,7 @@ from fastapi import FastAPI, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sagalog import metrics
+from sagalog.flows.states import WorkflowState
 from sagalog.services.gateway.read_model import ReadModel
 
 
@@ -71,6 +72,10 @@ def export_workflows(model: ReadModel) -> Callable[[], None]:
     scrape would hold the follower's writes for the length of a full index scan.
     """
     model.state_counts()
-    return metrics.read(
-        metrics.WORKFLOWS, lambda: [((state,), n) for state, n in model.state_counts().items()]
-    )
+
+    def by_state() -> metrics.Samples:
+        """Every state, 0 included: "none in flight" reads 0 on a dashboard, not absent."""
+        counts = model.state_counts()
+        return [((state.value,), counts.get(state.value, 0)) for state in WorkflowState]
+
+    return metrics.read(metrics.WORKFLOWS, by_state)
