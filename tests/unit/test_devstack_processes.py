@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from sagalog.devstack.processes import (
     port_is_free,
     read_pid_record,
     spawn_detached,
+    weigh_session,
     write_pid_record,
 )
 
@@ -66,6 +68,29 @@ def test_a_niceness_reaches_the_threads_the_spawned_process_starts(tmp_path: Pat
     assert os.waitstatus_to_exitcode(status) == 0, log.read_text()
     expected = min(before + 5, 19)
     assert f"niceness {expected} {expected}" in log.read_text()
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/autogroup").exists(), reason="the kernel does not group by session"
+)
+def test_the_spawned_session_gets_the_niceness_too(tmp_path: Path) -> None:
+    """Under autogroup scheduling a thread's niceness counts only within its session;
+    the session's own niceness is what weighs it against other sessions."""
+    log = tmp_path / "child.log"
+    wait = "import time; time.sleep(30)"
+    pid = spawn_detached(command=[sys.executable, "-c", wait], log_path=log, nice=7)
+    try:
+        assert Path(f"/proc/{pid}/autogroup").read_text().split()[-1] == "7"
+        assert Path("/proc/self/autogroup").read_text().split()[-1] != "7"
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def test_a_session_niceness_that_cannot_be_set_is_said(tmp_path: Path) -> None:
+    assert weigh_session(2**22 + 12345, 5) is None  # no such process: nothing to weigh
+    if os.geteuid() != 0 and Path("/proc/self/autogroup").exists():
+        assert "cannot set the niceness" in (weigh_session(os.getpid(), -10) or "")
 
 
 def test_pid_records_round_trip_and_garbage_reads_as_none(tmp_path: Path) -> None:

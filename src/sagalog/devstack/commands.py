@@ -38,12 +38,16 @@ def jvm_flags(*, component: str, heap: str, state_dir: Path) -> list[str]:
 
     ``ExitOnOutOfMemoryError`` makes a sick JVM die visibly instead of limping;
     ``ErrorFile`` keeps crash reports in the stack's log directory rather than in
-    whatever directory the user ran ``up`` from.
+    whatever directory the user ran ``up`` from. The GC log (``<component>-gc.log``,
+    rotated at 5 x 10 MB, as Kafka's own start script keeps one) tells a pause of the
+    whole JVM from a slow thread when a broker stalls on a loaded machine.
     """
+    logs = state_dir / "logs"
     return [
         f"-Xmx{heap}",
         "-XX:+ExitOnOutOfMemoryError",
-        f"-XX:ErrorFile={state_dir / 'logs' / f'{component}-hs_err_%p.log'}",
+        f"-XX:ErrorFile={logs / f'{component}-hs_err_%p.log'}",
+        f"-Xlog:gc,safepoint:file={logs / f'{component}-gc.log'}:time:filecount=5,filesize=10M",
         "-Djava.awt.headless=true",
         *identity_flags(component=component, state_dir=state_dir),
     ]
