@@ -200,49 +200,78 @@ def read_range(
 
     ``until``: stop early after a kept record it accepts.
     """
-    started = time.monotonic()
-    kept: list[LoggedEvent] = []
+    return list(
+        iter_range(
+            consumer,
+            topic,
+            partition,
+            start,
+            stop,
+            keep=keep,
+            timeout_s=timeout_s,
+            stats=stats,
+            until=until,
+        )
+    )
+
+
+def iter_range(
+    consumer: Consumer,
+    topic: str,
+    partition: int,
+    start: int,
+    stop: int,
+    *,
+    keep: Callable[[Message], bool],
+    timeout_s: float,
+    stats: ReadStats,
+    until: Callable[[LoggedEvent], bool] | None = None,
+) -> Iterator[LoggedEvent]:
+    """``read_range`` one record at a time: a reader that keeps only a few of a long
+    range (the newest dead letters) holds those, not the range."""
     if start >= stop:
-        return kept
-    consumer.assign([TopicPartition(topic, partition, start)])
-    stats.seeks += 1
-    done = False
-    last_arrival = time.monotonic()
-    while not done:
-        # A short wait per call: consume() waits its whole timeout for a full batch,
-        # and the end of a range rarely fills one.
-        messages = consumer.consume(5000, 0.1)
-        if not messages:
-            if time.monotonic() - last_arrival > timeout_s:
-                raise ServiceUnavailableError(
-                    f"nothing arrived from {topic}/{partition} for {timeout_s:g}s before "
-                    f"offset {stop}"
-                )
-            continue
+        return
+    started = time.monotonic()
+    try:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        stats.seeks += 1
+        done = False
         last_arrival = time.monotonic()
-        for message in messages:
-            kind = _kind(message, topic, partition)
-            if kind == "skip":
+        while not done:
+            # A short wait per call: consume() waits its whole timeout for a full batch,
+            # and the end of a range rarely fills one.
+            messages = consumer.consume(5000, 0.1)
+            if not messages:
+                if time.monotonic() - last_arrival > timeout_s:
+                    raise ServiceUnavailableError(
+                        f"nothing arrived from {topic}/{partition} for {timeout_s:g}s before "
+                        f"offset {stop}"
+                    )
                 continue
-            if kind == "end":
-                done = True
-                break
-            offset = int(message.offset() or 0)
-            if offset >= stop:
-                done = True
-                break
-            stats.records_read += 1
-            if keep(message):
-                event = LoggedEvent.of(message)
-                kept.append(event)
-                if until is not None and until(event):
+            last_arrival = time.monotonic()
+            for message in messages:
+                kind = _kind(message, topic, partition)
+                if kind == "skip":
+                    continue
+                if kind == "end":
                     done = True
                     break
-            if offset + 1 >= stop:
-                done = True
-                break
-    stats.seconds += time.monotonic() - started
-    return kept
+                offset = int(message.offset() or 0)
+                if offset >= stop:
+                    done = True
+                    break
+                stats.records_read += 1
+                if keep(message):
+                    event = LoggedEvent.of(message)
+                    yield event
+                    if until is not None and until(event):
+                        done = True
+                        break
+                if offset + 1 >= stop:
+                    done = True
+                    break
+    finally:
+        stats.seconds += time.monotonic() - started
 
 
 def _poll(consumer: Consumer, topic: str, partition: int, timeout_s: float) -> Message | None:

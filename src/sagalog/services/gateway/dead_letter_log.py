@@ -28,6 +28,7 @@ from sagalog.audit.reading import (
     ReadStats,
     audit_consumer,
     fetch_at,
+    iter_range,
     offset_at_time,
     read_range,
     watermarks,
@@ -66,18 +67,19 @@ class DeadLetterLog:
         self.codec = codec
         self.timeout_s = timeout_s
 
-    def scan(self, *, topic: str | None = None, since_ms: int | None = None) -> list[DeadLetter]:
+    def scan(
+        self, *, topic: str | None = None, since_ms: int | None = None
+    ) -> Iterator[DeadLetter]:
         """Every dead letter of the dead-letter topics (or of ``topic``), in log order per
-        partition, from ``since_ms`` on when given. Records without dead-letter headers
-        are passed over."""
-        found: list[DeadLetter] = []
+        partition, from ``since_ms`` on when given, read as it is used: a caller that
+        keeps the newest few holds those, not the topics. Records without dead-letter
+        headers are passed over."""
         with closing(audit_consumer(self.settings)) as consumer:
             for name in [topic] if topic else self.topics:
                 for event in self._read_topic(consumer, name, since_ms):
                     letter = read_dead_letter(_position(event), event.headers, key=event.key)
                     if letter is not None:
-                        found.append(letter)
-        return found
+                        yield letter
 
     def at(self, position: RecordPosition) -> FoundDeadLetter | LoggedEvent | None:
         """The record at ``position``: a dead letter, another record (not a dead
@@ -151,7 +153,7 @@ class DeadLetterLog:
             if since_ms is not None:
                 at = offset_at_time(consumer, topic, partition, since_ms, timeout_s=self.timeout_s)
                 low = high if at is None else max(low, at)
-            yield from read_range(
+            yield from iter_range(
                 consumer,
                 topic,
                 partition,

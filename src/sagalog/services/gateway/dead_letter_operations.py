@@ -14,9 +14,11 @@ consumers take the repeated ``DeadLetterReplayed`` once.
 
 from __future__ import annotations
 
+import heapq
 import threading
+from collections.abc import Iterable
 
-from sagalog.dead_letters import replay_headers
+from sagalog.dead_letters import DeadLetter, replay_headers
 from sagalog.events import DeadLetterReplayed
 from sagalog.position import RecordPosition
 from sagalog.services.gateway.application import Gateway
@@ -35,6 +37,16 @@ from sagalog.services.gateway.replays import (
     replay_number,
 )
 from sagalog.services.gateway.views import Accepted
+
+
+def newest(letters: Iterable[DeadLetter], limit: int) -> list[DeadLetter]:
+    """The ``limit`` newest of ``letters``, oldest first, holding no more than ``limit``
+    while reading: a topic of a million dead letters must not fill the gateway."""
+    return sorted(heapq.nlargest(limit, letters, key=_age), key=_age)
+
+
+def _age(letter: DeadLetter) -> tuple[int, str]:
+    return letter.dead_lettered_at_ms, str(letter.position)
 
 
 class DeadLetterOperations:
@@ -67,13 +79,10 @@ class DeadLetterOperations:
                 f"{', '.join(self.log.topics)}",
                 topic=topic,
             )
-        letters = [
-            letter
-            for letter in self.log.scan(topic=topic, since_ms=since_ms)
-            if agent is None or letter.agent == agent
-        ]
-        letters.sort(key=lambda letter: (letter.dead_lettered_at_ms, str(letter.position)))
-        letters = letters[-limit:]
+        letters = newest(
+            (x for x in self.log.scan(topic=topic, since_ms=since_ms) if agent in (None, x.agent)),
+            limit,
+        )
         replays = self.log.replays(letters)
         return DeadLetterList(
             topics=list(self.log.topics),
