@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,6 +23,7 @@ from sagalog.health import Verdict
 from sagalog.health_server import HealthServer
 from sagalog.services.tracker.exported_metrics import table_sizes
 from sagalog.services.tracker.tally import Tally
+from sagalog.tracker import Outcome
 
 
 def _samples(text: bytes | str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -109,6 +111,23 @@ def test_a_batch_counts_its_transitions_only_once_committed() -> None:
     assert tally.dead_lettered == 0  # the aborted batch's dead letter was never written
     tally.committed()  # nothing pending: counts nothing more
     assert sum(tally.transitions.values()) == 2
+
+
+def test_decisions_and_dead_letters_of_an_aborted_batch_are_not_counted() -> None:
+    decided: Counter[Outcome] = Counter({Outcome.APPLIED: 5})  # before this worker's tally
+    tally = Tally(decided=decided)
+    tally.begin()
+    decided[Outcome.APPLIED] += 2
+    decided[Outcome.DUPLICATE] += 1
+    tally.dead_letter()
+    tally.begin()  # aborted: the processor counted it, the tally forgets it
+    decided[Outcome.APPLIED] += 2
+    tally.dead_letter()
+    tally.committed()
+    assert tally.decisions == {Outcome.APPLIED: 2}
+    assert tally.dead_lettered == 1
+    tally.committed()  # nothing decided since
+    assert tally.decisions == {Outcome.APPLIED: 2}
 
 
 def test_the_time_in_a_state_is_observed_when_a_workflow_leaves_it() -> None:

@@ -123,7 +123,7 @@ class Tracker:
             ),
             on_transition=self._transitioned,
         )
-        self.tally = Tally()
+        self.tally = Tally(decided=self.processor.outcomes)
         self.counts: Counter[str] = Counter()
         self.pending_ticks: set[int] = set()
         self.unknown_positions: dict[int, str] = {}  # partition -> the error last logged
@@ -324,7 +324,6 @@ class Tracker:
         consumer = self.app.consumer
         return exported_metrics.export(
             tally=self.tally,
-            outcomes=self.processor.outcomes,
             ended=self.sink.transactions.ended,
             finished=self.offsets.finished,
             highwater=consumer.highwater,
@@ -354,7 +353,6 @@ class Tracker:
                     batch, message.partition, read.workflow_id, _sealed(message, read.event_id)
                 )
             elif isinstance(read, Unreadable):
-                self.counts["dead_lettered"] += 1
                 self.tally.dead_letter()
                 self.sink.dead_letter(
                     topic=message.topic,
@@ -527,7 +525,7 @@ class Tracker:
         outcomes = {str(k): v for k, v in self.processor.outcomes.items()}
         log.info(
             "tracker stats: %s; outcomes %s; timers fired %d; published %d; health %s",
-            dict(self.counts),
+            {**self.counts, "dead_lettered": self.tally.dead_lettered},
             outcomes,
             self.processor.fired,
             self.sink.sent,

@@ -1,9 +1,9 @@
 """What a tracker worker shows Prometheus, read from its own state at each scrape.
 
-Counts come from the tracker's tally of committed batches (``tally``), its
-decisions' outcomes and its transactions; the lag of each input partition is the
-high watermark its consumer last saw minus the offset after the last record the
-tracker finished; RocksDB sizes are what its table directories take on disk. Read
+Counts come from the tracker's tally of committed batches (``tally``: transitions,
+decisions by outcome, dead letters) and its transactions; the lag of each input
+partition is the high watermark its consumer last saw minus the offset after the
+last record the tracker finished; RocksDB sizes are what its table directories take on disk. Read
 on the HTTP server's thread, so each reader copies what it iterates.
 """
 
@@ -22,7 +22,6 @@ SERVICE = "saga-tracker"
 def export(
     *,
     tally: Tally,
-    outcomes: Mapping[Any, int],
     ended: Mapping[str, int],
     finished: Mapping[Any, int],
     highwater: Callable[[Any], int | None],
@@ -31,7 +30,6 @@ def export(
     """Serve the worker's figures to Prometheus until the returned undo is called.
 
     Args:
-        outcomes: decisions by outcome (``Processor.outcomes``).
         ended: transactions by outcome (``PartitionTransactions.ended``).
         finished: per input partition, the offset after the last finished record.
         highwater: an input partition's high watermark as the consumer last saw it.
@@ -56,7 +54,7 @@ def export(
         metrics.read(metrics.DEAD_LETTERS, lambda: [((SERVICE,), tally.dead_lettered)]),
         metrics.read(
             metrics.TRACKER_DECISIONS,
-            lambda: [((str(outcome),), n) for outcome, n in dict(outcomes).items()],
+            lambda: [((str(outcome),), n) for outcome, n in dict(tally.decisions).items()],
         ),
         metrics.read(
             metrics.TRANSACTIONS,
