@@ -62,10 +62,10 @@ class CountingSink:
     def __init__(self) -> None:
         self.published = 0
 
-    def publish(self, action: Publish) -> None:
+    def publish(self, action: Publish, *, partition: int) -> None:
         self.published += 1
 
-    def alert(self, alert: Alert, *, flow: Any, now_ms: int) -> None:
+    def alert(self, alert: Alert, *, flow: Any, now_ms: int, partition: int) -> None:
         pass
 
     async def flush(self) -> None:
