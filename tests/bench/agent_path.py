@@ -272,7 +272,9 @@ def run(
         # would make every full collection walk them. Moved out of the collector's sight.
         gc.collect()
         gc.freeze()
-        profiler = cProfile.Profile() if profile else None
+        # CPU time, not wall time: on a shared machine the wall clock charges whatever
+        # function was running when the process was descheduled.
+        profiler = cProfile.Profile(time.process_time) if profile else None
         gc_timer = GcTimer()
         gc.callbacks.append(gc_timer)
         started, cpu_started = time.perf_counter(), time.process_time()
