@@ -237,6 +237,7 @@ class TopologyClient:
                     self.admin.create_topics([topic], request_timeout=self.timeout).values(),
                     f"create topic {spec.name}",
                 )
+                self._await_listed(spec, deadline)
                 return
             except SagalogError as exc:
                 if "replication factor" in str(exc).lower():
@@ -251,6 +252,28 @@ class TopologyClient:
                 if "already exists" not in str(exc).lower() or time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
+
+    def _await_listed(self, spec: TopicSpec, deadline: float) -> None:
+        """Return once the broker lists the new topic with all its partitions: the
+        controller answers a creation before the brokers' metadata has it, and a
+        command run right after ``apply`` (or the next change of this one) must find
+        the topic it was told exists (seen on a loaded machine: the topic just
+        recreated was missing from the next metadata request)."""
+        while True:
+            listed = self.admin.list_topics(spec.name, timeout=self.timeout).topics.get(spec.name)
+            if (
+                listed is not None
+                and listed.error is None
+                and (len(listed.partitions) == spec.partitions)
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise ServiceUnavailableError(
+                    f"topic {spec.name} was created, but the broker did not list its "
+                    f"{spec.partitions} partitions within 30 s; run `sagalog topology plan` "
+                    "to see what the cluster holds"
+                )
+            time.sleep(0.2)
 
     def _delete(self, name: str) -> None:
         self._wait(
