@@ -3,8 +3,8 @@
 Counts come from the tracker's tally of committed batches (``tally``: transitions,
 decisions by outcome, dead letters) and its transactions; the lag of each input
 partition is the high watermark its consumer last saw minus the offset after the
-last record the tracker finished; RocksDB sizes are what its table directories take on disk. Read
-on the HTTP server's thread, so each reader copies what it iterates.
+last record the tracker finished; RocksDB sizes are what its table directories take
+on disk. Read on the HTTP server's thread, so each reader copies what it iterates.
 """
 
 from __future__ import annotations
