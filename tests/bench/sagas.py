@@ -84,6 +84,7 @@ from sagalog.topology.apply import TopologyClient
 from sagalog.topology.loader import load_topology
 from sagalog.tracker.ticks import clock_topic
 
+from .broker_metrics import metrics_urls, scrape
 from .harness import (
     SENT_HEADER,
     GeneratorProducer,
@@ -373,6 +374,14 @@ class ProbeResult:
     handoff: LatencySummary | None = None
     handoff_by_step: dict[str, LatencySummary] = field(default_factory=dict)
     tracker_handoff: LatencySummary | None = None
+    broker: dict[str, Any] | None = None
+    """What the broker did per completed saga (``broker_metrics``), when it serves metrics."""
+
+    @property
+    def cpu_us_per_saga(self) -> dict[str, float]:
+        """Each process's CPU during the load, per saga that arrived meanwhile."""
+        rate = max(self.load.achieved_per_s, 1e-9)
+        return {name: round(pct / 100 * 1e6 / rate) for name, pct in self.cpu_pct.items()}
 
     def as_dict(self) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -391,6 +400,7 @@ class ProbeResult:
             "drain_s": None if self.drain_s is None else round(self.drain_s, 2),
             "generator_lag_p99_ms": _ms(self.load.lag.p99_ms),
             "cpu_pct": {k: round(v, 1) for k, v in self.cpu_pct.items()},
+            "cpu_us_per_saga": self.cpu_us_per_saga,
             "machine_busy_pct": round(self.machine_busy_pct, 1),
             "sustained": self.sustained,
             "verdict": self.verdict,
@@ -402,6 +412,8 @@ class ProbeResult:
             }
         if self.tracker_handoff is not None:
             found |= _percentiles("tracker_handoff", self.tracker_handoff)
+        if self.broker is not None:
+            found["broker"] = self.broker
         return found
 
 
@@ -460,6 +472,8 @@ def run_probe(
     count = max(1, round(rate * duration_s))
     before = system.marks()
     pids = {**system.pids(), "generator": os.getpid(), **stack_pids()}
+    broker_urls = metrics_urls()
+    broker_before = scrape(broker_urls)
     cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     busy_before, total_before = machine_ticks()
     started = time.monotonic()
@@ -481,8 +495,11 @@ def run_probe(
     machine_busy = 100 * (busy_after - busy_before) / max(1, total_after - total_before)
     timeout = drain_timeout_s if drain_timeout_s is not None else max(30.0, duration_s)
     wait_drained(system, before, count * system.per_saga, timeout_s=timeout, quiet_s=10)
+    broker_after = scrape(broker_urls)
     analysis = system.analyze(before, system.marks(), detail=detail)
     result = judge(label, load, analysis, duration_s, cpu_pct, machine_busy)
+    if broker_before is not None and broker_after is not None:
+        result.broker = (broker_after - broker_before).per(result.completed)
     progress(
         f"{system.name} {label}: {rate:,.1f}/s for {duration_s:g}s -> "
         f"{result.completed:,}/{load.sent:,} completed, {result.steady_per_s:,.1f}/s, "
@@ -1403,6 +1420,8 @@ def _measure_sagalog(
         )
     )
     rows.append(("  CPU meanwhile", _cpu_text(confirmed)))
+    rows.append(("  CPU per saga", _cpu_per_saga_text(confirmed)))
+    rows.append(("  broker per saga", _broker_text(confirmed)))
     assert chosen is not None  # confirmed implies a rate
     by_load: dict[str, Any] = {}
     for fraction in LOAD_FRACTIONS:
@@ -1456,6 +1475,26 @@ def _probe_row(name: str, probe: ProbeResult) -> tuple[str, str]:
         name,
         f"{probe.steady_per_s:,.1f}/s completed, e2e p50 {probe.e2e.p50_ms:,.0f} ms: "
         f"{probe.verdict}",
+    )
+
+
+def _cpu_per_saga_text(probe: ProbeResult) -> str:
+    costs = probe.cpu_us_per_saga
+    agents = sum(us for name, us in costs.items() if name.startswith("agent"))
+    named = ", ".join(f"{name} {us:,.0f}" for name, us in costs.items())
+    return f"{named} us (agents together {agents:,.0f} us)"
+
+
+def _broker_text(probe: ProbeResult) -> str:
+    broker = probe.broker
+    if broker is None:
+        return "not measured (the stack's broker serves no metrics: `sagalog dev down`, `up`)"
+    top = ", ".join(
+        f"{api} {n:.1f}" for api, n in list(broker["requests_per_saga_by_api"].items())[:6]
+    )
+    return (
+        f"{broker['requests_per_saga']:.1f} requests ({top}), "
+        f"{broker['records_in_per_saga']:.1f} records, {broker['bytes_in_per_saga']:,} bytes in"
     )
 
 

@@ -6,6 +6,7 @@ import base64
 from pathlib import Path
 
 from sagalog.devstack.commands import (
+    MetricsAgent,
     kafka_format_command,
     kafka_server_command,
     kafka_server_properties,
@@ -14,7 +15,7 @@ from sagalog.devstack.commands import (
     registry_system_properties,
     render_properties,
 )
-from sagalog.devstack.lockfile import RegistryDistribution
+from sagalog.devstack.lockfile import RegistryDistribution, load_lock
 from sagalog.devstack.nodes import KafkaNode, kafka_nodes
 from sagalog.devstack.settings import DevStackSettings
 from sagalog.devstack.shape import StackShape
@@ -129,6 +130,35 @@ def test_server_command_carries_heap_and_the_flags_that_identify_our_process() -
     assert "-Dsagalog.dev.state=/state" in command
     assert "-Dlog4j2.configurationFile=/b/log4j2.properties" in command
     assert command[-2:] == ["kafka.Kafka", "/state/kafka/server.properties"]
+
+
+def test_a_node_with_metrics_runs_the_exporter_agent_on_loopback() -> None:
+    agent = MetricsAgent(
+        jar=Path("/cache/kafka/4.4.0/jmx_prometheus_javaagent-1.0.1.jar"),
+        config=Path("/b/kafka-metrics.yaml"),
+        port=9404,
+    )
+    command = kafka_server_command(
+        java=Path("/jdk/bin/java"),
+        jar_dir=Path("/cache/kafka/4.4.0"),
+        log4j_config=Path("/b/log4j2.properties"),
+        properties=Path("/state/kafka/server.properties"),
+        heap="1g",
+        state_dir=STATE,
+        metrics=agent,
+    )
+    flag = (
+        "-javaagent:/cache/kafka/4.4.0/jmx_prometheus_javaagent-1.0.1.jar"
+        "=127.0.0.1:9404:/b/kafka-metrics.yaml"
+    )
+    assert command.index(flag) < command.index("kafka.Kafka")  # a JVM option, not an argument
+
+
+def test_the_exporter_agent_and_its_configuration_ship_with_the_lock() -> None:
+    lock = load_lock()
+    assert any(name.startswith("jmx_prometheus_javaagent-") for name in lock.kafka.jars)
+    config = (lock.base_dir / "kafka-metrics.yaml").read_text(encoding="utf-8")
+    assert "kafka_network_requests_total" in config
 
 
 def test_registry_keeps_schemas_in_an_h2_file_and_listens_on_loopback() -> None:

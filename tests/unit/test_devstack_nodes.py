@@ -50,6 +50,15 @@ def test_the_step_and_offset_are_settings() -> None:
     ]
 
 
+def test_every_node_serves_metrics_on_its_client_port_plus_the_offset() -> None:
+    nodes = kafka_nodes(_settings(), StackShape(brokers=3))
+    assert [n.metrics_port for n in nodes] == [9404, 9504, 9604]
+    assert (9404, "SAGALOG_DEV_METRICS_PORT_OFFSET") in nodes[0].ports
+    (alone,) = kafka_nodes(_settings(kafka_port=29092, metrics_port_offset=0), StackShape())
+    assert alone.metrics_port == 0
+    assert all(setting != "SAGALOG_DEV_METRICS_PORT_OFFSET" for _, setting in alone.ports)
+
+
 def test_colliding_node_ports_are_refused_with_the_settings_to_change() -> None:
     with pytest.raises(ConfigurationError, match="SAGALOG_DEV_NODE_PORT_STEP"):
         kafka_nodes(_settings(node_port_step=1), StackShape(brokers=3))

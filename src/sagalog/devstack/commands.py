@@ -272,6 +272,25 @@ def kafka_format_command(
     ]
 
 
+@dataclass(frozen=True)
+class MetricsAgent:
+    """The Prometheus JMX exporter a node runs as its ``-javaagent``.
+
+    Attributes:
+        jar: the agent's jar (pinned in the lock with the Kafka classpath).
+        config: which beans it reads and how they are named (``kafka-metrics.yaml``).
+        port: where it serves ``/metrics``, on loopback.
+    """
+
+    jar: Path
+    config: Path
+    port: int
+
+    @property
+    def flag(self) -> str:
+        return f"-javaagent:{self.jar}={LOOPBACK}:{self.port}:{self.config}"
+
+
 def kafka_server_command(
     *,
     java: Path,
@@ -281,15 +300,19 @@ def kafka_server_command(
     heap: str,
     state_dir: Path,
     component: str = KAFKA,
+    metrics: MetricsAgent | None = None,
 ) -> list[str]:
     """Start one node in the foreground of its own (detached) process.
 
     ``component`` (``kafka``, ``kafka-<id>``) goes into the identity flags, so each
-    node's pid record matches only its own JVM.
+    node's pid record matches only its own JVM. With ``metrics`` the node serves its
+    request and topic counts to Prometheus, which is how the benchmarks count broker
+    requests and records per saga.
     """
     return [
         str(java),
         *jvm_flags(component=component, heap=heap, state_dir=state_dir),
+        *([metrics.flag] if metrics is not None else []),
         *kafka_classpath_flags(jar_dir=jar_dir, log4j_config=log4j_config),
         "kafka.Kafka",
         str(properties),

@@ -31,6 +31,7 @@ class KafkaNode:
             otherwise). The brokers also talk to each other on it.
         advertised_port: what the client listener advertises (a proxy's port, or
             ``client_port``).
+        metrics_port: where the node serves its metrics to Prometheus (0: nowhere).
     """
 
     node_id: int
@@ -39,6 +40,7 @@ class KafkaNode:
     controller_port: int
     mtls_port: int
     advertised_port: int
+    metrics_port: int = 0
 
     @property
     def ports(self) -> list[tuple[int, str]]:
@@ -49,6 +51,8 @@ class KafkaNode:
         ]
         if self.mtls_port:
             ports.append((self.mtls_port, "SAGALOG_DEV_MTLS_PORT_OFFSET"))
+        if self.metrics_port:
+            ports.append((self.metrics_port, "SAGALOG_DEV_METRICS_PORT_OFFSET"))
         return ports
 
 
@@ -81,6 +85,9 @@ def kafka_nodes(settings: DevStackSettings, shape: StackShape) -> tuple[KafkaNod
                 controller_port=settings.controller_port + offset,
                 mtls_port=client + settings.mtls_port_offset if shape.secure else 0,
                 advertised_port=settings.kafka_advertised_port or client,
+                metrics_port=(
+                    client + settings.metrics_port_offset if settings.metrics_port_offset else 0
+                ),
             )
         )
     _check_ports(nodes, registry_port=settings.registry_port)

@@ -56,6 +56,10 @@ class DevStackSettings(BaseSettings):
             ports plus ``node_port_step * (i - 1)`` (9092, 9192, 9292 by default).
         mtls_port_offset: the secure stack's mTLS listener is each node's client port
             plus this (9102 for the first node by default).
+        metrics_port_offset: each node serves its JMX metrics to Prometheus (requests
+            by type, records and bytes per topic: ``kafka-metrics.yaml``) on its client
+            port plus this (9404 for the first node by default; 0: not served). An
+            offset, not a port, so that every stack and node gets its own.
         kafka_advertised_port: the port the broker tells clients to connect to; 0 means
             ``kafka_port``. Set it when a proxy forwards to the broker (the chaos suite's
             network faults), so that no client bypasses the proxy after bootstrapping.
@@ -90,6 +94,7 @@ class DevStackSettings(BaseSettings):
     controller_port: int = Field(default=9093, ge=1, le=65535)
     node_port_step: int = Field(default=100, ge=1, le=10000)
     mtls_port_offset: int = Field(default=10, ge=1, le=10000)
+    metrics_port_offset: int = Field(default=312, ge=0, le=10000)
     kafka_advertised_port: int = Field(default=0, ge=0, le=65535)
     registry_port: int = Field(default=8081, ge=1, le=65535)
     registry_management_port: int = Field(default=0, ge=0, le=65535)

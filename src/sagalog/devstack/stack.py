@@ -15,10 +15,12 @@ import functools
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from sagalog.devstack.artifacts import Progress, ensure_kafka_jars, ensure_registry
 from sagalog.devstack.certificates import CertificateFiles
 from sagalog.devstack.commands import (
+    MetricsAgent,
     kafka_server_command,
     kafka_server_properties,
     registry_command,
@@ -406,6 +408,7 @@ class LocalStack:
                     heap=self.settings.kafka_heap,
                     state_dir=self.settings.state_dir,
                     component=node.component,
+                    metrics=self._metrics_agent(jar_dir, node),
                 ),
                 port=node.client_port,
                 version=self.lock.kafka.version,
@@ -413,6 +416,16 @@ class LocalStack:
             )
             for node in nodes
         ]
+
+    def _metrics_agent(self, jar_dir: Path, node: KafkaNode) -> MetricsAgent | None:
+        if not node.metrics_port:
+            return None
+        jar = next(iter(sorted(jar_dir.glob("jmx_prometheus_javaagent-*.jar"))), None)
+        if jar is None:  # a lock without the agent: the node runs without metrics
+            return None
+        return MetricsAgent(
+            jar=jar, config=self.lock.base_dir / "kafka-metrics.yaml", port=node.metrics_port
+        )
 
     def _choose_registry(self, *, announce: bool) -> tuple[RegistryDistribution, JavaRuntime]:
         return choose_registry(
