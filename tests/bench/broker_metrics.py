@@ -25,6 +25,11 @@ REQUESTS = "kafka_network_requests"
 RECORDS_IN = "kafka_server_messagesin"
 BYTES_IN = "kafka_server_bytesin"
 
+#: Kafka counts every Fetch twice: as ``Fetch`` and again as who sent it
+#: (``RequestChannel.updateRequestMetrics``); a verify-only AddPartitionsToTxn (a
+#: broker asking the coordinator, KIP-890) is counted once, as its own name.
+FETCH_SUBCOUNTS = frozenset({"FetchConsumer", "FetchFollower"})
+
 
 @dataclass(frozen=True)
 class BrokerCounts:
@@ -77,7 +82,7 @@ def parse(text: str) -> BrokerCounts:
         for sample in family.samples:
             if not sample.name.endswith("_total"):
                 continue
-            if family.name == REQUESTS:
+            if family.name == REQUESTS and sample.labels["request"] not in FETCH_SUBCOUNTS:
                 counts.requests[sample.labels["request"]] += int(sample.value)
             elif family.name == RECORDS_IN and "topic" in sample.labels:
                 counts.records_in[sample.labels["topic"]] += int(sample.value)

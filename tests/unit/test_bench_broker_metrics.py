@@ -13,6 +13,7 @@ EXPOSITION = """\
 kafka_network_requests_total{request="Produce",version="11"} 40.0
 kafka_network_requests_total{request="Produce",version="12"} 2.0
 kafka_network_requests_total{request="Fetch",version="17"} 100.0
+kafka_network_requests_total{request="FetchConsumer",version="17"} 100.0
 kafka_network_requests_total{request="EndTxn",version="5"} 8.0
 # TYPE kafka_server_messagesin_total counter
 kafka_server_messagesin_total 60.0
@@ -26,7 +27,7 @@ kafka_server_request_handler_idle_ratio 0.93
 """
 
 
-def test_requests_are_counted_by_api_over_every_version() -> None:
+def test_requests_are_counted_by_api_over_every_version_and_a_fetch_once() -> None:
     counts = parse(EXPOSITION)
     assert counts.requests == {"Produce": 42, "Fetch": 100, "EndTxn": 8}
 

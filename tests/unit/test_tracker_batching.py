@@ -79,3 +79,45 @@ def test_a_failing_stream_fails_the_batches() -> None:
 
     with pytest.raises(RuntimeError, match="broken stream"):
         asyncio.run(_collect(source(), 10))
+
+
+def _first_batch_and_when(
+    source: AsyncIterator[_Event], max_: int, linger_s: float
+) -> tuple[list[int], float]:
+    """The first batch of ``source`` and the loop time it came at, on virtual time."""
+
+    async def run(loop: VirtualTimeLoop) -> tuple[list[int], float]:
+        batches = drained_batches(source, max_, linger_s=linger_s)
+        first = await batches.__anext__()
+        took = loop.time()
+        await batches.aclose()
+        return [e.n for e in first], took
+
+    return run_virtual(run)
+
+
+async def _trickle(count: int, every_s: float) -> AsyncIterator[_Event]:
+    for n in range(count):
+        yield _Event(n, _Message(1))
+        await asyncio.sleep(every_s)
+    await asyncio.sleep(3600)  # nothing else comes
+
+
+def test_a_lingering_batch_takes_what_comes_within_the_linger() -> None:
+    batch, at = _first_batch_and_when(_trickle(10, every_s=0.1), max_=100, linger_s=0.25)
+    assert batch == [0, 1, 2]  # 0 at t=0, 1 at 0.1, 2 at 0.2; 3 at 0.3 is past it
+    assert at == pytest.approx(0.25)
+
+
+def test_a_lingering_batch_goes_as_soon_as_it_is_whole() -> None:
+    batch, at = _first_batch_and_when(_trickle(10, every_s=0.1), max_=3, linger_s=60)
+    assert batch == [0, 1, 2]
+    assert at == pytest.approx(0.2)  # not the 60 s linger
+
+
+def test_a_lingering_batch_of_an_ended_stream_goes_at_once() -> None:
+    async def source() -> AsyncIterator[_Event]:
+        yield _Event(1, _Message(1))
+
+    batch, at = _first_batch_and_when(source(), max_=100, linger_s=60)
+    assert (batch, at) == ([1], 0.0)

@@ -250,7 +250,10 @@ class Tracker:
 
         async def track(stream: Any) -> None:
             batches = drained_batches(
-                stream.events(), settings.batch_max, generation=lambda: app.consumer_generation_id
+                stream.events(),
+                settings.batch_max,
+                linger_s=settings.batch_linger_s,
+                generation=lambda: app.consumer_generation_id,
             )
             async for events in batches:
                 async with self.turns.batch():
