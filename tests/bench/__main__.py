@@ -165,6 +165,11 @@ def main(argv: list[str] | None = None) -> None:
         "faust's hard-coded 1500 (0 = as shipped)",
     )
     parser.add_argument(
+        "--saga-cohosted",
+        action="store_true",
+        help="run the five agents in one process (`sagalog run agents`) instead of five",
+    )
+    parser.add_argument(
         "--skip-observability",
         action="store_true",
         help="skip the cost of span export (sagas/s with OTLP export on against off)",
@@ -255,6 +260,7 @@ def main(argv: list[str] | None = None) -> None:
             profile_dir=args.saga_profile_dir or args.output.parent / "bench-profiles",
             tick_hz=args.saga_tick_hz,
             tracker_fetch_wait_ms=args.saga_tracker_fetch_wait_ms,
+            cohosted=args.saga_cohosted,
         )
         results |= sagas.results
         rows += sagas.rows

@@ -12,10 +12,11 @@ platform, not business logic. Two chains are known:
   workflows waiting at its gate.
 
 Run one step as its own process (settings from ``BENCH_SAGA_AGENT_*``, see
-``SagaAgentSettings``)::
+``SagaAgentSettings``), or several steps co-hosted in one (``--step`` again)::
 
     BENCH_SAGA_AGENT_TOPIC=benchsaga.events.x BENCH_SAGA_AGENT_PROJECT_DIR=... \\
         python -m tests.bench.saga_agents --step 3
+    ... python -m tests.bench.saga_agents --step 1 --step 2 --step 3 --step 4 --step 5
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from procurement.events import (
     RiskScored,
 )
 from sagalog.agents import Agent, AgentSettings, DecisionLineage, HandlerContext, run
+from sagalog.agents.running import run_together
 from sagalog.contracts.models import Event
 from sagalog.events import GateDecided
 
@@ -187,10 +189,20 @@ def build_agent(settings: SagaAgentSettings, step: int) -> Agent:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--step", type=int, required=True, choices=range(1, 6))
+    parser.add_argument(
+        "--step",
+        type=int,
+        action="append",
+        required=True,
+        choices=range(1, 6),
+        help="the step to run; given more than once, those steps' agents co-hosted",
+    )
     args = parser.parse_args(argv)
     settings = SagaAgentSettings()
-    run(build_agent(settings, args.step), settings)
+    if len(args.step) == 1:
+        run(build_agent(settings, args.step[0]), settings)
+    else:
+        run_together([(build_agent(settings, step), settings) for step in args.step], settings)
 
 
 if __name__ == "__main__":

@@ -704,6 +704,8 @@ class SagalogSystem:
         """Non-zero: run the tracker with this aiokafka ``fetch_max_wait_ms`` (an experiment)."""
         self.keep_logs: Path | None = None
         """Where ``close`` copies the services' logs, if anywhere."""
+        self.cohosted = False
+        """Run the five agents in one process (``sagalog run agents``), not five."""
 
     # -- setup ---------------------------------------------------------------------
 
@@ -744,14 +746,27 @@ class SagalogSystem:
             module="tests.bench.sagas" if patched else "sagalog.services.tracker",
             args=("patched-tracker",) if patched else (),
         ).start()
-        for step in range(1, STEPS + 1):
-            self.services[f"agent{step}"] = Service(
-                name=f"agent{step}",
-                env=service_env(self._agent_env(step)),
-                log=self.scratch / f"agent{step}.log",
+        for name, steps in self.agent_processes().items():
+            self.services[name] = Service(
+                name=name,
+                env=service_env(self._agent_env(name)),
+                log=self.scratch / f"{name}.log",
                 module="tests.bench.saga_agents",
-                args=("--step", str(step)),
+                args=tuple(arg for step in steps for arg in ("--step", str(step))),
             ).start()
+
+    def agent_processes(self) -> dict[str, tuple[int, ...]]:
+        """The agent processes and the steps each runs: one per step, or, co-hosted,
+        one process ("agents") for all five."""
+        steps = tuple(range(1, STEPS + 1))
+        if self.cohosted:
+            return {"agents": steps}
+        return {f"agent{step}": (step,) for step in steps}
+
+    @property
+    def profiled_agent(self) -> str:
+        """The agent process py-spy samples: step 3's (the middle of the chain)."""
+        return "agents" if self.cohosted else "agent3"
 
     def _tracker_env(self) -> dict[str, Any]:
         return prefixed(
@@ -769,7 +784,7 @@ class SagalogSystem:
             deadletter_topic=self.deadletter_topic,
         )
 
-    def _agent_env(self, step: int) -> dict[str, Any]:
+    def _agent_env(self, process: str) -> dict[str, Any]:
         return prefixed(
             "BENCH_SAGA_AGENT_",
             chain="benchsaga",
@@ -779,7 +794,7 @@ class SagalogSystem:
             bootstrap_servers=self.settings.bootstrap_servers,
             schema_registry_url=self.settings.schema_registry_url,
             instance_id="a",
-            data_dir=self.scratch / "data" / f"agent{step}",
+            data_dir=self.scratch / "data" / process,
             deadletter_topic=self.deadletter_topic,
             log_level=AGENT_LOG_LEVEL,
         )
@@ -1269,6 +1284,7 @@ def measure_sagas(
     profile_dir: Path | None,
     tick_hz: float = 0.0,
     tracker_fetch_wait_ms: int = 0,
+    cohosted: bool = False,
     progress: Progress = print,
 ) -> SagaBenchResult:
     """Sagalog's sustained maximum and latency by load, the baseline, and the ratio."""
@@ -1283,6 +1299,8 @@ def measure_sagas(
         if profile_dir is not None:
             system.keep_logs = profile_dir / "logs"
         system.tracker_fetch_wait_ms = tracker_fetch_wait_ms
+        system.cohosted = cohosted
+        results["sagas_agents"] = "cohosted" if cohosted else "alone"
         if tracker_fetch_wait_ms:
             results["sagas_tracker_fetch_wait_ms"] = tracker_fetch_wait_ms
             rows.append(
@@ -1351,7 +1369,8 @@ def _measure_sagalog(
 ) -> None:
     results.update(sagas_per_s=None, sagas_error=None)
     system.setup()
-    progress(f"{system.suffix}: project ready; starting the tracker and {STEPS} agents")
+    hosted = "in one process" if system.cohosted else "each in its own process"
+    progress(f"{system.suffix}: project ready; starting the tracker and {STEPS} agents {hosted}")
     system.start()
     if tick_hz:
         system.start_ticks(tick_hz)
@@ -1375,7 +1394,7 @@ def _measure_sagalog(
         profile_dir.mkdir(parents=True, exist_ok=True)
         seconds = min(30.0, duration_s / 2)
         pids = system.pids()
-        for name in ("tracker", "agent3"):
+        for name in ("tracker", system.profiled_agent):
             profilers[name] = Profiler(profile_dir / f"saga-{name}", pids[name], seconds)
 
         def start() -> None:
@@ -1400,8 +1419,10 @@ def _measure_sagalog(
     results["sagas_processes"] = {
         "tracker": "python -m sagalog.services.tracker (wall clock)",
         **{
-            f"agent{s}": f"python -m tests.bench.saga_agents --step {s} ({system.agent_name(s)})"
-            for s in range(1, STEPS + 1)
+            name: "python -m tests.bench.saga_agents "
+            + " ".join(f"--step {s}" for s in steps)
+            + f" ({', '.join(system.agent_name(s) for s in steps)})"
+            for name, steps in system.agent_processes().items()
         },
     }
     for probe in probes:

@@ -59,14 +59,14 @@ def test_a_retry_not_due_holds_its_partition_and_the_records_behind_it() -> None
         (RecordPosition(INPUT, 0, 100), None),
         (RecordPosition(RETRY, 1, 3), mark(due=500)),  # another partition: due
     ]
-    kept, held = hold_not_due(records, retry_topic=RETRY, now_ms=1_000)
+    kept, held = hold_not_due(records, retry_topics={RETRY}, now_ms=1_000)
     assert kept == [2, 3]
     assert held == {(RETRY, 0): (7, 2_000)}
 
 
 def test_a_retry_due_exactly_now_goes_on() -> None:
     kept, held = hold_not_due(
-        [(RecordPosition(RETRY, 0, 7), mark(due=1_000))], retry_topic=RETRY, now_ms=1_000
+        [(RecordPosition(RETRY, 0, 7), mark(due=1_000))], retry_topics={RETRY}, now_ms=1_000
     )
     assert (kept, held) == ([0], {})
 
@@ -74,13 +74,13 @@ def test_a_retry_due_exactly_now_goes_on() -> None:
 def test_inputs_are_never_held_whatever_their_headers_say() -> None:
     # An input record carrying a stray retry mark (copied by hand) is no retry.
     kept, held = hold_not_due(
-        [(RecordPosition(INPUT, 0, 1), mark(due=10**15))], retry_topic=RETRY, now_ms=0
+        [(RecordPosition(INPUT, 0, 1), mark(due=10**15))], retry_topics={RETRY}, now_ms=0
     )
     assert (kept, held) == ([0], {})
 
 
 def test_a_retry_record_without_a_mark_is_not_held() -> None:
-    kept, _ = hold_not_due([(RecordPosition(RETRY, 0, 1), None)], retry_topic=RETRY, now_ms=0)
+    kept, _ = hold_not_due([(RecordPosition(RETRY, 0, 1), None)], retry_topics={RETRY}, now_ms=0)
     assert kept == [0]
 
 

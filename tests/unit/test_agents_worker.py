@@ -165,9 +165,9 @@ def worker(tmp_path: Path, catalog: SchemaCatalog) -> Any:
     built.codec.registry = KnownIds(catalog)  # type: ignore[assignment]
     built.clients.producer = Producer()  # type: ignore[assignment]
     built.clients.consumer = Consumer()  # type: ignore[assignment]
-    built.store = StateStore(tmp_path / "store", folded_types=agent.folded_types())
+    built.store = store = StateStore(tmp_path / "store", folded_types=agent.folded_types())
     yield built
-    built.store.close()
+    store.close()
 
 
 def submitted(workflow_id: str, *, vendor: str = "Acme") -> RequestSubmitted:

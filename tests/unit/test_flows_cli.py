@@ -176,3 +176,42 @@ def test_run_agent_refuses_to_start_an_agent_that_does_not_fit(
     assert result.exit_code == 2, result.output
     assert "agent 'budget-agent' does not fit its flows:" in result.stderr
     assert "step 'reserve_budget': the flow requires a compensation" in result.stderr
+
+
+def test_run_agents_refuses_to_start_any_when_one_does_not_fit(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    modules = tmp_path / "agents"
+    modules.mkdir()
+    (modules / "fitting_intake.py").write_text(
+        "from sagalog.agents.declaration import Agent\n"
+        "agent = Agent('some-other-agent', topics=['procurement.events'])\n"
+    )
+    (modules / "unfit_budget.py").write_text(
+        "from procurement.events import BudgetReserved, RiskScored\n"
+        "from sagalog.agents.declaration import Agent\n"
+        "agent = Agent('budget-agent', topics=['procurement.events'])\n"
+        "@agent.handles(RiskScored, step='reserve_budget')\n"
+        "async def reserve(event, ctx) -> BudgetReserved: ...\n"
+    )
+    monkeypatch.setenv("SAGALOG_AGENT_PROJECT_DIR", str(project))
+    result = CliRunner().invoke(
+        cli, ["run", "agents", "fitting_intake", "unfit_budget", "--path", str(modules)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "agent 'budget-agent' does not fit its flows:" in result.stderr
+
+
+def test_run_agents_refuses_the_same_agent_twice(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    modules = tmp_path / "agents"
+    modules.mkdir()
+    (modules / "lonely.py").write_text(
+        "from sagalog.agents.declaration import Agent\n"
+        "agent = Agent('lonely-agent', topics=['procurement.events'])\n"
+    )
+    monkeypatch.setenv("SAGALOG_AGENT_PROJECT_DIR", str(project))
+    result = CliRunner().invoke(cli, ["run", "agents", "lonely", "lonely", "--path", str(modules)])
+    assert result.exit_code == 2, result.output
+    assert "an agent is named twice among ['lonely-agent', 'lonely-agent']" in result.stderr

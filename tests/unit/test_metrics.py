@@ -56,7 +56,12 @@ def test_a_family_is_read_at_each_scrape_until_its_source_is_removed() -> None:
         rate_waited_s={"ledger": 0.5},
     )
     clients = SimpleNamespace(lag={("orders.events", 1): 7})
-    undo = agent_metrics.export(agent="budget-unit", stats=stats, flow=flow, clients=clients)  # type: ignore[arg-type]
+    undo = agent_metrics.export(
+        lanes=[("budget-unit", stats, flow)],  # type: ignore[list-item]
+        host="budget-unit",
+        stats=stats,
+        clients=clients,  # type: ignore[arg-type]
+    )
     try:
         stats.handled += 2  # counted after the export began: read at the scrape
         text, content_type = metrics.render()

@@ -13,11 +13,10 @@ from collections.abc import Callable, Sequence
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from sagalog.agents.connection import KafkaClients
-from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.hydration import hydrate
+from sagalog.agents.lane import Lane
 from sagalog.agents.records import headers_of
 from sagalog.agents.routing import read_mark
-from sagalog.agents.state_store import StateStore
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.agents.triage import hold_not_due
 from sagalog.position import RecordPosition
@@ -30,26 +29,22 @@ class Assignment:
         self,
         *,
         clients: KafkaClients,
-        inputs: Sequence[str],
-        retry_topic: str,
+        lanes: Sequence[Lane],
         partitions: int,
-        store: StateStore,
-        flow: FlowControl,
         telemetry: AgentTelemetry,
         wall_ms: Callable[[], int],
     ) -> None:
         """Args:
-        inputs: the agent's input topics (the first one counts the partitions the
-            rate limits are shared by).
+        lanes: the agents of the process, each with its store open; a lane's first
+            input topic counts the partitions its rate limits are shared by.
         partitions: the partitions of each input topic.
         """
         self.clients = clients
         self.settings = clients.settings
-        self.inputs = tuple(inputs)
-        self.retry_topic = retry_topic
+        self.lanes = tuple(lanes)
+        self.inputs = frozenset(topic for lane in lanes for topic in lane.agent.topics)
+        self.retry_topics = frozenset(lane.retry_topic for lane in lanes)
         self.partitions = partitions
-        self.store = store
-        self.flow = flow
         self.telemetry = telemetry
         self.wall_ms = wall_ms
         self.paused_until: dict[tuple[str, int], int] = {}
@@ -64,7 +59,15 @@ class Assignment:
         self.paused_until.clear()
         self.to_hydrate.clear()
         self.joined = False
-        self.flow.rebalance(assigned=0, total=self.partitions)
+        for lane in self.lanes:
+            lane.flow.rebalance(assigned=0, total=self.partitions)
+
+    def _share_rate_limits(self, held: Sequence[TopicPartition]) -> None:
+        """Each lane's rate limits, shared by the partitions of its first input held here."""
+        for lane in self.lanes:
+            first = lane.agent.topics[0]
+            assigned = sum(1 for tp in held if tp.topic == first)
+            lane.flow.rebalance(assigned=assigned, total=self.partitions)
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         consumer.assign(partitions)
@@ -86,16 +89,13 @@ class Assignment:
             return
         behind = []
         for tp in committed:
-            checkpoint = self.store.checkpoint(tp.topic, tp.partition)
-            if tp.offset > checkpoint:
+            if any(self._behind(lane, tp) for lane in self.lanes):
                 self.to_hydrate[(tp.topic, tp.partition)] = tp.offset
                 behind.append(TopicPartition(tp.topic, tp.partition))
         if behind:
             consumer.pause(behind)
         self.joined = True
-        first = self.inputs[0]
-        assigned = sum(1 for tp in partitions if tp.topic == first)
-        self.flow.rebalance(assigned=assigned, total=self.partitions)
+        self._share_rate_limits(partitions)
         self.telemetry.log(
             "rebalance",
             f"assigned {len(partitions)} partition(s), {len(behind)} to hydrate",
@@ -103,18 +103,21 @@ class Assignment:
         )
         self.clients.answered()
 
+    @staticmethod
+    def _behind(lane: Lane, tp: TopicPartition) -> bool:
+        assert lane.store is not None
+        return tp.topic in lane.topics and tp.offset > lane.store.checkpoint(tp.topic, tp.partition)
+
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self.paused_until.pop((tp.topic, tp.partition), None)
             self.to_hydrate.pop((tp.topic, tp.partition), None)
         # The rate share shrinks with the partitions as they go, not at the next
         # assignment: the members that take them over start spending their share then.
-        first = self.inputs[0]
-        revoked = {tp.partition for tp in partitions if tp.topic == first}
-        kept = sum(
-            1 for tp in consumer.assignment() if tp.topic == first and tp.partition not in revoked
+        revoked = {(tp.topic, tp.partition) for tp in partitions}
+        self._share_rate_limits(
+            [tp for tp in consumer.assignment() if (tp.topic, tp.partition) not in revoked]
         )
-        self.flow.rebalance(assigned=kept, total=self.partitions)
         self.telemetry.log(
             "rebalance", f"revoked {len(partitions)} partition(s)", outcome="revoked"
         )
@@ -128,9 +131,21 @@ class Assignment:
             return
         targets = dict(self.to_hydrate)
         self.to_hydrate.clear()
-        folded = hydrate(
-            self.settings, self.store, targets, read_ahead_kb=self.settings.rebuild_read_ahead_kb
-        )
+        folded = 0
+        for lane in self.lanes:
+            assert lane.store is not None
+            behind = {
+                (topic, partition): offset
+                for (topic, partition), offset in targets.items()
+                if topic in lane.topics and offset > lane.store.checkpoint(topic, partition)
+            }
+            if behind:
+                folded += hydrate(
+                    self.settings,
+                    lane.store,
+                    behind,
+                    read_ahead_kb=self.settings.rebuild_read_ahead_kb,
+                )
         consumer.resume([TopicPartition(t, p) for t, p in targets])
         self.telemetry.log("hydrate", f"folded {folded} event(s) into the projection", outcome="ok")
 
@@ -150,13 +165,13 @@ class Assignment:
         are; later records of that partition wait behind them."""
         consumer = self.clients.consumer
         assert consumer is not None
-        retry_topic = self.retry_topic
+        retry_topics = self.retry_topics
         facts = []
         for message in records:
             position = RecordPosition.of(message)
-            mark = read_mark(headers_of(message)) if position.topic == retry_topic else None
+            mark = read_mark(headers_of(message)) if position.topic in retry_topics else None
             facts.append((position, mark))
-        kept, held = hold_not_due(facts, retry_topic=retry_topic, now_ms=self.wall_ms())
+        kept, held = hold_not_due(facts, retry_topics=retry_topics, now_ms=self.wall_ms())
         for (topic, partition), (offset, due_ms) in held.items():
             tp = TopicPartition(topic, partition, offset)
             consumer.pause([tp])

@@ -7,7 +7,7 @@ The runtime counts every outcome in ``AgentStats`` and every rate wait in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sagalog import metrics
 from sagalog.agents.circuit_breaker import BreakerState
@@ -30,10 +30,44 @@ OUTCOME_COUNTS = {
 
 
 def export(
-    *, agent: str, stats: AgentStats, flow: FlowControl, clients: KafkaClients
+    *,
+    lanes: Sequence[tuple[str, AgentStats, FlowControl]],
+    host: str,
+    stats: AgentStats,
+    clients: KafkaClients,
 ) -> Callable[[], None]:
-    """Serve this instance's counts to Prometheus until the returned undo is called."""
+    """Serve this instance's counts to Prometheus until the returned undo is called.
 
+    Args:
+        lanes: each agent's name, counts and flow control: its records, dead letters,
+            breakers and rate waits, labelled with its name.
+        host: the name of the process's consumer and transactions (alone, the agent's).
+        stats: the counts of the process's transactions.
+    """
+    undo = [_export_lane(*lane) for lane in lanes]
+
+    def lag() -> metrics.Samples:
+        return [((host, topic, str(p)), value) for (topic, p), value in clients.lag.items()]
+
+    undo += [
+        metrics.read(
+            metrics.TRANSACTIONS,
+            lambda: [
+                ((host, "committed"), stats.transactions),
+                ((host, "aborted"), stats.aborted),
+            ],
+        ),
+        metrics.read(metrics.CONSUMER_LAG, lag),
+    ]
+
+    def stop() -> None:
+        for remove in undo:
+            remove()
+
+    return stop
+
+
+def _export_lane(agent: str, stats: AgentStats, flow: FlowControl) -> Callable[[], None]:
     def records() -> metrics.Samples:
         return [((agent, label), getattr(stats, field)) for label, field in OUTCOME_COUNTS.items()]
 
@@ -43,19 +77,9 @@ def export(
             for name, breaker in dict(flow.breakers).items()
         ]
 
-    def lag() -> metrics.Samples:
-        return [((agent, topic, str(p)), value) for (topic, p), value in clients.lag.items()]
-
     undo = [
         metrics.read(metrics.AGENT_RECORDS, records),
         metrics.read(metrics.DEAD_LETTERS, lambda: [((agent,), stats.dead_lettered)]),
-        metrics.read(
-            metrics.TRANSACTIONS,
-            lambda: [
-                ((agent, "committed"), stats.transactions),
-                ((agent, "aborted"), stats.aborted),
-            ],
-        ),
         metrics.read(metrics.BREAKER_STATE, breakers),
         metrics.read(
             metrics.RATE_LIMIT_WAITS,
@@ -65,7 +89,6 @@ def export(
             metrics.RATE_LIMIT_WAIT_SECONDS,
             lambda: [((agent, d), s) for d, s in dict(flow.rate_waited_s).items()],
         ),
-        metrics.read(metrics.CONSUMER_LAG, lag),
     ]
 
     def stop() -> None:

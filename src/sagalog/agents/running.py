@@ -8,12 +8,13 @@ runtime (no Kafka client, no RocksDB): the declaration is data that flows, tests
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from sagalog.agents.declaration import Agent
 from sagalog.agents.exceptions import ConsumerFailed, ZombieFenced
 from sagalog.agents.settings import AgentSettings
-from sagalog.agents.worker import AgentWorker
+from sagalog.agents.worker import AgentWorker, Member
 from sagalog.errors import AuthorizationError, ConfigurationError, ServiceUnavailableError
 from sagalog.flows.agent_contract import check_agent_in_project
 
@@ -34,9 +35,21 @@ def run(agent: Agent, settings: AgentSettings | None = None) -> None:
     message names the agent, the flow and the step.
     """
     settings = settings or AgentSettings()
+    run_together([(agent, settings)], settings)
+
+
+def run_together(members: Sequence[Member], settings: AgentSettings) -> None:
+    """Run several agents in one process until SIGTERM or SIGINT (blocking).
+
+    Each agent keeps its handlers and its own settings (``members``); they share one
+    consumer, one producer and one transaction per batch, under ``settings`` (the
+    cluster, the instance id, the data folder, batching). Exits as ``run`` does; every
+    agent is checked against the project before any starts.
+    """
     try:
-        check_agent_in_project(agent, Path(settings.project_dir))
-        worker = AgentWorker(agent, settings)
+        for agent, _ in members:
+            check_agent_in_project(agent, Path(settings.project_dir))
+        worker = AgentWorker(members, settings)
         worker.run()
     except (
         ConfigurationError,

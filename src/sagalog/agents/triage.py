@@ -28,7 +28,7 @@ nothing here touches Kafka or RocksDB, so every branch is tested as a function.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from sagalog.agents.routing import RetryMark
@@ -116,7 +116,7 @@ def screen(*, from_retry: bool, event_type: str | None, kept: bool) -> Verdict |
 def hold_not_due(
     records: Sequence[tuple[RecordPosition, RetryMark | None]],
     *,
-    retry_topic: str,
+    retry_topics: Collection[str],
     now_ms: int,
 ) -> tuple[list[int], dict[tuple[str, int], tuple[int, int]]]:
     """Which records of a batch go on, and which retry partitions wait.
@@ -135,7 +135,7 @@ def hold_not_due(
         key = (position.topic, position.partition)
         if key in held:
             continue
-        if position.topic == retry_topic and mark is not None and mark.not_before_ms > now_ms:
+        if position.topic in retry_topics and mark is not None and mark.not_before_ms > now_ms:
             held[key] = (position.offset, mark.not_before_ms)
             continue
         kept.append(index)

@@ -13,9 +13,13 @@ One iteration is one batch and one transaction:
    letters and the ``StepFailed`` events (``outputs``), and commit the consumed
    offsets; then checkpoint the projection (``accounting``).
 
+A worker hosts one agent or several (``lane``): co-hosted agents share the consumer,
+the producer and each batch's transaction, and each runs steps 2 and 3 on its own
+records with its own handlers, settings and state.
+
 This module is the shell that wires those together and runs the loop; the
-decisions are in ``triage``, the clients and their recovery in ``connection``, the
-partitions in ``assignment``.
+decisions are in ``triage``, each agent's part in ``lane``, the clients and their
+recovery in ``connection``, the partitions in ``assignment``.
 """
 
 from __future__ import annotations
@@ -25,85 +29,98 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
 from sagalog.agents import exported_metrics, probes
-from sagalog.agents.accounting import account, after_commit, park_before_commit
 from sagalog.agents.assignment import Assignment
-from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
 from sagalog.agents.connection import KafkaClients
 from sagalog.agents.declaration import Agent
 from sagalog.agents.exceptions import ClientHung, ConsumerFailed, TransactionTimedOut
 from sagalog.agents.flow_control import FlowControl
-from sagalog.agents.handling import HandlerRunner, Work
-from sagalog.agents.intake import Intake
+from sagalog.agents.handling import Work
 from sagalog.agents.internal_topics import ensure_internal_topics
-from sagalog.agents.outputs import RecordBuilder, Result
+from sagalog.agents.lane import Lane
+from sagalog.agents.outputs import Result
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.telemetry import AgentTelemetry, configure_logging
 from sagalog.agents.transaction import Transactions
 from sagalog.authorization import authorization_error, is_authorization_failure
-from sagalog.backoff import RetryPolicy
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
-from sagalog.errors import ServiceUnavailableError
+from sagalog.errors import ConfigurationError, ServiceUnavailableError
 from sagalog.health import Health, HealthBook, Verdict
 from sagalog.health_server import HealthServer, serve_health
-from sagalog.position import RecordPosition
-from sagalog.topic_names import retry_topic_for
 from sagalog.tracing import configure_tracing
+
+Member = tuple[Agent, AgentSettings]
+"""A co-hosted agent and its own settings."""
 
 
 class AgentWorker:
-    """Runs one instance of an agent until stopped."""
+    """Runs one instance of an agent, or of several co-hosted agents, until stopped.
+
+    Args:
+        agents: the agent (run with ``settings``), or the co-hosted agents, each
+            with its own settings.
+        settings: the process's: the cluster, the instance id, the data folder, the
+            batching and the transaction (and, alone, the agent's own).
+    """
 
     def __init__(
         self,
-        agent: Agent,
+        agents: Agent | Sequence[Member],
         settings: AgentSettings,
         *,
         catalog: SchemaCatalog | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
-        self.agent = agent
+        members: list[Member] = [(agents, settings)] if isinstance(agents, Agent) else [*agents]
+        if not members:
+            raise ConfigurationError("a worker needs at least one agent to run")
+        names = [agent.name for agent, _ in members]
+        if len(set(names)) < len(names):
+            raise ConfigurationError(f"an agent is named twice among {names}: names must differ")
         self.settings = settings
         self.catalog = catalog or SchemaCatalog.load(Path(settings.project_dir) / "schemas")
-        agent.check(self.catalog)
+        for agent, _ in members:
+            agent.check(self.catalog)
         self.codec = EventCodec(catalog=self.catalog, registry=SchemaRegistry(settings))
         self.clock = clock
         self.wall_ms = wall_ms
-        self.group_id = settings.group_id or f"sagalog-agent-{agent.name}"
-        self.transactional_id = f"sagalog-agent-{agent.name}-{settings.instance_id}"
-        self.retry_topic = retry_topic_for(agent.name)
-        self.policy = RetryPolicy(
-            max_attempts=settings.max_attempts,
-            base_delay_s=settings.retry_base_delay_s,
-            max_delay_s=max(settings.retry_max_delay_s, settings.retry_base_delay_s),
+        self.lanes = [
+            Lane(
+                agent,
+                own,
+                codec=self.codec,
+                instance=settings.instance_id,
+                clock=clock,
+                wall_ms=wall_ms,
+                give_up=self._shutdown_budget_spent,
+            )
+            for agent, own in members
+        ]
+        self.name = group_name(names)
+        self.group_id = settings.group_id or f"sagalog-agent-{self.name}"
+        self.transactional_id = f"sagalog-agent-{self.name}-{settings.instance_id}"
+        # Alone, the process's counts are its agent's (one log line, one set of series).
+        self.telemetry = (
+            self.lanes[0].telemetry
+            if len(self.lanes) == 1
+            else AgentTelemetry(agent=self.name, instance=settings.instance_id)
         )
-        self.flow = FlowControl(
-            breaker_policy=BreakerPolicy(
-                failure_threshold=settings.breaker_failure_threshold,
-                open_for_s=settings.breaker_open_for_s,
-                outage_doubt_s=settings.breaker_outage_doubt_s,
-            ),
-            rate_limits=settings.rate_limits,
-            max_rate_wait_s=settings.max_rate_wait_s,
-            clock=clock,
-        )
-        self.telemetry = AgentTelemetry(agent=agent.name, instance=settings.instance_id)
-        self.flow.on_breaker_change = self._breaker_changed
         self.stats = self.telemetry.stats
         self.health = HealthBook(clock=clock, on_change=self._health_changed)
         self.clients = KafkaClients(
-            agent=agent.name,
-            topics=[*agent.topics, self.retry_topic],
+            agent=self.name,
+            topics=sorted({topic for lane in self.lanes for topic in lane.topics}),
             settings=settings,
             group_id=self.group_id,
             transactional_id=self.transactional_id,
@@ -114,21 +131,11 @@ class AgentWorker:
         self.clients.on_drop = self._clients_dropped
         self.transactions = Transactions(
             clients=self.clients,
-            first_topic=agent.topics[0],
+            first_topic=self.lanes[0].agent.topics[0],
             telemetry=self.telemetry,
             clock=clock,
         )
-        self.builder = RecordBuilder(
-            agent=agent.name,
-            output_topic=agent.output_topic,
-            retry_topic=self.retry_topic,
-            deadletter_topic=settings.deadletter_topic,
-            codec=self.codec,
-            telemetry=self.telemetry,
-            wall_ms=wall_ms,
-        )
         self.partitions = 1  # of each input topic; known once the topics are checked
-        self._store: StateStore | None = None
         self._stopping = False
         self._stop_requested_at: float | None = None
         self._uncommitted_since: float | None = None  # skipped records' offsets wait since
@@ -138,42 +145,39 @@ class AgentWorker:
         """When the run loop last went round (``probes.live``)."""
         self.health_server: HealthServer | None = None
 
+    # Alone, the worker's agent, flow control and store are its lane's.
+
+    @property
+    def agent(self) -> Agent:
+        return self.lanes[0].agent
+
+    @property
+    def flow(self) -> FlowControl:
+        return self.lanes[0].flow
+
     @property
     def store(self) -> StateStore | None:
-        """The instance's local state; attaching one builds what reads it."""
-        return self._store
+        """The (first) agent's local state; attaching one builds what reads it."""
+        return self.lanes[0].store
 
     @store.setter
     def store(self, store: StateStore) -> None:
-        self._store = store
+        self.lanes[0].store = store
+        if len(self.lanes) == 1:
+            self._assign()
+
+    def _open_stores(self) -> None:
+        for lane in self.lanes:
+            lane.open_store(self.settings.data_dir, self.settings.instance_id)
+        self._assign()
+
+    def _assign(self) -> None:
         self.assignment = Assignment(
             clients=self.clients,
-            inputs=self.agent.topics,
-            retry_topic=self.retry_topic,
+            lanes=self.lanes,
             partitions=self.partitions,
-            store=store,
-            flow=self.flow,
             telemetry=self.telemetry,
             wall_ms=self.wall_ms,
-        )
-        self.intake = Intake(
-            agent=self.agent,
-            store=store,
-            codec=self.codec,
-            builder=self.builder,
-            retry_topic=self.retry_topic,
-        )
-        self.runner = HandlerRunner(
-            agent=self.agent.name,
-            settings=self.settings,
-            store=store,
-            flow=self.flow,
-            telemetry=self.telemetry,
-            builder=self.builder,
-            policy=self.policy,
-            clock=self.clock,
-            wall_ms=self.wall_ms,
-            give_up=self._shutdown_budget_spent,
         )
 
     # -- lifecycle --------------------------------------------------------------------
@@ -206,27 +210,28 @@ class AgentWorker:
             ZombieFenced: a newer instance with the same instance id took over.
         """
         configure_logging(json_lines=self.settings.log_json, level=self.settings.log_level)
-        configure_tracing(self.agent.name)
+        configure_tracing(self.name)
         if install_signals:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
-        self.partitions = ensure_internal_topics(
-            self.settings,
-            inputs=self.agent.topics,
-            retry_topic=self.retry_topic,
-            deadletter_topic=self.settings.deadletter_topic,
-        )
-        self.store = StateStore(
-            self.settings.data_dir / self.agent.name / self.settings.instance_id,
-            folded_types=self.agent.folded_types(),
-        )
+        for lane in self.lanes:
+            self.partitions = ensure_internal_topics(
+                self.settings,
+                inputs=lane.agent.topics,
+                retry_topic=lane.retry_topic,
+                deadletter_topic=lane.settings.deadletter_topic,
+            )
+        self._open_stores()
         self.health_server = serve_health(self.settings, live=self._live, ready=self._ready)
         unexport = exported_metrics.export(
-            agent=self.agent.name, stats=self.stats, flow=self.flow, clients=self.clients
+            lanes=[(lane.name, lane.telemetry.stats, lane.flow) for lane in self.lanes],
+            host=self.name,
+            stats=self.stats,
+            clients=self.clients,
         )
         self.clients.connect()
         served = "" if self.health_server is None else f"; health on :{self.health_server.port}"
-        self.telemetry.log("start", f"agent {self.agent.name} started{served}", outcome="ok")
+        self.telemetry.log("start", f"agent {self.name} started{served}", outcome="ok")
         started_stopping: float | None = None
         try:
             while not self._stopping:
@@ -260,14 +265,6 @@ class AgentWorker:
             outcome=str(after),
         )
 
-    def _breaker_changed(self, dependency: str, before: BreakerState, after: BreakerState) -> None:
-        self.telemetry.log(
-            "breaker",
-            f"circuit breaker of '{dependency}' {before} -> {after}",
-            transition=f"{before}->{after}",
-            outcome=str(after),
-        )
-
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stopping:  # a second signal: stop now, uncommitted work is redelivered
             raise KeyboardInterrupt
@@ -284,18 +281,21 @@ class AgentWorker:
             if self._uncommitted_since is not None and self.clients.consumer is not None:
                 self._commit([])  # the skipped records' offsets, so no one reads them again
         self.clients.close()
-        if self.store is not None:
-            self.store.close()
+        for lane in self.lanes:
+            if lane.store is not None:
+                lane.store.close()
         if self.health_server is not None:
             self.health_server.stop()
         took = 0.0 if started is None else (self.clock() - started) * 1000
-        counts = ", ".join(f"{name} {value}" for name, value in vars(self.stats).items())
-        self.telemetry.log(
-            "stop",
-            f"agent {self.agent.name} stopped; {counts}",
-            duration_ms=round(took, 1),
-            outcome="ok",
-        )
+        telemetries = {id(t): t for t in [self.telemetry, *(lane.telemetry for lane in self.lanes)]}
+        for telemetry in telemetries.values():
+            counts = ", ".join(f"{name} {value}" for name, value in vars(telemetry.stats).items())
+            telemetry.log(
+                "stop",
+                f"agent {telemetry.agent} stopped; {counts}",
+                duration_ms=round(took, 1),
+                outcome="ok",
+            )
 
     # -- one batch ------------------------------------------------------------------------
 
@@ -359,48 +359,47 @@ class AgentWorker:
         return [first, *more]
 
     def _process(self, messages: list[Message]) -> None:
-        assert self.store is not None
         try:
             self._process_batch(messages)
         finally:
             # The batch's projection changes (and, committed, its checkpoint) in one
             # write. Folding is right whatever became of the transaction: the inputs
             # are committed records, and a replay folds nothing twice.
-            self.store.flush()
+            for lane in self.lanes:
+                if lane.store is not None:
+                    lane.store.flush()
 
     def _process_batch(self, messages: list[Message]) -> None:
-        assert self.store is not None
         records = self.assignment.hold_until_due(messages)
-        results: list[tuple[Message, Result]] = []
-        items: list[Work] = []
-        for message in records:
-            work_or_result = self.intake.take(message)
-            if isinstance(work_or_result, Work):
-                items.append(work_or_result)
-            else:
-                results.append((message, work_or_result))
-        handled = self._loop.run_until_complete(self.runner.run(items)) if items else []
-        if self._stopping and handled is None:
+        alone = len(self.lanes) == 1
+        taken = []
+        for lane in self.lanes:
+            mine = records if alone else [m for m in records if m.topic() in lane.topics]
+            items, results = lane.take(mine)
+            taken.append((lane, mine, items, results))
+        runs = [lane.runner.run(items) for lane, _, items, _ in taken if items]
+        ran: list[Ran] = self._loop.run_until_complete(_together(runs)) if runs else []
+        if self._stopping and any(handled is None for handled in ran):
             return  # shutdown budget spent: nothing committed, the batch is redelivered
-        handled = handled or []
-        park_before_commit(self.store, handled)
-        results.extend((item.message, result) for item, result in handled)
-        if not items and not any(r.records for _, r in results):
+        done = iter(ran)
+        batch: list[tuple[Lane, list[Message], list[tuple[Work, Result]], list[Any]]] = []
+        for lane, mine, items, results in taken:
+            outcome: Ran = next(done) if items else []
+            handled = outcome or []
+            lane.park(handled)
+            results.extend((item.message, result) for item, result in handled)
+            batch.append((lane, mine, handled, results))
+        produced = [r for *_, results in batch for _, r in results]
+        if not any(items for _, _, items, _ in taken) and not any(r.records for r in produced):
             # Nothing to produce (the usual batch of an agent that handles one type in
             # six): a transaction would only move offsets, at four round trips and a
             # marker per partition on the broker. Its offsets ride with the next.
             if self._uncommitted_since is None:
                 self._uncommitted_since = self.clock()
-        elif not self._commit([r for _, r in results]):
+        elif not self._commit(produced):
             return
-        after_commit(
-            self.store,
-            (RecordPosition.of(m) for m in records),
-            handled,
-            retry_topic=self.retry_topic,
-        )
-        for message, result in results:
-            account(self.telemetry, message, result)
+        for lane, mine, handled, results in batch:
+            lane.committed(mine, handled, results)
 
     # -- the transaction --------------------------------------------------------------------
 
@@ -419,3 +418,20 @@ class AgentWorker:
         since = self._uncommitted_since
         if since is not None and self.clock() - since >= self.settings.offsets_commit_s:
             self._commit([])
+
+
+Ran = list[tuple[Work, Result]] | None
+"""A lane's handler results for a batch, or None: the shutdown budget ran out first."""
+
+
+def group_name(names: Sequence[str]) -> str:
+    """What a worker of these agents is called: its group and transactional ids and
+    its log lines. Alone, the agent's name (as it always was); co-hosted, the names
+    sorted and joined by ``+``, so the same set gives the same group in any order."""
+    return names[0] if len(names) == 1 else "+".join(sorted(names))
+
+
+async def _together(runs: list[Coroutine[Any, Any, Ran]]) -> list[Ran]:
+    """The lanes' handler runs of one batch, side by side (each bounded by its own
+    ``max_in_flight``)."""
+    return list(await asyncio.gather(*runs))

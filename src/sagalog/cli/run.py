@@ -1,4 +1,4 @@
-"""``sagalog run tracker|gateway|agent``: run one instance of a sagalog service.
+"""``sagalog run tracker|gateway|agent|agents``: run one instance of a sagalog service.
 
 Each runs in the foreground until SIGTERM and exits with a code of
 ``sagalog.exit_codes``; the root's ``--project-dir``, ``--bootstrap-servers`` and
@@ -12,8 +12,9 @@ from typing import Any
 
 import click
 
-from sagalog.agents import AgentSettings
+from sagalog.agents import Agent, AgentSettings
 from sagalog.agents import run as run_until_stopped
+from sagalog.agents.running import run_together
 from sagalog.cli.agent_modules import add_import_paths, load_agent
 
 
@@ -43,14 +44,46 @@ def run_agent(module: str, paths: tuple[str, ...]) -> None:
     instance.
     """
     add_import_paths(paths)
+    agent, settings = _agent_and_settings(module)
+    run_until_stopped(agent, settings)
+
+
+@run.command("agents")
+@click.argument("modules", nargs=-1, required=True)
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="Add a folder to the import path (e.g. services).",
+)
+def run_agents(modules: tuple[str, ...], paths: tuple[str, ...]) -> None:
+    """Run the agents declared in MODULES side by side in one process.
+
+    They share one consumer (each topic is fetched once for all of them), one
+    producer and one transaction per batch; each keeps its own handlers, settings
+    (its module's `settings`, as `run agent` reads them: retries, breakers, rate
+    limits, dead letters), projection and retry topic, and decides exactly as it
+    would alone. The process's own settings (instance id, data folder, batching)
+    are SAGALOG_AGENT_*. Its consumer group is sagalog-agent-<names sorted, joined
+    by +>: a set of agents run together keeps its offsets apart from the same agents
+    run alone. Exits as `run agent` does.
+    """
+    add_import_paths(paths)
+    members = [_agent_and_settings(module) for module in modules]
+    overrides = _root_overrides()
+    run_together(members, AgentSettings(**overrides))
+
+
+def _agent_and_settings(module: str) -> tuple[Agent, AgentSettings]:
+    """The agent MODULE declares, and its settings: the module's ``settings`` (so the
+    service's own env prefix applies) or ``AgentSettings``, under the root's options."""
     agent, loaded = load_agent(module)
     found = getattr(loaded, "settings", None)
     overrides = _root_overrides()
     if isinstance(found, AgentSettings):
-        settings = type(found)(**overrides) if overrides else found
-    else:
-        settings = AgentSettings(**overrides)
-    run_until_stopped(agent, settings)
+        return agent, (type(found)(**overrides) if overrides else found)
+    return agent, AgentSettings(**overrides)
 
 
 def _root_overrides() -> dict[str, Any]:

@@ -1,0 +1,183 @@
+"""One agent's own part of a worker process: what it handles, how, and what it keeps.
+
+A worker process runs one agent (``sagalog run agent``) or several side by side
+(``sagalog run agents``). Everything that makes an agent what it is stays its own
+when it shares a process: its handlers, its settings (retries, breakers, rate
+limits, handlers in flight, dead-letter topic), its projection and effect ledger, its
+retry topic and its counters. That part is a lane. What the lanes of one process
+share is the traffic (``worker``): one consumer reads each topic once for all of
+them, and one producer commits one transaction per batch for all of them. Five
+agents reading one events topic, each alone, fetch every record five times and
+commit five transactions where one does.
+
+A lane sees exactly the records it would see alone (its input topics and its own
+retry topic) and decides on them with the same code, so its outputs are the same
+alone or co-hosted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from sagalog.agents.accounting import account, after_commit, park_before_commit
+from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
+from sagalog.agents.declaration import Agent
+from sagalog.agents.flow_control import FlowControl
+from sagalog.agents.handling import HandlerRunner, Work
+from sagalog.agents.intake import Intake
+from sagalog.agents.outputs import RecordBuilder, Result
+from sagalog.agents.settings import AgentSettings
+from sagalog.agents.state_store import StateStore
+from sagalog.agents.telemetry import AgentTelemetry
+from sagalog.backoff import RetryPolicy
+from sagalog.contracts.codec import EventCodec
+from sagalog.position import RecordPosition
+from sagalog.topic_names import retry_topic_for
+
+
+class Lane:
+    """One agent in a worker: its decisions, its state and its counts.
+
+    Args:
+        agent: the declaration (handlers, input topics, folded types).
+        settings: the agent's own settings; its handler limits, retry policy,
+            breakers, rate limits and dead-letter topic are read from them.
+        codec: the process's codec (one schema registry client for every lane).
+        instance: the process's instance id, in the lane's log lines and spans.
+        give_up: whether the process's shutdown budget is spent.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        settings: AgentSettings,
+        *,
+        codec: EventCodec,
+        instance: str,
+        clock: Callable[[], float],
+        wall_ms: Callable[[], int],
+        give_up: Callable[[], bool],
+    ) -> None:
+        self.agent = agent
+        self.settings = settings
+        self.clock = clock
+        self.wall_ms = wall_ms
+        self.give_up = give_up
+        self.retry_topic = retry_topic_for(agent.name)
+        self.topics = frozenset([*agent.topics, self.retry_topic])
+        """What this lane reads: its inputs and its retry topic."""
+        self.policy = RetryPolicy(
+            max_attempts=settings.max_attempts,
+            base_delay_s=settings.retry_base_delay_s,
+            max_delay_s=max(settings.retry_max_delay_s, settings.retry_base_delay_s),
+        )
+        self.flow = FlowControl(
+            breaker_policy=BreakerPolicy(
+                failure_threshold=settings.breaker_failure_threshold,
+                open_for_s=settings.breaker_open_for_s,
+                outage_doubt_s=settings.breaker_outage_doubt_s,
+            ),
+            rate_limits=settings.rate_limits,
+            max_rate_wait_s=settings.max_rate_wait_s,
+            clock=clock,
+        )
+        self.telemetry = AgentTelemetry(agent=agent.name, instance=instance)
+        self.flow.on_breaker_change = self._breaker_changed
+        self.builder = RecordBuilder(
+            agent=agent.name,
+            output_topic=agent.output_topic,
+            retry_topic=self.retry_topic,
+            deadletter_topic=settings.deadletter_topic,
+            codec=codec,
+            telemetry=self.telemetry,
+            wall_ms=wall_ms,
+        )
+        self.codec = codec
+        self._store: StateStore | None = None
+
+    @property
+    def name(self) -> str:
+        return self.agent.name
+
+    @property
+    def store(self) -> StateStore | None:
+        """The lane's local state; attaching one builds what reads it."""
+        return self._store
+
+    @store.setter
+    def store(self, store: StateStore) -> None:
+        self._store = store
+        self.intake = Intake(
+            agent=self.agent,
+            store=store,
+            codec=self.codec,
+            builder=self.builder,
+            retry_topic=self.retry_topic,
+        )
+        self.runner = HandlerRunner(
+            agent=self.agent.name,
+            settings=self.settings,
+            store=store,
+            flow=self.flow,
+            telemetry=self.telemetry,
+            builder=self.builder,
+            policy=self.policy,
+            clock=self.clock,
+            wall_ms=self.wall_ms,
+            give_up=self.give_up,
+        )
+
+    def open_store(self, data_dir: Path, instance_id: str) -> StateStore:
+        """Open the lane's store where it lives when the agent runs alone."""
+        store = StateStore(
+            data_dir / self.agent.name / instance_id, folded_types=self.agent.folded_types()
+        )
+        self.store = store
+        return store
+
+    # -- one batch ------------------------------------------------------------------
+
+    def take(self, messages: Iterable[Any]) -> tuple[list[Work], list[tuple[Any, Result]]]:
+        """The lane's records of a batch, through its triage: the work for its handlers,
+        and the records already decided (skipped, duplicates, dead letters, parked)."""
+        items: list[Work] = []
+        results: list[tuple[Any, Result]] = []
+        for message in messages:
+            taken = self.intake.take(message)
+            if isinstance(taken, Work):
+                items.append(taken)
+            else:
+                results.append((message, taken))
+        return items, results
+
+    def park(self, handled: Iterable[tuple[Work, Result]]) -> None:
+        assert self._store is not None
+        park_before_commit(self._store, handled)
+
+    def committed(
+        self,
+        messages: Iterable[Any],
+        handled: Iterable[tuple[Work, Result]],
+        results: Iterable[tuple[Any, Result]],
+    ) -> None:
+        """The batch's transaction committed: move the checkpoints, release parkings,
+        count and log each record's outcome."""
+        assert self._store is not None
+        after_commit(
+            self._store,
+            (RecordPosition.of(m) for m in messages),
+            handled,
+            retry_topic=self.retry_topic,
+        )
+        for message, result in results:
+            account(self.telemetry, message, result)
+
+    def _breaker_changed(self, dependency: str, before: BreakerState, after: BreakerState) -> None:
+        self.telemetry.log(
+            "breaker",
+            f"circuit breaker of '{dependency}' {before} -> {after}",
+            transition=f"{before}->{after}",
+            outcome=str(after),
+        )
