@@ -84,7 +84,7 @@ from sagalog.topology.apply import TopologyClient
 from sagalog.topology.loader import load_topology
 from sagalog.tracker.ticks import clock_topic
 
-from .broker_metrics import metrics_urls, scrape
+from .broker_metrics import BrokerCounts, metrics_urls, scrape
 from .harness import (
     SENT_HEADER,
     GeneratorProducer,
@@ -497,9 +497,8 @@ def run_probe(
     wait_drained(system, before, count * system.per_saga, timeout_s=timeout, quiet_s=10)
     broker_after = scrape(broker_urls)
     analysis = system.analyze(before, system.marks(), detail=detail)
-    result = judge(label, load, analysis, duration_s, cpu_pct, machine_busy)
-    if broker_before is not None and broker_after is not None:
-        result.broker = (broker_after - broker_before).per(result.completed)
+    broker = None if broker_before is None or broker_after is None else broker_after - broker_before
+    result = judge(label, load, analysis, duration_s, cpu_pct, machine_busy, broker=broker)
     progress(
         f"{system.name} {label}: {rate:,.1f}/s for {duration_s:g}s -> "
         f"{result.completed:,}/{load.sent:,} completed, {result.steady_per_s:,.1f}/s, "
@@ -516,7 +515,10 @@ def judge(
     duration_s: float,
     cpu_pct: dict[str, float],
     machine_busy_pct: float,
+    *,
+    broker: BrokerCounts | None = None,
 ) -> ProbeResult:
+    """The probe's figures and verdict; ``broker``: what the broker counted meanwhile."""
     arrivals = sorted((sent, saga) for saga, sent in analysis.sent_ns.items())
     e2e = LatencyRecorder()
     early, late = LatencyRecorder(), LatencyRecorder()
@@ -576,6 +578,7 @@ def judge(
         tracker_handoff=(
             None if analysis.tracker_handoff_ns is None else analysis.tracker_handoff_ns.summary()
         ),
+        broker=None if broker is None else broker.per(completed),
     )
 
 

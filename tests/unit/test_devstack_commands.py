@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
 from sagalog.devstack.commands import (
     MetricsAgent,
@@ -19,6 +20,7 @@ from sagalog.devstack.lockfile import RegistryDistribution, load_lock
 from sagalog.devstack.nodes import KafkaNode, kafka_nodes
 from sagalog.devstack.settings import DevStackSettings
 from sagalog.devstack.shape import StackShape
+from sagalog.devstack.stack import METRICS_JAR_PREFIX
 
 DATA = Path("/state/kafka/data")
 STATE = Path("/state")
@@ -116,15 +118,21 @@ def test_format_does_not_pass_standalone_because_the_voters_are_configured() -> 
     assert "--standalone" not in command
 
 
+def _server_command(**overrides: Any) -> list[str]:
+    """A node's server command line, with ``overrides`` over its usual arguments."""
+    arguments: dict[str, Any] = {
+        "java": Path("/jdk/bin/java"),
+        "jar_dir": Path("/cache/kafka/4.4.0"),
+        "log4j_config": Path("/b/log4j2.properties"),
+        "properties": Path("/state/kafka/server.properties"),
+        "heap": "1g",
+        "state_dir": STATE,
+    }
+    return kafka_server_command(**{**arguments, **overrides})
+
+
 def test_server_command_carries_heap_and_the_flags_that_identify_our_process() -> None:
-    command = kafka_server_command(
-        java=Path("/jdk/bin/java"),
-        jar_dir=Path("/cache/kafka/4.4.0"),
-        log4j_config=Path("/b/log4j2.properties"),
-        properties=Path("/state/kafka/server.properties"),
-        heap="1g",
-        state_dir=STATE,
-    )
+    command = _server_command()
     assert "-Xmx1g" in command
     assert "-Dsagalog.dev.component=kafka" in command
     assert "-Dsagalog.dev.state=/state" in command
@@ -138,15 +146,7 @@ def test_a_node_with_metrics_runs_the_exporter_agent_on_loopback() -> None:
         config=Path("/b/kafka-metrics.yaml"),
         port=9404,
     )
-    command = kafka_server_command(
-        java=Path("/jdk/bin/java"),
-        jar_dir=Path("/cache/kafka/4.4.0"),
-        log4j_config=Path("/b/log4j2.properties"),
-        properties=Path("/state/kafka/server.properties"),
-        heap="1g",
-        state_dir=STATE,
-        metrics=agent,
-    )
+    command = _server_command(metrics=agent)
     flag = (
         "-javaagent:/cache/kafka/4.4.0/jmx_prometheus_javaagent-1.0.1.jar"
         "=127.0.0.1:9404:/b/kafka-metrics.yaml"
@@ -156,7 +156,7 @@ def test_a_node_with_metrics_runs_the_exporter_agent_on_loopback() -> None:
 
 def test_the_exporter_agent_and_its_configuration_ship_with_the_lock() -> None:
     lock = load_lock()
-    assert any(name.startswith("jmx_prometheus_javaagent-") for name in lock.kafka.jars)
+    assert any(name.startswith(METRICS_JAR_PREFIX) for name in lock.kafka.jars)
     config = (lock.base_dir / "kafka-metrics.yaml").read_text(encoding="utf-8")
     assert "kafka_network_requests_total" in config
 

@@ -51,6 +51,10 @@ def _quiet(_: str) -> None:
     """The default progress sink: the Python API stays silent unless asked."""
 
 
+#: The Prometheus JMX exporter's jar name, as the lock's ``kafka.jars`` table names it.
+METRICS_JAR_PREFIX = "jmx_prometheus_javaagent-"
+
+
 class LocalStack:
     """One or three Kafka nodes and one Apicurio Registry for development and CI.
 
@@ -420,11 +424,15 @@ class LocalStack:
     def _metrics_agent(self, jar_dir: Path, node: KafkaNode) -> MetricsAgent | None:
         if not node.metrics_port:
             return None
-        jar = next(iter(sorted(jar_dir.glob("jmx_prometheus_javaagent-*.jar"))), None)
-        if jar is None:  # a lock without the agent: the node runs without metrics
+        # The agent is on the classpath the lock pins; a lock without it: no metrics.
+        jars = sorted(self.lock.kafka.jars)
+        name = next((n for n in jars if n.startswith(METRICS_JAR_PREFIX)), None)
+        if name is None:
             return None
         return MetricsAgent(
-            jar=jar, config=self.lock.base_dir / "kafka-metrics.yaml", port=node.metrics_port
+            jar=jar_dir / name,
+            config=self.lock.base_dir / "kafka-metrics.yaml",
+            port=node.metrics_port,
         )
 
     def _choose_registry(self, *, announce: bool) -> tuple[RegistryDistribution, JavaRuntime]:
