@@ -16,7 +16,7 @@ import pytest
 
 from procurement.events import BudgetReserved, RequestClassified
 from sagalog.agents import Agent, AgentSettings, HandlerContext
-from sagalog.agents.worker import AgentWorker
+from sagalog.agents.worker import COHOSTED_BATCH_INTERVAL_S, AgentWorker
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.errors import ConfigurationError
 from sagalog.topic_names import retry_topic_for
@@ -209,3 +209,17 @@ def test_the_same_agent_twice_in_one_process_is_refused(
             settings(tmp_path),
             catalog=catalog,
         )
+
+
+def test_a_co_host_batches_every_20_ms_unless_told_otherwise(
+    tmp_path: Path, catalog: SchemaCatalog
+) -> None:
+    members = [(budget_agent(), settings(tmp_path)), (classify_agent(), settings(tmp_path))]
+    default = AgentWorker(members, settings(tmp_path), catalog=catalog)
+    assert default.settings.batch_interval_s == COHOSTED_BATCH_INTERVAL_S == 0.02
+    chosen = AgentWorker(
+        members, settings(tmp_path).model_copy(update={"batch_interval_s": 0.05}), catalog=catalog
+    )
+    assert chosen.settings.batch_interval_s == 0.05  # set, so kept
+    alone = AgentWorker(budget_agent(), settings(tmp_path), catalog=catalog)
+    assert alone.settings.batch_interval_s == 0.05  # the agents' default, unchanged

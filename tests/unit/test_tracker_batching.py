@@ -121,3 +121,39 @@ def test_a_lingering_batch_of_an_ended_stream_goes_at_once() -> None:
 
     batch, at = _first_batch_and_when(source(), max_=100, linger_s=60)
     assert (batch, at) == ([1], 0.0)
+
+
+def _batches_and_when(
+    source: AsyncIterator[_Event], max_: int, count: int, **kw: float
+) -> list[tuple[list[int], float]]:
+    """The first ``count`` batches of ``source`` and the loop time each came at."""
+
+    async def run(loop: VirtualTimeLoop) -> list[tuple[list[int], float]]:
+        batches = drained_batches(source, max_, **kw)  # type: ignore[arg-type]
+        got = []
+        for _ in range(count):
+            batch = await batches.__anext__()
+            got.append(([e.n for e in batch], loop.time()))
+        await batches.aclose()
+        return got
+
+    return run_virtual(run)
+
+
+def test_batches_start_at_most_once_an_interval_and_the_first_goes_at_once() -> None:
+    got = _batches_and_when(_trickle(10, every_s=0.1), max_=100, count=3, interval_s=0.22)
+    assert got == [
+        ([0], 0.0),  # after a quiet spell: at once
+        ([1, 2], pytest.approx(0.22)),  # 1 came at 0.1 and waited for the interval's end
+        ([3, 4], pytest.approx(0.44)),
+    ]
+
+
+def test_an_event_after_the_interval_goes_at_once() -> None:
+    got = _batches_and_when(_trickle(3, every_s=1.0), max_=100, count=3, interval_s=0.25)
+    assert got == [([0], 0.0), ([1], pytest.approx(1.0)), ([2], pytest.approx(2.0))]
+
+
+def test_a_whole_batch_does_not_wait_out_the_interval() -> None:
+    got = _batches_and_when(_trickle(10, every_s=0.01), max_=3, count=2, interval_s=60)
+    assert got[1] == ([1, 2, 3], pytest.approx(0.03))

@@ -62,6 +62,14 @@ from sagalog.tracing import configure_tracing
 Member = tuple[Agent, AgentSettings]
 """A co-hosted agent and its own settings."""
 
+COHOSTED_BATCH_INTERVAL_S = 0.02
+"""A co-host's ``batch_interval_s`` unless one is set (alone: 50 ms). Its transaction
+carries every agent's records, so it affords more of them; and a hand-off between
+two of its agents waits out one interval, since the record comes from its own last
+batch. Measured at 100 sagas/s (five agents, one process): 50 ms gave hand-off p50/p99
+50/60 ms, 20 ms 20/26 ms for ~1.1 ms more agent CPU per saga, 10 ms 10/22 ms for
+~1.5 ms more."""
+
 
 class AgentWorker:
     """Runs one instance of an agent, or of several co-hosted agents, until stopped.
@@ -88,6 +96,8 @@ class AgentWorker:
         names = [agent.name for agent, _ in members]
         if len(set(names)) < len(names):
             raise ConfigurationError(f"an agent is named twice among {names}: names must differ")
+        if len(members) > 1 and "batch_interval_s" not in settings.model_fields_set:
+            settings = settings.model_copy(update={"batch_interval_s": COHOSTED_BATCH_INTERVAL_S})
         self.settings = settings
         self.catalog = catalog or SchemaCatalog.load(Path(settings.project_dir) / "schemas")
         for agent, _ in members:

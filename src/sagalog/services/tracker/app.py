@@ -253,6 +253,7 @@ class Tracker:
                 stream.events(),
                 settings.batch_max,
                 linger_s=settings.batch_linger_s,
+                interval_s=settings.batch_interval_s,
                 generation=lambda: app.consumer_generation_id,
             )
             async for events in batches:

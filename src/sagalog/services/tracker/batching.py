@@ -9,8 +9,12 @@ timer while idle) and takes whatever else is queued already, up to ``max_``, wit
 waiting for more. Under load the queue fills while the previous batch is decided,
 so batches grow by themselves; at low load a hand-off waits for nothing.
 
-A linger (``linger_s``) trades that for fewer transactions: the first event of a
-batch waits up to ``linger_s`` for company, or until a whole batch is queued. The
+An interval (``interval_s``, as the agents' ``batch_interval_s``) bounds how many
+batches start: at most one per interval, so a busy tracker's batches grow instead
+of multiplying, each costing a transaction per partition, while the first event
+after a quiet spell is decided at once. A linger (``linger_s``) waits longer for
+company: every batch's first event waits up to ``linger_s``, idle or not. Both end
+early once a whole batch is queued. The
 tracker is not on the path of a hand-off between agents (they react to each other's
 events), so holding its batch costs latency only where someone waits on what it
 publishes (a gate opened, a compensation requested), while a saga whose events
@@ -39,6 +43,7 @@ async def drained_batches(
     max_: int,
     *,
     linger_s: float = 0.0,
+    interval_s: float = 0.0,
     generation: Callable[[], int] | None = None,
 ) -> AsyncIterator[list[Any]]:
     """Yield lists of events from ``events``: at least one, at most ``max_``.
@@ -48,6 +53,8 @@ async def drained_batches(
         max_: the most events in one batch.
         linger_s: how long a batch's first event waits for more, unless a whole
             batch is queued sooner (0: take what is there).
+        interval_s: the least time between the starts of two batches; an event that
+            comes later than that after the last start goes at once.
         generation: the consumer generation now; events whose
             ``message.generation_id`` differs are dropped.
 
@@ -71,14 +78,19 @@ async def drained_batches(
             full.set()
 
     task = asyncio.create_task(pump(), name="tracker-batch-pump")
+    loop = asyncio.get_running_loop()
+    started = float("-inf")  # when the last batch was handed out
     try:
         while True:
             batch = [await queue.get()]
-            if linger_s > 0 and batch[0] is not _END:
-                full.clear()
-                if queue.qsize() < max_ - 1 and not task.done():
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(full.wait(), linger_s)
+            if batch[0] is not _END:
+                now = loop.time()
+                until = max(now + linger_s, started + interval_s)
+                if until > now:
+                    full.clear()
+                    if queue.qsize() < max_ - 1 and not task.done():
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(full.wait(), until - now)
             while len(batch) < max_ and not queue.empty():
                 batch.append(queue.get_nowait())
             ended = _END in batch
@@ -86,6 +98,7 @@ async def drained_batches(
             if generation is not None:
                 batch = of_generation(batch, generation())
             if batch:
+                started = loop.time()
                 yield batch
             if ended:
                 if failure:
