@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
-from pathlib import Path
 
+from .bench_modules import load_bench_module
 
-def _load_bench_module() -> object:
-    """``tests/bench/broker_metrics.py`` by its path: ``tests`` is no package, and the
-    bench runs as ``python -m tests.bench`` from the repository, not under pytest."""
-    path = Path(__file__).resolve().parents[1] / "bench" / "broker_metrics.py"
-    spec = importlib.util.spec_from_file_location("bench_broker_metrics", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-_bench = _load_bench_module()
+_bench = load_bench_module("broker_metrics")
 BrokerCounts = _bench.BrokerCounts  # type: ignore[attr-defined]
 parse = _bench.parse  # type: ignore[attr-defined]
 
