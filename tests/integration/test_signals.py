@@ -100,6 +100,12 @@ def test_a_filing_completes_when_the_signed_webhook_and_the_signature_arrive(
     assert reply.body["workflow_id"] == "filing-1"  # found by its filing number
     signature_id = sign(lab, "filing-1")
     lab.wait_state("filing-1", "completed")
+    # The transition and the WaitEnded are committed together but on two topics: the
+    # lab's reader may see the transition first.
+    lab.wait(
+        lambda: bool(lab.events("filing-1", "sagalog.v1.WaitEnded")),
+        what="filing-1's WaitEnded on the topic",
+    )
     [ended] = lab.events("filing-1", "sagalog.v1.WaitEnded")
     assert sorted(ended["received"]) == ["document", "signature"]
     assert ended["timed_out"] is False and ended["missing"] == []
