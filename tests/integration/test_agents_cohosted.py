@@ -25,6 +25,7 @@ from sagalog.agents.worker import AgentWorker
 from sagalog.contracts.headers import header_dict
 from sagalog.publisher import EventPublisher
 
+from .agent_harness import request
 from .project import Project
 
 WORKFLOWS = 60
@@ -43,20 +44,6 @@ topics:
   deadletter.{s}:
     partitions: 1
 """
-
-
-def request(n: int) -> dict[str, Any]:
-    return {
-        "request_id": f"PR-{n}",
-        "requester": "ana@example.com",
-        "department": "it",
-        "title": f"Request {n}",
-        "description": "test",
-        "amount": "100.00",
-        "currency": "EUR",
-        "vendor": "Acme",
-        "submitted_at": "2026-11-29T09:00:00Z",
-    }
 
 
 def agent_settings(project: Project, data_dir: Path) -> AgentSettings:
