@@ -27,6 +27,8 @@ from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.headers import EventHeaders
 from sagalog.flows.loader import load_flows
 from sagalog.flows.registry import FlowRegistry
+from sagalog.memory import tune_collector
+from sagalog.services.tracker.settings import TrackerSettings
 from sagalog.topology.loader import load_topology
 from sagalog.tracker import Alert, Publish, TrackedEvent
 from sagalog.tracker.processor import Processor
@@ -113,6 +115,8 @@ def run(workflows: int, batch_size: int, profile: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as scratch:
         flows = registry(Path(scratch))
     events = inputs(workflows)
+    # As the service runs: its heap frozen once ready, the collector tuned.
+    tune_collector(TrackerSettings.model_fields["gc_young_threshold"].default)
     sink = CountingSink()
     processor = Processor(registry=flows, secret=b"x" * 32, partitions=1, sink=sink)
     tables = MemoryTables()

@@ -65,10 +65,18 @@ from sagalog.tracker.compensation import CompensationRetry
 from sagalog.tracker.exceptions import StoredRecordError
 from sagalog.tracker.inputs import Admit, TimerFired, TrackedEvent, TrackerInput
 from sagalog.tracker.machine import decide, flow_for
+from sagalog.tracker.memo import RECORDS_KEPT, CommittedMemo
 from sagalog.tracker.outcome_log import OutcomeLog
 from sagalog.tracker.record import SealedEvent, WorkflowRecord
 from sagalog.tracker.seal import chain_head, seal
-from sagalog.tracker.tables import Overlay, Table, Tables, parked_prefix, prefix_end
+from sagalog.tracker.tables import (
+    Overlay,
+    Table,
+    Tables,
+    parked_prefix,
+    parked_workflow,
+    prefix_end,
+)
 from sagalog.tracker.timers import Timer, decode_timer, due_range
 
 log = logging.getLogger("sagalog.tracker")
@@ -90,10 +98,17 @@ class Sink(Protocol):
 
 @dataclass
 class Batch:
-    """The state of one batch in the making: pending table writes and decoded records."""
+    """The state of one batch in the making: pending table writes and decoded records.
+
+    ``stored``: the records this batch changed, by (partition, workflow id), encoded
+    once at write-back however often they changed. ``unparked``: workflows whose
+    parked events this batch saw gone (``CommittedMemo``).
+    """
 
     overlay: Overlay
     records: dict[tuple[int, str], WorkflowRecord | None] = field(default_factory=dict)
+    stored: dict[tuple[int, str], WorkflowRecord] = field(default_factory=dict)
+    unparked: set[tuple[int, str]] = field(default_factory=set)
     inputs: int = 0
     published: int = 0
 
@@ -108,6 +123,7 @@ class Processor:
         admission: the most active workflows per flow name, across all partitions.
         retry: how stuck compensations are retried.
         sink: where published events and alerts go.
+        records_kept: decoded records remembered across batches (``CommittedMemo``).
     """
 
     def __init__(
@@ -121,6 +137,7 @@ class Processor:
         retry: CompensationRetry | None = None,
         warn_every_s: float = 10.0,
         on_transition: Callable[[str, StateTransition], None] | None = None,
+        records_kept: int = RECORDS_KEPT,
     ) -> None:
         self.registry = registry
         self.secret = secret
@@ -135,6 +152,7 @@ class Processor:
         self.outcomes: Counter[Outcome] = self._log.outcomes
         self.fired = 0
         self._on_transition = on_transition
+        self.memo = CommittedMemo(records_kept)
 
     # -- a batch ---------------------------------------------------------------
 
@@ -144,11 +162,23 @@ class Processor:
     async def commit(self, batch: Batch) -> int:
         """Surface the sink's refusals, then store the batch's writes and wait until they
         are durable (with the service's store: the partitions' transactions committed);
-        how many writes."""
-        await self.sink.flush()
-        written = batch.overlay.write_back()
-        await batch.overlay.base.sync()
+        how many writes. Only then does the memo keep the batch's records."""
+        for partition, key in batch.overlay.pending[Table.RECORDS]:
+            self.memo.written((partition, key.decode()))  # written here, not by ``_store``
+        try:
+            await self.sink.flush()
+            written = batch.overlay.write_back()
+            await batch.overlay.base.sync()
+        except BaseException:
+            self.memo.forget()
+            raise
+        self.memo.committed(batch.stored.items())
+        self.memo.unparked(batch.unparked)
         return written
+
+    def forget(self) -> None:
+        """The worker's partitions changed hands: what the memo holds may be stale."""
+        self.memo.forget()
 
     # -- inputs ----------------------------------------------------------------
 
@@ -370,6 +400,8 @@ class Processor:
             elif isinstance(action, Alert):
                 self.sink.alert(action, flow=flow, now_ms=now_ms, partition=partition)
             elif isinstance(action, Park) and isinstance(event, TrackedEvent):
+                self._parked_in(batch, partition).add(event.workflow_id)  # before it commits
+                batch.unparked.discard((partition, event.workflow_id))
                 key = parked_prefix(event.workflow_id) + event.event_id.encode()
                 # Without its trace context: a release before it read parked rows with
                 # extra fields forbidden (a rollback must still unpark); the record's
@@ -380,25 +412,47 @@ class Processor:
     # -- records ---------------------------------------------------------------
 
     def _record(self, batch: Batch, partition: int, workflow_id: str) -> WorkflowRecord | None:
-        cached = batch.records.get((partition, workflow_id), ...)
+        slot = (partition, workflow_id)
+        cached = batch.records.get(slot, ...)
         if cached is not ...:
             return cached
-        raw = batch.overlay.get(Table.RECORDS, partition, workflow_id.encode())
-        record = None if raw is None else _load(raw, workflow_id)
-        batch.records[(partition, workflow_id)] = record
+        key = workflow_id.encode()
+        record = None
+        if not batch.overlay.has_pending(Table.RECORDS, partition, key):
+            record = self.memo.record(slot)
+        if record is None:
+            raw = batch.overlay.get(Table.RECORDS, partition, key)
+            record = None if raw is None else _load(raw, workflow_id)
+        batch.records[slot] = record
         return record
 
     def _store(self, batch: Batch, partition: int, record: WorkflowRecord) -> None:
-        batch.records[(partition, record.workflow_id)] = record
-        raw = record.model_dump_json().encode()
-        batch.overlay.put(Table.RECORDS, partition, record.workflow_id.encode(), raw)
+        slot = (partition, record.workflow_id)
+        batch.records[slot] = batch.stored[slot] = record
+        self.memo.written(slot)
+        batch.overlay.put_deferred(
+            Table.RECORDS, partition, record.workflow_id.encode(), record.encoded
+        )
 
     def _parked(
         self, batch: Batch, partition: int, workflow_id: str
     ) -> list[tuple[bytes, TrackedEvent]]:
+        if workflow_id not in self._parked_in(batch, partition):
+            return []
         prefix = parked_prefix(workflow_id)
         rows = batch.overlay.scan(Table.PARKED, partition, prefix, prefix_end(prefix), 10_000)
+        if not rows:
+            batch.unparked.add((partition, workflow_id))
         return [(key, TrackedEvent.model_validate_json(value)) for key, value in rows]
+
+    def _parked_in(self, batch: Batch, partition: int) -> set[str]:
+        """The workflows of ``partition`` that may have parked events (``CommittedMemo``);
+        the tables are scanned for them once per partition."""
+        known = self.memo.parked_in(partition)
+        if known is None:
+            rows = batch.overlay.base.scan(Table.PARKED, partition, b"", _NO_PARKED_KEY, 1 << 62)
+            known = self.memo.know_parked(partition, (parked_workflow(key) for key, _ in rows))
+        return known
 
     # -- admission control -------------------------------------------------------
 
@@ -425,6 +479,9 @@ def _load(raw: bytes, workflow_id: str) -> WorkflowRecord:
     except StoredRecordError as exc:
         raise StoredRecordError(f"workflow {workflow_id!r}: {exc}") from None
 
+
+_NO_PARKED_KEY = b"\xff"
+"""Above every parked key (they start with an ASCII length)."""
 
 _NO_TIMER_KEY = b"\xff"
 """Above every timer key (they are ASCII up to the workflow id, and start with digits)."""

@@ -247,6 +247,10 @@ class WorkflowRecord(_Stored):
         """The record as a plain dict of JSON types, for the state table."""
         return self.model_dump(mode="json")
 
+    def encoded(self) -> bytes:
+        """The stored form (``from_json`` reads it back)."""
+        return self.model_dump_json().encode()
+
     @classmethod
     def from_json(cls, raw: bytes) -> WorkflowRecord:
         """Read a stored record from its JSON bytes, whichever release wrote it.

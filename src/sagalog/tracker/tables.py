@@ -21,7 +21,7 @@ order, which is what makes timers cheap to find (see ``sagalog.tracker.timers``)
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from sagalog.topic_names import RECORDS_TABLE
@@ -63,6 +63,12 @@ def parked_prefix(workflow_id: str) -> bytes:
     """Length-prefixed, so ``a`` and ``a|b`` never share a prefix."""
     raw = workflow_id.encode()
     return b"%06d%s|" % (len(raw), raw)
+
+
+def parked_workflow(key: bytes) -> str:
+    """The workflow id of a parked event's key (``parked_prefix`` read back)."""
+    length = int(key[:6])
+    return key[6 : 6 + length].decode()
 
 
 def prefix_end(prefix: bytes) -> bytes:
@@ -109,22 +115,41 @@ class MemoryTables:
 
 _DELETED = None
 
+Encode = Callable[[], bytes]
+"""A value encoded only when it is read or written back (``Overlay.put_deferred``)."""
+
+
+def _value(pending: bytes | Encode | None) -> bytes | None:
+    return pending() if callable(pending) else pending
+
 
 class Overlay:
     """One batch's pending writes over ``Tables``: read-your-writes now, written back later."""
 
     def __init__(self, base: Tables) -> None:
         self.base = base
-        self.pending: dict[Table, dict[tuple[int, bytes], bytes | None]] = {t: {} for t in Table}
+        self.pending: dict[Table, dict[tuple[int, bytes], bytes | Encode | None]] = {
+            t: {} for t in Table
+        }
 
     def get(self, table: Table, partition: int, key: bytes) -> bytes | None:
         pending = self.pending[table]
         if (partition, key) in pending:
-            return pending[(partition, key)]
+            return _value(pending[(partition, key)])
         return self.base.get(table, partition, key)
 
     def put(self, table: Table, partition: int, key: bytes, value: bytes) -> None:
         self.pending[table][(partition, key)] = value
+
+    def put_deferred(self, table: Table, partition: int, key: bytes, encode: Encode) -> None:
+        """Put the value ``encode`` returns, calling it only when the value is read or
+        written back: a key changed several times in one batch (a workflow's record, by
+        each of its events) is encoded once and written once."""
+        self.pending[table][(partition, key)] = encode
+
+    def has_pending(self, table: Table, partition: int, key: bytes) -> bool:
+        """Whether this batch wrote or deleted ``key``."""
+        return (partition, key) in self.pending[table]
 
     def delete(self, table: Table, partition: int, key: bytes) -> None:
         """Delete ``key``; a key that is not stored (or only put in this batch) costs nothing.
@@ -150,17 +175,18 @@ class Overlay:
         deleted = sum(1 for v in pending.values() if v is _DELETED)
         merged = dict(self.base.scan(table, partition, lower, upper, limit + deleted))
         for key, value in pending.items():
-            if value is _DELETED:
+            if value is None:  # deleted
                 merged.pop(key, None)
             else:
-                merged[key] = value
+                merged[key] = value() if callable(value) else value
         return sorted(merged.items())[:limit]
 
     def write_back(self) -> int:
         """Write every pending change to the base, records last; how many were written."""
         written = 0
         for table in WRITE_ORDER:
-            for (partition, key), value in self.pending[table].items():
+            for (partition, key), pending in self.pending[table].items():
+                value = _value(pending)
                 if value is _DELETED:
                     self.base.delete(table, partition, key)
                 else:

@@ -44,7 +44,7 @@ from sagalog.contracts.hash_chain import content_hash
 from sagalog.events import StateTransition
 from sagalog.flows.registry import FlowRegistry
 from sagalog.health import HealthBook, logged_changes
-from sagalog.memory import release_free_memory
+from sagalog.memory import release_free_memory, tune_collector
 from sagalog.metrics import TRACKER_BATCH_RECORDS, TRACKER_BATCH_SECONDS
 from sagalog.rocksdb_options import MemoryBudget
 from sagalog.services.tracker import exported_metrics, faust_internals
@@ -122,6 +122,7 @@ class Tracker:
                 max_wait_ms=int(settings.compensation_max_wait_s * 1000),
             ),
             on_transition=self._transitioned,
+            records_kept=settings.records_kept,
         )
         self.tally = Tally(decided=self.processor.outcomes)
         self.counts: Counter[str] = Counter()
@@ -208,6 +209,7 @@ class Tracker:
 
         async def recovered() -> None:
             release_free_memory()  # the restore's peak is not what a waiting tracker needs
+            tune_collector(settings.gc_young_threshold)
             self.ready = True
             log.info(
                 "tables ready after %.2f s (restore from the changelogs included)",
@@ -225,6 +227,7 @@ class Tracker:
 
         async def assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
             await self.turns.release()  # faust has put the new assignment's tables in place
+            self.processor.forget()  # another worker may have changed them meanwhile
             assigned = args[0] if args else kwargs.get("assigned", ())
             changelogs = app.tables.changelog_topics
             self.unresumed = {
@@ -241,6 +244,7 @@ class Tracker:
 
         async def revoked(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
             await self.turns.hold()  # the batch in hand ends before faust lets its tables go
+            self.processor.forget()
             await self._commit_offsets()  # the next owner starts where this one finished
             self.offsets.clear()
             # Whatever comes back is taken again, fencing whoever had it meanwhile.
