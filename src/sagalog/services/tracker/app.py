@@ -50,6 +50,7 @@ from sagalog.rocksdb_options import MemoryBudget
 from sagalog.services.tracker import exported_metrics, faust_internals
 from sagalog.services.tracker.backlog import BacklogProbe
 from sagalog.services.tracker.batching import drained_batches, of_generation
+from sagalog.services.tracker.bulk_restore import ChangelogLoader
 from sagalog.services.tracker.caught_up import unread
 from sagalog.services.tracker.clock import TrackerClock
 from sagalog.services.tracker.exits import crash
@@ -193,17 +194,23 @@ class Tracker:
             topic_configs=profile_config(settings),
         )
         self.store = FaustTables(self.tables, self.sink)
+        # Never joined: both read by assignment, under the group the tracker's ACLs name.
+        group = f"{settings.app_id}-changelog-tail"
         tails = TailReader(
+            settings.kafka_config(**{"group.id": group, "client.id": group}),
+            clock=time.monotonic,
+        )
+        loader = ChangelogLoader(
             settings.kafka_config(
-                **{
-                    "group.id": f"{settings.app_id}-changelog-tail",
-                    "client.id": f"{settings.app_id}-changelog-tail",
-                }
+                **{"group.id": group, "client.id": f"{settings.app_id}-changelog-restore"}
             ),
             clock=time.monotonic,
         )
         faust_internals.use_recovery(
-            app, partial(CommittedRecovery, tails=tails, take=self.sink.transactions.take)
+            app,
+            partial(
+                CommittedRecovery, tails=tails, loader=loader, take=self.sink.transactions.take
+            ),
         )
         started = time.monotonic()
 

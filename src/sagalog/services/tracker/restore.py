@@ -19,14 +19,17 @@ position, which runs ahead of the records it has applied).
 So the target is made exact instead: the offset of the last committed record of each
 partition, found by reading the partition's tail with a ``read_committed`` consumer
 (aborted records and markers are never returned; only the end is read, widening the
-window when the tail holds nothing committed). faust then restores up to that record
-and no further, by its own rules. A worker restarting with current tables has
-already applied that record, and restores nothing.
+window when the tail holds nothing committed). A worker restarting with current
+tables has already applied that record, and restores nothing.
+
+3. **It restores up to there, in bulk** (``bulk_restore``): some ten times faster than
+   faust's record-at-a-time path, which then finds every partition current.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
@@ -34,6 +37,8 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from faust.tables.recovery import Recovery
 
 from sagalog.errors import ServiceUnavailableError
+from sagalog.services.tracker import faust_internals
+from sagalog.services.tracker.bulk_restore import ChangelogLoader, Span
 
 Position = tuple[str, int]
 
@@ -134,6 +139,7 @@ class CommittedRecovery(Recovery):
 
     Args:
         tails: finds the last committed records.
+        loader: restores changelog partitions in bulk.
         take: takes the transactional ids of the given partitions (``fencing``).
     """
 
@@ -141,10 +147,12 @@ class CommittedRecovery(Recovery):
         self,
         *args: Any,
         tails: TailReader,
+        loader: ChangelogLoader,
         take: Callable[[set[int]], Awaitable[None]],
         **kwargs: Any,
     ) -> None:
         self.tails = tails
+        self.loader = loader
         self.take = take
         super().__init__(*args, **kwargs)
 
@@ -161,6 +169,44 @@ class CommittedRecovery(Recovery):
             key = (tp.topic, tp.partition)
             if key in last:
                 destination[tp] = last[key]
+        await self._load(destination, self.active_offsets if title == "active" else None)
+
+    async def _load(self, highwaters: Any, offsets: Any) -> None:
+        """Restore each active partition up to its highwater in bulk, and tell faust
+        where its RocksDB is now (``offsets``: faust's persisted offsets, read at the
+        assignment; None for standbys, which faust keeps reading record by record)."""
+        if offsets is None:
+            return
+        spans = []
+        for tp, last in highwaters.items():
+            persisted = offsets.get(tp)
+            table = self.tp_to_table.get(tp)
+            if table is None:
+                continue
+            spans.append(
+                Span(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    first=0 if persisted is None else persisted + 1,
+                    last=last,
+                    db=faust_internals.db_for_write(table, tp.partition),
+                    offset_key=faust_internals.offset_key(table),
+                )
+            )
+        started = time.monotonic()
+        applied = await asyncio.to_thread(self.loader.load, spans)
+        for tp in list(highwaters):
+            offset = applied.get((tp.topic, tp.partition))
+            if offset is not None:
+                offsets[tp] = offset
+        if applied:
+            records = sum(s.last - s.first + 1 for s in spans if s.position in applied)
+            self.log.info(
+                "restored %d changelog partitions in bulk (offsets %d wide) in %.2f s",
+                len(applied),
+                records,
+                time.monotonic() - started,
+            )
 
     async def on_recovery_completed(self, generation_id: int = 0) -> None:
         """Seek the stream partitions to their committed offsets, then let records flow.
