@@ -1,5 +1,5 @@
 """Give freed heap back to the operating system after a burst of allocation, and keep
-Python's cycle collector off what a long-running service holds for good.
+Python's cycle collector from traversing the heap for nothing on a hot path.
 
 glibc's malloc keeps freed memory in its arenas, so a service that once rebuilt a
 projection of 100,000 workflows would keep that peak as its RSS while it waits.
@@ -28,18 +28,20 @@ def release_free_memory() -> bool:
 
 
 def tune_collector(young_threshold: int) -> None:
-    """Freeze what the service holds now, and collect the youngest generation every
-    ``young_threshold`` allocations (0: leave Python's default).
+    """Collect the youngest generation every ``young_threshold`` allocations instead of
+    Python's 700 (0: leave the default).
 
-    Called once a service is ready (its tables restored, its modules loaded): the
-    objects alive then live as long as the process, and frozen, no collection
-    traverses them again. A hot path that allocates per event but makes no cycles
-    (decoding, deciding, encoding) pays for every collection its allocations trigger,
-    each traversing the young objects and, every hundred or so, the whole heap: on
-    the tracker's decide path that was a fifth of its time. Reference counting still
-    frees everything at once; the collector still runs, rarer.
+    A hot path that allocates per event but makes no reference cycles (decoding,
+    deciding, encoding) pays for every collection its allocations trigger, each
+    traversing the young objects and, every hundred or so, the whole heap. Measured on
+    the tracker's decide path alone (``python -m tests.bench.processor``, remembering
+    4,096 records): 117 µs per event with the collector on, 85 with it off. Reference
+    counting still frees everything at once; the collector still runs, rarer.
+
+    Not ``gc.freeze()``: frozen objects are never collected, and faust's stream
+    generators end in reference cycles whose finalization its shutdown waits for (a
+    tracker frozen after start-up hung on SIGTERM).
     """
-    gc.freeze()
     if young_threshold:
         _, middle, old = gc.get_threshold()
         gc.set_threshold(young_threshold, middle, old)

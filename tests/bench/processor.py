@@ -115,7 +115,7 @@ def run(workflows: int, batch_size: int, profile: bool) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as scratch:
         flows = registry(Path(scratch))
     events = inputs(workflows)
-    # As the service runs: its heap frozen once ready, the collector tuned.
+    # As the service runs: the collector tuned once it is ready.
     tune_collector(TrackerSettings.model_fields["gc_young_threshold"].default)
     sink = CountingSink()
     processor = Processor(registry=flows, secret=b"x" * 32, partitions=1, sink=sink)
