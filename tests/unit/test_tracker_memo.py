@@ -214,3 +214,20 @@ def test_a_memo_that_keeps_nothing_never_answers() -> None:
 def test_a_parked_key_names_its_workflow() -> None:
     for workflow_id in ("wf-1", "a|b", "ünï"):
         assert parked_workflow(parked_prefix(workflow_id) + b"event-9") == workflow_id
+
+
+def test_a_record_written_over_in_its_own_batch_is_not_remembered(lab: Lab) -> None:
+    lab.send(SUBMITTED, "wf-1", "e1")
+    lab.commit()
+    lab.send(RESERVED, "wf-1", "e2")
+    # Something else writes the key after the processor stored it, in the same batch.
+    changed = lab.seen("wf-1").model_copy(update={"current": "retrieve_policies"})
+    lab.batch.overlay.put(Table.RECORDS, 0, b"wf-1", changed.encoded())
+    lab.commit()
+    hits = lab.processor.memo.hits
+
+    lab.send(RETRIEVED, "wf-1", "e4")
+
+    assert lab.processor.memo.hits == hits
+    lab.commit()
+    assert lab.stored("wf-1").current == "manager_approval"

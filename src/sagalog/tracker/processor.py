@@ -165,6 +165,7 @@ class Processor:
         how many writes. Only then does the memo keep the batch's records."""
         for partition, key in batch.overlay.pending[Table.RECORDS]:
             self.memo.written((partition, key.decode()))  # written here, not by ``_store``
+        kept = _written_as_stored(batch)  # before the write-back empties the overlay
         try:
             await self.sink.flush()
             written = batch.overlay.write_back()
@@ -172,7 +173,7 @@ class Processor:
         except BaseException:
             self.memo.forget()
             raise
-        self.memo.committed(batch.stored.items())
+        self.memo.committed(kept)
         self.memo.unparked(batch.unparked)
         return written
 
@@ -471,6 +472,16 @@ class Processor:
         if policy is None:
             return []
         return admission_table.track(batch.overlay, partition, policy, before, after)
+
+
+def _written_as_stored(batch: Batch) -> list[tuple[tuple[int, str], WorkflowRecord]]:
+    """The records ``_store`` left, unless something else wrote their key after it."""
+    pending = batch.overlay.pending[Table.RECORDS]
+    return [
+        (slot, record)
+        for slot, record in batch.stored.items()
+        if getattr(pending.get((slot[0], slot[1].encode())), "__self__", None) is record
+    ]
 
 
 def _load(raw: bytes, workflow_id: str) -> WorkflowRecord:
