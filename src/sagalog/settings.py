@@ -121,8 +121,7 @@ class ClientSettings(BaseSettings):
 
 
 class ServiceSettings(ClientSettings):
-    """What a long-running service that speaks only Kafka adds: its health endpoints and
-    how its garbage collector runs.
+    """What a long-running service that speaks only Kafka adds: its health endpoints.
 
     The tracker and every agent take these (under their own prefix first, then
     ``SAGALOG_``); the gateway answers the same paths on its own HTTP port.
@@ -141,13 +140,6 @@ class ServiceSettings(ClientSettings):
         gt=0,
         description="/health/live fails once the service loop has not gone round for this "
         "long (a deadlock, a blocked event loop); a broker outage does not fail it.",
-    )
-    gc_young_threshold: int = Field(
-        default=10_000,
-        ge=0,
-        description="Allocations between two collections of Python's youngest generation "
-        "(0: Python's default, 700). Next to nothing a service allocates per event is in "
-        "a reference cycle, so frequent collections only traverse the heap for nothing.",
     )
 
 

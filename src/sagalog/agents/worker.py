@@ -57,7 +57,6 @@ from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import ConfigurationError, ServiceUnavailableError
 from sagalog.health import Health, HealthBook, Verdict
 from sagalog.health_server import HealthServer, serve_health
-from sagalog.memory import tune_collector
 from sagalog.tracing import configure_tracing
 
 Member = tuple[Agent, AgentSettings]
@@ -222,7 +221,6 @@ class AgentWorker:
         """
         configure_logging(json_lines=self.settings.log_json, level=self.settings.log_level)
         configure_tracing(self.name)
-        tune_collector(self.settings.gc_young_threshold)
         if install_signals:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
