@@ -361,3 +361,31 @@ def test_a_replacement_on_a_new_disk_rebuilds_what_its_handlers_read(lab_factory
     folded = [int(n) for n in re.findall(r"folded (\d+) event", replacement.log.read_text())]
     # each workflow's request and reservation at least, read back before the first release
     assert sum(folded) >= 60, folded
+
+
+def test_a_replacement_rebuilds_the_context_before_it_handles_a_retry_already_due(
+    lab_factory: Any,
+) -> None:
+    """The first instance defers a scored request to the retry topic (its ledger is
+    down) and stops. A replacement on a new disk rebuilds the input partition, not
+    the retry partition (it holds copies of input events and flows at once), and the
+    due retry finds the request folded back from the log: the budget is reserved, not
+    dead-lettered as "no RequestSubmitted". (The order inside one poll, which the
+    chaos herd's second instance got wrong, is pinned by
+    test_agents_worker::test_records_polled_with_an_assignment_wait_for_the_rebuild.)"""
+    lab: AgentLab = lab_factory(partitions=1)
+    lab.faults(outage=True)
+    first = lab.agent(instance="a")
+    submit(publisher(lab), lab.topic, 1, workflow_id="wf-due")
+    assert wait_for_log(lab, '"action": "defer"'), lab.logs()[-3000:]
+    assert first.stop() == 0
+    lab.faults(outage=False)
+
+    replacement = lab.agent(instance="b", data_dir=str(lab.tmp / "data-new-disk"))
+    records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= 1)
+    assert replacement.stop() == 0
+    assert [r["headers"]["ce_workflowid"] for r in lab.outputs(RESERVED, records)] == ["wf-due"]
+    assert lab.outputs(FAILED, records) == []
+    assert lab.records(lab.deadletter, expect=lambda rs: False, timeout=2) == []
+    log = replacement.log.read_text()
+    assert re.search(r"folded [1-9]\d* event\(s\)", log), log[-3000:]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from procurement.events import BudgetReserved, RequestSubmitted
 from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError, RetryableError
@@ -373,6 +373,60 @@ def test_invalid_headers_are_dead_lettered_without_folding(worker: Any) -> None:
     worker._process([Record(original.position, original.key(), original.value(), headers)])
     assert worker.clients.producer.topics() == [DLQ]
     assert worker.store.context("wf-1").history == []
+
+
+class Reassigning(Consumer):
+    """A consumer that the group hands the input partition (committed up to offset 7,
+    behind the empty store) and the retry partition while it gathers a batch, and
+    whose gather goes on to return the retry partition's record: the retry partition
+    is not paused for a rebuild."""
+
+    def __init__(self, worker: AgentWorker, first: Record, gathered: Record) -> None:
+        super().__init__()
+        self.worker, self.first, self.gathered = worker, first, gathered
+        self.resumed: list[tuple[str, int]] = []
+
+    def poll(self, timeout: float) -> Record:
+        return self.first
+
+    def consume(self, num_messages: int, timeout: float) -> list[Record]:
+        partitions = [TopicPartition(TOPIC, 0), TopicPartition(RETRY, 0)]
+        self.worker.assignment.on_assign(self, partitions)
+        return [self.gathered]
+
+    def assign(self, partitions: list[Any]) -> None:
+        pass
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        return [TopicPartition(tp.topic, tp.partition, 7) for tp in partitions]
+
+    def resume(self, partitions: list[Any]) -> None:
+        self.resumed.extend((tp.topic, tp.partition) for tp in partitions)
+
+
+def test_records_polled_with_an_assignment_wait_for_the_rebuild_of_its_partitions(
+    worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen in the chaos herd: a retry returned by the same poll as the assignment was
+    handled before the input partition holding its context was rebuilt."""
+    rebuilt: list[tuple[dict[Any, int], int]] = []
+
+    def hydrate(settings: Any, store: StateStore, targets: dict[Any, int], **_: Any) -> int:
+        rebuilt.append((dict(targets), worker.stats.handled))
+        return 0
+
+    monkeypatch.setattr("sagalog.agents.assignment.hydrate", hydrate)
+    unrelated = BudgetReserved(reservation_id="R", cost_center="C", amount=1, currency="EUR")
+    first = record(worker, unrelated, workflow_id="wf-0", event_id="e0", offset=1)
+    original = record(worker, submitted("wf-1"), workflow_id="wf-1", event_id="e1", offset=5)
+    due = retried(original, offset=3, attempt=1, due_ms=NOW_MS)
+    worker.clients.consumer = consumer = Reassigning(worker, first, due)
+    worker._iteration()
+    # only the input partition is rebuilt (the retry topic holds copies of input
+    # events), and before the retry is handled
+    assert rebuilt == [({(TOPIC, 0): 7}, 0)]
+    assert consumer.paused == [(TOPIC, 0, -1001)] and consumer.resumed == [(TOPIC, 0)]
+    assert worker.stats.handled == 1
 
 
 def test_checkpoints_are_the_offset_after_each_input_partition_s_last_record() -> None:

@@ -1,9 +1,14 @@
 """Which partitions an instance reads, and when: assignment, hydration and retry holds.
 
-A partition assigned with a committed offset ahead of the local checkpoint is paused
-until its projection is rebuilt from the log (``hydration``): a handler never sees a
-context missing events that were handled before. A retry partition whose head is not
-due is paused until it is (``triage.hold_not_due``), instead of spinning on it.
+An input partition assigned with a committed offset ahead of the local checkpoint is
+paused until its projection is rebuilt from the log (``hydration``): a handler never
+sees a context missing events that were handled before. The rebuild runs before any
+record polled with the assignment is handled, whichever partition it came from: a
+retry record's context is folded from its *input* partition (the retry topic holds
+copies of input events, so it is never hydrated itself and flows at once).
+
+A retry partition whose head is not due is paused until it is
+(``triage.hold_not_due``), instead of spinning on it.
 """
 
 from __future__ import annotations
@@ -106,7 +111,9 @@ class Assignment:
     @staticmethod
     def _behind(lane: Lane, tp: TopicPartition) -> bool:
         assert lane.store is not None
-        return tp.topic in lane.topics and tp.offset > lane.store.checkpoint(tp.topic, tp.partition)
+        if tp.topic not in lane.agent.topics:
+            return False
+        return tp.offset > lane.store.checkpoint(tp.topic, tp.partition)
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -137,7 +144,7 @@ class Assignment:
             behind = {
                 (topic, partition): offset
                 for (topic, partition), offset in targets.items()
-                if topic in lane.topics and offset > lane.store.checkpoint(topic, partition)
+                if self._behind(lane, TopicPartition(topic, partition, offset))
             }
             if behind:
                 folded += hydrate(
