@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from demo.scenario import Plan, Request
+from sagalog.contracts.headers import H_WORKFLOW_ID
 from sagalog.dead_letters import H_DLQ_AGENT
 
 if TYPE_CHECKING:
@@ -377,10 +378,15 @@ def ledger_outage(run: ChaosRun, rng: random.Random, window_s: float) -> Injecti
 
 
 def ledger_outage_verify(run: ChaosRun, requests: list[Request]) -> list[str]:
-    """The budget agent (the ledger's caller) dead-lettered nothing, and no reservation
-    failed. Other dead letters are the mix's own: the FAIL plan's vendor refuses orders."""
+    """The budget agent (the ledger's caller) dead-lettered nothing of this round's
+    workflows, and no reservation failed. Other dead letters are the mix's own (the
+    FAIL plan's vendor refuses orders) or an earlier round's: the recorder keeps every
+    dead letter of the run, and the poison round's have no workflow at all."""
+    ours = {r.workflow_id for r in requests}
     lettered = [
-        h for h in run.recorder.deadletters() if h.get(H_DLQ_AGENT, "").startswith("budget-agent")
+        h
+        for h in run.recorder.deadletters()
+        if h.get(H_DLQ_AGENT, "").startswith("budget-agent") and h.get(H_WORKFLOW_ID) in ours
     ]
     failed = [
         r.workflow_id
