@@ -118,6 +118,14 @@ TRACKER_DECISIONS = Family(
     "a batch the broker aborted is decided, and counted, again",
     ("outcome",),
 )
+TRACKER_RECORD_READS = Family(
+    "sagalog_tracker_record_reads",
+    "counter",
+    "Workflow records the tracker read, by where from: memory (a record its last "
+    "batches committed) or tables (RocksDB). Many table reads under load: raise "
+    "SAGALOG_TRACKER_RECORDS_KEPT",
+    ("source",),
+)
 WORKFLOWS = Family(
     "sagalog_workflows",
     "gauge",
@@ -141,6 +149,7 @@ FAMILIES = (
     RATE_LIMIT_WAIT_SECONDS,
     CONSUMER_LAG,
     TRACKER_DECISIONS,
+    TRACKER_RECORD_READS,
     WORKFLOWS,
     ROCKSDB_SIZE,
 )

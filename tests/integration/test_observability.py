@@ -131,6 +131,9 @@ def test_promql_counts_the_reference_run_and_each_workflow_is_one_trace(
         assert batches is not None and batches > 0
         transactions = p.scalar('sum(sagalog_transactions_total{outcome="committed"})')
         assert transactions is not None and transactions > 0
+        # a workflow's next event finds its record kept from the batch before
+        remembered = p.scalar('sum(sagalog_tracker_record_reads_total{source="memory"})')
+        assert remembered is not None and remembered > 0
         in_state = p.query("sagalog_time_in_state_seconds_count")
         assert {r["metric"]["state"] for r in in_state} >= {"pending_approval"}
         decisions = p.scalar('sum(sagalog_gateway_requests_total{route=~"/v1/gates.*"})')

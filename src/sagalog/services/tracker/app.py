@@ -343,6 +343,7 @@ class Tracker:
             finished=self.offsets.finished,
             highwater=consumer.highwater,
             tables_dir=Path(self.app.conf.tabledir),
+            memo=self.processor.memo,
         )
 
     async def run_batch(self, events: Any) -> None:

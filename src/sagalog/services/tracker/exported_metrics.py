@@ -15,6 +15,7 @@ from typing import Any
 
 from sagalog import metrics
 from sagalog.services.tracker.tally import Tally
+from sagalog.tracker.memo import CommittedMemo
 
 SERVICE = "saga-tracker"
 
@@ -26,6 +27,7 @@ def export(
     finished: Mapping[Any, int],
     highwater: Callable[[Any], int | None],
     tables_dir: Path,
+    memo: CommittedMemo,
 ) -> Callable[[], None]:
     """Serve the worker's figures to Prometheus until the returned undo is called.
 
@@ -33,6 +35,7 @@ def export(
         ended: transactions by outcome (``PartitionTransactions.ended``).
         finished: per input partition, the offset after the last finished record.
         highwater: an input partition's high watermark as the consumer last saw it.
+        memo: the processor's memory of committed records (its hits and misses).
     """
 
     def transitions() -> metrics.Samples:
@@ -59,6 +62,10 @@ def export(
         metrics.read(
             metrics.TRANSACTIONS,
             lambda: [((SERVICE, outcome), n) for outcome, n in dict(ended).items()],
+        ),
+        metrics.read(
+            metrics.TRACKER_RECORD_READS,
+            lambda: [(("memory",), memo.hits), (("tables",), memo.misses)],
         ),
         metrics.read(metrics.CONSUMER_LAG, lag),
         metrics.read(metrics.ROCKSDB_SIZE, lambda: table_sizes(tables_dir)),
