@@ -15,11 +15,11 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from sagalog.agents.exceptions import BROKER_AWAY, ClientHung, ConsumerFailed, is_fatal
+from sagalog.agents.helper_thread import HelperThread
 from sagalog.agents.recovery import FENCED_INSTANCE_ID, RejoinBudget
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.telemetry import AgentTelemetry
@@ -71,8 +71,8 @@ class KafkaClients:
         """The consumer's lag per partition, as librdkafka last reported it (``metrics``)."""
         self._helper = self._new_helper()
 
-    def _new_helper(self) -> ThreadPoolExecutor:
-        return ThreadPoolExecutor(1, thread_name_prefix=f"sagalog-{self.agent}-bounded")
+    def _new_helper(self) -> HelperThread:
+        return HelperThread(f"sagalog-{self.agent}-bounded")
 
     def _who(self) -> str:
         return f"agent '{self.agent}' instance '{self.settings.instance_id}'"
@@ -181,7 +181,7 @@ class KafkaClients:
         with contextlib.suppress(Exception):
             if self.producer is not None:
                 self.producer.flush(5)
-        self._helper.shutdown(wait=False)
+        self._helper.shutdown()
 
     def new_consumer(self) -> Consumer:
         consumer = Consumer(
@@ -319,8 +319,9 @@ class KafkaClients:
                     raise  # the call itself raised it
             if self.consumer_fatal is None and self.clock() < deadline:
                 continue
-            # Abandoned: its thread may never come back, so later calls get a new one.
-            self._helper.shutdown(wait=False)
+            # Abandoned: its thread may never come back, so later calls get a new one
+            # (a daemon thread: the process can still exit, ``helper_thread``).
+            self._helper.shutdown()
             self._helper = self._new_helper()
             if self.consumer_fatal is not None:
                 self.raise_if_consumer_failed()

@@ -169,14 +169,13 @@ class CommittedRecovery(Recovery):
             key = (tp.topic, tp.partition)
             if key in last:
                 destination[tp] = last[key]
-        await self._load(destination, self.active_offsets if title == "active" else None)
+        if title == "active":  # standbys: faust keeps reading them record by record
+            await self._load(destination, self.active_offsets)
 
     async def _load(self, highwaters: Any, offsets: Any) -> None:
         """Restore each active partition up to its highwater in bulk, and tell faust
         where its RocksDB is now (``offsets``: faust's persisted offsets, read at the
-        assignment; None for standbys, which faust keeps reading record by record)."""
-        if offsets is None:
-            return
+        assignment)."""
         spans = []
         for tp, last in highwaters.items():
             persisted = offsets.get(tp)
