@@ -98,6 +98,8 @@ def inputs(workflows: int) -> list[tuple[TrackedEvent, SealedEvent]]:
                 source="bench",
                 workflow_id=workflow_id,
                 time=dt.datetime.fromtimestamp((T0 + step * 1000) / 1000, dt.UTC),
+                # as an agent's output carries it: the workflow's trace, a span per event
+                traceparent=f"00-{n + 1:032x}-{offset + 1:016x}-01",
             )
             sealed = SealedEvent(
                 topic=TOPIC,

@@ -10,8 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sagalog.agents.circuit_breaker import BreakerPolicy
+import pytest
+
+from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
 from sagalog.agents.context import HandlerContext, idempotency_key
+from sagalog.agents.failures import DependencyUnavailable
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.intents import (
     EffectIntent,
@@ -24,6 +27,7 @@ from sagalog.agents.state_store import StateStore, WorkflowContext
 from sagalog.contracts.headers import EventHeaders
 
 from .fakes import FakeClock
+from .timing import VirtualTimeLoop, run_virtual
 
 KEY = idempotency_key(agent="budget", event_id="e1", effect="ledger.reserve", occurrence=0)
 
@@ -58,7 +62,9 @@ class Ledger:
         return self.effects.get(idempotency_key)
 
 
-def _context(store: StateStore, *, attempt: int = 1) -> HandlerContext:
+def _context(
+    store: StateStore, *, attempt: int = 1, flow: FlowControl | None = None
+) -> HandlerContext:
     return HandlerContext(
         agent="budget",
         step="reserve_budget",
@@ -66,12 +72,23 @@ def _context(store: StateStore, *, attempt: int = 1) -> HandlerContext:
         attempt=attempt,
         workflow=WorkflowContext("wf-1"),
         store=store,
-        flow=FlowControl(
+        flow=flow
+        or FlowControl(
             breaker_policy=BreakerPolicy(failure_threshold=5, open_for_s=10.0),
             rate_limits={},
             max_rate_wait_s=1.0,
             clock=FakeClock(),
         ),
+    )
+
+
+def _limited(loop: VirtualTimeLoop, *, max_wait_s: float = 1.0) -> FlowControl:
+    """The ledger at 10 calls/s for this instance, its bucket empty (as after a start)."""
+    return FlowControl(
+        breaker_policy=BreakerPolicy(failure_threshold=5, open_for_s=10.0),
+        rate_limits={"ledger": 10.0},
+        max_rate_wait_s=max_wait_s,
+        clock=loop.time,
     )
 
 
@@ -144,6 +161,58 @@ def test_a_lookup_that_finds_nothing_calls_again(tmp_path: Path) -> None:
     (recorded,) = ctx.recorded
     assert recorded.reconciliation is not None
     assert recorded.reconciliation.startswith(Settlement.NOT_FOUND_CALLED_AGAIN.value)
+
+
+def test_a_lookup_and_the_call_after_it_take_a_rate_slot_each(tmp_path: Path) -> None:
+    """Both reach the dependency; the call rode on the lookup's slot before, so an
+    outage that left many intents could bring twice the limit on its recovery."""
+    ledger = Ledger()
+    store = _crash_then_restart(tmp_path, ledger)
+    ledger.effects.clear()  # the lookup finds nothing: the call goes again
+    arrived: list[tuple[str, float]] = []
+
+    async def attempt(loop: VirtualTimeLoop) -> None:
+        async def lookup(*, idempotency_key: str) -> dict[str, Any] | None:
+            arrived.append(("lookup", loop.time()))
+            return await ledger.lookup(idempotency_key=idempotency_key)
+
+        async def reserve(amount: int, *, idempotency_key: str) -> dict[str, Any]:
+            arrived.append(("call", loop.time()))
+            return ledger.reserve(amount, idempotency_key=idempotency_key)
+
+        ctx = _context(store, flow=_limited(loop))
+        await ctx.effect("ledger.reserve", reserve, 40, lookup=lookup)
+
+    run_virtual(attempt)
+    assert arrived == [("lookup", pytest.approx(0.1)), ("call", pytest.approx(0.2))]
+
+
+def test_a_call_after_a_lookup_without_a_rate_slot_soon_is_deferred_and_keeps_its_intent(
+    tmp_path: Path,
+) -> None:
+    ledger = Ledger()
+    store = _crash_then_restart(tmp_path, ledger)
+    ledger.effects.clear()
+
+    async def attempt(loop: VirtualTimeLoop) -> FlowControl:
+        flow = _limited(loop, max_wait_s=0.15)
+
+        async def lookup(*, idempotency_key: str) -> dict[str, Any] | None:
+            for _ in range(3):  # other handlers take the next slots meanwhile
+                flow.limits.reserve("ledger")
+            return await ledger.lookup(idempotency_key=idempotency_key)
+
+        with pytest.raises(DependencyUnavailable):
+            await _context(store, flow=flow).effect(
+                "ledger.reserve", ledger.reserve, 40, lookup=lookup
+            )
+        return flow
+
+    flow = run_virtual(attempt)
+    assert ledger.lookups == [KEY] and ledger.calls == [KEY]  # the crashed call only
+    assert store.effect_intent(KEY) is not None  # the next attempt looks it up again
+    # the lookup was answered: the dependency is up, whatever the rate said after
+    assert flow.breaker("ledger").state is BreakerState.CLOSED
 
 
 def test_a_redelivery_after_the_result_was_recorded_neither_looks_up_nor_calls(

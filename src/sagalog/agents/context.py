@@ -151,6 +151,7 @@ class HandlerContext:
         earlier = self.store.effect_intent(key)
         await self.flow.admit(dependency, key=self.event_id)
         self.effects_called += 1
+        unpaced: DependencyUnavailable | None = None
         try:
             if earlier is None:
                 intent = EffectIntent(
@@ -174,6 +175,12 @@ class HandlerContext:
                 if settlement is Settlement.FOUND:
                     result = found
                 else:
+                    if lookup is not None:
+                        try:
+                            await self.flow.pace(dependency)  # a second call: its own slot
+                        except DependencyUnavailable as exc:
+                            unpaced = exc
+                            raise
                     result = await _invoke(call, *args, idempotency_key=key, **kwargs)
         except NonRetryableError:
             # The dependency answered, with a refusal of this request (a 4xx): it is
@@ -181,7 +188,12 @@ class HandlerContext:
             # and hold back every other workflow's calls.
             self.flow.succeeded(dependency)
             raise
-        except BaseException:
+        except BaseException as exc:
+            if exc is unpaced:
+                # The lookup was answered (the dependency is up; a probe reports so)
+                # and the call has no rate slot soon: deferred, the intent stays.
+                self.flow.succeeded(dependency)
+                raise
             # A cancelled call (the step timed out) counts against the dependency too,
             # and every admitted half-open probe must report back.
             self.flow.failed(dependency, key=self.event_id)

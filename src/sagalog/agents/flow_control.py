@@ -71,6 +71,26 @@ class FlowControl:
         if not breaker.would_allow(key):
             breaker.refused(key)
             raise self._refused(breaker, key)
+        await self.pace(dependency)
+        before = breaker.state
+        if not breaker.allow(key):
+            raise self._refused(breaker, key)
+        self._notify(dependency, before, breaker.state)
+        return breaker.is_probing()
+
+    async def pace(self, dependency: str) -> None:
+        """Wait for the rate slot of one more call within an admitted one.
+
+        An effect whose earlier attempt left an intent asks the dependency twice: a
+        lookup, then (nothing found) the call. Both reach the dependency, so each takes
+        a slot of its rate limit; the breaker admitted the attempt once. Before, the
+        call rode on the lookup's slot: after an outage that left many intents, up to
+        twice the limit.
+
+        Raises:
+            DependencyUnavailable: the slot is further off than ``max_rate_wait_s``
+                (the attempt is deferred; the intent stays for the next one).
+        """
         wait = self.limits.reserve(dependency, max_wait_s=self.max_rate_wait_s)
         if wait is None:
             raise DependencyUnavailable(
@@ -80,11 +100,6 @@ class FlowControl:
             self.rate_waits[dependency] += 1
             self.rate_waited_s[dependency] = self.rate_waited_s.get(dependency, 0.0) + wait
             await asyncio.sleep(wait)
-        before = breaker.state
-        if not breaker.allow(key):
-            raise self._refused(breaker, key)
-        self._notify(dependency, before, breaker.state)
-        return breaker.is_probing()
 
     def _refused(self, breaker: CircuitBreaker, key: str | None) -> DependencyUnavailable:
         if breaker.steps_aside(key):  # another caller probes first: come back next period
