@@ -1,6 +1,7 @@
 """The tracker's bulk restore (``services.tracker.bulk_restore``) on the real broker: a
 changelog partition written in transactions, as the tracker writes it, read into a
-fresh RocksDB as faust would have restored it.
+fresh RocksDB as faust would have restored it; and where a restore stops
+(``services.tracker.restore``) when a transaction is left open in the partition.
 """
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ import time
 from pathlib import Path
 
 import rocksdict
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from sagalog.cluster import connect_admin
 from sagalog.services.tracker.bulk_restore import ChangelogLoader, Span
+from sagalog.services.tracker.restore import TailReader, restore_target
 from sagalog.settings import ClientSettings
 
 from .project import Project
@@ -115,3 +117,37 @@ def test_a_partition_with_nothing_to_restore_is_not_read(
 
     assert load(settings, topic, db, first=0, last=-1) == {}
     assert contents(db) == {}
+
+
+def test_a_store_past_an_open_transaction_is_kept_and_one_past_the_log_is_not(
+    project: Project, settings: ClientSettings
+) -> None:
+    """What a broker that dropped a commit's markers leaves: records 4-5 in a transaction
+    nobody will end, which a ``read_committed`` reader never passes. A tracker that
+    stored them (it stores only what committed) keeps its store."""
+    topic = changelog(project, settings)
+    write(settings, topic, [(b"wf-1", b"v1"), (b"wf-2", b"v1"), (b"wf-3", b"v1")])  # 0-2
+    hanging = Producer(settings.producer_config(**{"transactional.id": f"{topic}-hanging"}))
+    hanging.init_transactions(30)
+    hanging.begin_transaction()
+    hanging.produce(topic, key=b"wf-1", value=b"v2", partition=1)
+    hanging.produce(topic, key=b"wf-2", value=None, partition=1)
+    hanging.flush(30)
+    try:
+        config = settings.kafka_config(**{"group.id": f"{topic}-tail"})
+        committed = Consumer({**config, "isolation.level": "read_committed"})
+        try:  # faust's highwater plus one: the last stable offset
+            stable_end = committed.get_watermark_offsets(TopicPartition(topic, 1), 30)[1]
+        finally:
+            committed.close()
+        tails = TailReader(config, clock=time.monotonic)
+
+        last = tails.last_committed({(topic, 1): stable_end})[(topic, 1)]
+        log_end = tails.log_ends([(topic, 1)])[(topic, 1)]
+
+        assert (stable_end, last, log_end) == (4, 2, 6)
+        assert restore_target(5, last, log_end) == 5  # kept: nothing to read
+        assert restore_target(1, last, log_end) == 2  # behind: restored to the last
+        assert restore_target(8, last, log_end) == 2  # past the log: faust refuses it
+    finally:
+        hanging.abort_transaction(30)

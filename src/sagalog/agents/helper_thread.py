@@ -5,9 +5,9 @@
 call to its thread. A ``ThreadPoolExecutor`` cannot be that thread: the interpreter
 joins every executor thread at exit, so a process that had abandoned one call
 logged its clean stop and then hung until it was killed (seen in the chaos suite's
-rolling restart: the risk and budget agents, 90 s each, after the broker-pause round
-had made them rebuild their clients). A daemon thread is not joined: the process
-exits, and the call dies with it, which is what abandoning it meant.
+rolling restart: the risk and budget agents, 90 s each, after the broker SIGKILL and
+restart round had made them rebuild their clients). A daemon thread is not joined:
+the process exits, and the call dies with it, which is what abandoning it meant.
 """
 
 from __future__ import annotations

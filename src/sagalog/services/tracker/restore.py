@@ -24,6 +24,18 @@ tables has already applied that record, and restores nothing.
 
 3. **It restores up to there, in bulk** (``bulk_restore``): some ten times faster than
    faust's record-at-a-time path, which then finds every partition current.
+
+One exception: a RocksDB ahead of its changelog's committed end (``restore_target``).
+The tracker stores a write only once its transaction committed, so a persisted offset
+past the last committed record means the commit markers of a transaction the
+coordinator decided never reached the partition. A broker restarted after a SIGKILL
+can drop them (its coordinator completes the transactions it finds before it knows the
+partitions' leaders: "Couldn't find leader endpoint ... likely deleted"); the
+partition then holds an open transaction until its transactional id commits there
+again. faust would refuse such a store for good (``ConsistencyError``, "persisted
+offset higher than highwater"), and the restarted tracker, the only one to write there
+again, would crash in a loop. The store is kept instead: it holds exactly what was
+committed, and its next commit to the partition closes the open transaction.
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from faust.tables.recovery import Recovery
 
 from sagalog.errors import ServiceUnavailableError
@@ -46,6 +58,26 @@ Position = tuple[str, int]
 FIRST_WINDOW = 64
 #: Longest a tail read may take in all.
 TIMEOUT_S = 30.0
+
+
+def restore_target(persisted: int | None, last_committed: int, log_end: int) -> int:
+    """The offset a changelog partition is restored up to.
+
+    Args:
+        persisted: the last offset the local RocksDB holds (faust's persisted offset),
+            or ``None`` for none.
+        last_committed: the partition's last record a ``read_committed`` reader sees.
+        log_end: the partition's end offset for any reader (open transactions included).
+
+    Normally the last committed record. A store past it but inside the log holds
+    records whose transaction committed and whose markers are missing (module
+    docstring): it is kept, so its own offset is the target and nothing is read. A
+    store past the log's end is not that: the changelog lost records (recreated or
+    truncated), and the committed end stands, for faust's consistency check to refuse.
+    """
+    if persisted is None or persisted <= last_committed or persisted >= log_end:
+        return last_committed
+    return persisted
 
 
 class TailReader:
@@ -74,6 +106,26 @@ class TailReader:
         consumer = Consumer(self.config)
         try:
             return self._read(consumer, dict(ends))
+        finally:
+            consumer.close()
+
+    def log_ends(self, positions: list[Position]) -> dict[Position, int]:
+        """Each partition's end offset including open transactions (the high watermark,
+        which a ``read_committed`` consumer is not told).
+
+        Raises:
+            ServiceUnavailableError: Kafka did not answer within ``TIMEOUT_S``.
+        """
+        consumer = Consumer({**self.config, "isolation.level": "read_uncommitted"})
+        try:
+            return {
+                key: consumer.get_watermark_offsets(TopicPartition(*key), timeout=TIMEOUT_S)[1]
+                for key in positions
+            }
+        except KafkaException as exc:
+            raise ServiceUnavailableError(
+                f"the tracker's changelog ends {sorted(positions)} were not read: {exc}"
+            ) from exc
         finally:
             consumer.close()
 
@@ -165,10 +217,34 @@ class CommittedRecovery(Recovery):
         # faust's highwater is the read_committed end minus one.
         ends = {(tp.topic, tp.partition): destination[tp] + 1 for tp in tps if tp in destination}
         last = await asyncio.to_thread(self.tails.last_committed, ends)
+        persisted = self.active_offsets if title == "active" else self.standby_offsets
+        ahead = [
+            key
+            for tp in destination
+            if (key := (tp.topic, tp.partition)) in last
+            and (mine := persisted.get(tp)) is not None  # faust: None for nothing persisted
+            and mine > last[key]
+        ]
+        log_ends = await asyncio.to_thread(self.tails.log_ends, ahead) if ahead else {}
         for tp in list(destination):
             key = (tp.topic, tp.partition)
-            if key in last:
-                destination[tp] = last[key]
+            if key not in last:
+                continue
+            target = last[key]
+            if key in log_ends:
+                target = restore_target(persisted.get(tp), last[key], log_ends[key])
+                if target != last[key]:
+                    self.log.warning(
+                        "%s: the local store holds up to offset %d, past the last "
+                        "committed record %d (log end %d): a committed transaction's "
+                        "markers are missing there (a broker restart can drop them); "
+                        "keeping the store, the partition's next commit closes it",
+                        tp,
+                        target,
+                        last[key],
+                        log_ends[key],
+                    )
+            destination[tp] = target
         if title == "active":  # standbys: faust keeps reading them record by record
             await self._load(destination, self.active_offsets)
 
