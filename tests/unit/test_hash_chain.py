@@ -24,6 +24,32 @@ HEADERS = [
 ]
 
 
+def _spelled_out(key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]) -> str:
+    """The documented layout, written out by hand: the hash is a contract with every
+    log already written, which ``sagalog audit --verify`` checks years later."""
+
+    def framed(part: bytes | None) -> bytes:
+        return b"\xff\xff\xff\xff" if part is None else len(part).to_bytes(4, "big") + part
+
+    joined = framed(b"sagalog-event-v1") + framed(key) + framed(value)
+    for name, v in sorted(headers):
+        joined += framed(name.encode()) + framed(v)
+    return hashlib.sha256(joined).hexdigest()
+
+
+def test_the_hash_is_the_documented_layout_and_never_changes() -> None:
+    covered = [(n, v.encode()) for n, v in HEADERS] + [("sagalog_chain", b"cd" * 32)]
+    records = [*HEADERS, ("sagalog_chain", "cd" * 32), ("traceparent", "00-1-2-01")]
+    assert content_hash(b"wf-1", b"\x00avro", records) == _spelled_out(
+        b"wf-1", b"\x00avro", covered
+    )
+    assert content_hash(None, b"v", records) == _spelled_out(None, b"v", covered)
+    # what every log written so far was signed with
+    assert content_hash(b"wf-1", b"\x00avro", HEADERS) == (
+        "1e481d1fbb12c95b07447e0c26924f78ac4e565799957916736316e82ff2f72a"
+    )
+
+
 def test_the_hash_covers_key_value_and_every_ce_header() -> None:
     base = content_hash(b"wf-1", b"\x00avro", HEADERS)
     assert len(base) == 64 and int(base, 16) >= 0

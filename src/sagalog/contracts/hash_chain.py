@@ -28,6 +28,7 @@ byte string per event (a few microseconds).
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 
 from sagalog.contracts.headers import H_CHAIN, H_HASH, H_PREV_HASH, RawHeaders
@@ -37,16 +38,34 @@ _COVERED_LINKS = frozenset({H_PREV_HASH, H_CHAIN})
 _EVENT_DOMAIN = b"sagalog-event-v1"
 _CHAIN_DOMAIN = b"sagalog-chain-v1"
 _ABSENT = b"\xff\xff\xff\xff"
+_length = struct.Struct(">I").pack
 
 
 def _framed(part: bytes | None) -> bytes:
     """Length-prefixed, so no two different inputs join into the same bytes."""
     if part is None:
         return _ABSENT
-    return len(part).to_bytes(4, "big") + part
+    return _length(len(part)) + part
 
 
 _EVENT_PREFIX = _framed(_EVENT_DOMAIN)
+
+#: Each header name seen, framed, or b"" for a name the hash does not cover. The
+#: names a process meets are the few sagalog sets, so deciding and framing each
+#: once takes a third off the hash (every event is hashed by its publisher and
+#: checked by its readers); a record with strange names cannot grow it past the cap.
+_NAME_FRAMES: dict[str, bytes] = {}
+_NAME_FRAMES_CAP = 256
+
+
+def _name_frame(name: str) -> bytes:
+    frame = _NAME_FRAMES.get(name)
+    if frame is None:
+        covered = name.startswith(_COVERED_PREFIX) or name in _COVERED_LINKS
+        frame = _framed(name.encode("utf-8")) if covered else b""
+        if len(_NAME_FRAMES) < _NAME_FRAMES_CAP:
+            _NAME_FRAMES[name] = frame
+    return frame
 
 
 def content_hash(key: bytes | None, value: bytes | None, headers: RawHeaders) -> str:
@@ -65,15 +84,20 @@ def content_hash(key: bytes | None, value: bytes | None, headers: RawHeaders) ->
         items = headers.items()
     else:
         items = headers
-    covered = sorted(
-        (name, v if isinstance(v, bytes) else v.encode("utf-8"))
-        for name, v in items
-        if v is not None and (name.startswith(_COVERED_PREFIX) or name in _COVERED_LINKS)
-    )
+    frames = _NAME_FRAMES
+    covered = []
+    for name, v in items:
+        if v is None:
+            continue
+        frame = frames.get(name)
+        if frame is None:
+            frame = _name_frame(name)
+        if frame:
+            covered.append((name, frame, v if isinstance(v, bytes) else v.encode("utf-8")))
+    covered.sort()  # by name, then value: the frame follows from the name
     parts = [_EVENT_PREFIX, _framed(key), _framed(value)]
-    for name, v in covered:
-        raw = name.encode("utf-8")
-        parts += (len(raw).to_bytes(4, "big"), raw, len(v).to_bytes(4, "big"), v)
+    for _, frame, v in covered:
+        parts += (frame, _length(len(v)), v)
     return hashlib.sha256(b"".join(parts)).hexdigest()
 
 
