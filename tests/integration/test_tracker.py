@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from sagalog.replay.diff import decided_fields
+from sagalog.topic_names import records_changelog
 
 from .tracker_harness import (
     DAY_MS,
@@ -543,3 +545,49 @@ def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partition
     mismatched = [w for w in ids if decided_fields(live[w]) != decided_fields(rebuilt[w])]
     assert not mismatched, mismatched[:3]
     print(f"paused tracker: {pauses} pause(s), {fenced} fenced; 0 transitions twice")
+
+
+def test_a_restart_keeps_a_store_past_a_transaction_left_open_in_its_changelog(
+    tracker_lab: TrackerLab,
+) -> None:
+    """What a one-broker cluster restarted after a SIGKILL can leave: a committed
+    transaction's markers dropped, so its records stay open and hold every
+    ``read_committed`` reader, while the tracker's store, written after the commit,
+    holds them. Made here with a transaction left open in the records changelog before
+    the tracker writes past it. faust refused such a store at the next start, for
+    good ("persisted offset higher than highwater": a crash loop in CI); it is kept."""
+    lab = tracker_lab
+    first = lab.tracker()
+    lab.start("wf-open")
+    (one, _), (two, _), (three, _) = FORWARD[:3]
+    lab.wait(lambda: _at(lab, "wf-open", "running", one), what=f"wf-open at {one}")
+    lab.complete("wf-open", one)  # a second committed record: faust checks only past 0
+    lab.wait(lambda: _at(lab, "wf-open", "running", two), what=f"wf-open at {two}")
+    changelog = records_changelog(lab.app_id)
+    metadata = AdminClient(lab.project.settings.kafka_config()).list_topics(changelog, timeout=15)
+    partitions = sorted(metadata.topics[changelog].partitions)
+    left_open = Producer(
+        lab.project.settings.kafka_config(
+            **{"transactional.id": f"left-open-{lab.app_id}", "transaction.timeout.ms": 300_000}
+        )
+    )
+    left_open.init_transactions(30)
+    left_open.begin_transaction()
+    for partition in partitions:
+        left_open.produce(changelog, key=b"left-open", value=None, partition=partition)
+    left_open.flush(30)
+    try:
+        lab.complete("wf-open", two)  # the tracker's record of wf-open, past the open one
+        lab.wait(lambda: _at(lab, "wf-open", "running", three), what=f"wf-open at {three}")
+        assert first.stop() == 0
+
+        second = lab.tracker("a")  # the same data dir
+        lab.complete("wf-open", three)
+        lab.wait(
+            lambda: lab.state("wf-open") == "pending_approval" or not second.alive,
+            what="the restarted tracker moving wf-open on",
+        )
+        assert second.alive, second.logs()[-3000:]
+        assert "markers are missing there" in second.logs()
+    finally:
+        left_open.abort_transaction(30)
