@@ -1,0 +1,1 @@
+"""Durable token and cost budgets for model calls (``ledger``: the pure rules)."""
