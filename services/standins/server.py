@@ -47,6 +47,35 @@ class Faults:
     seed: int | None = None  # reseeds the random failures, so a run can be repeated
     rng: random.Random = field(default_factory=random.Random, repr=False)
 
+    def set(self, changes: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """``POST /faults``: the status and the body to answer (400 for an unknown name)."""
+        for name, value in changes.items():
+            if name == "rng" or not hasattr(self, name):
+                return HTTPStatus.BAD_REQUEST, {"error": f"unknown fault '{name}'"}
+            setattr(self, name, value)
+            if name == "seed":
+                self.rng.seed(value)
+        return HTTPStatus.OK, {k: v for k, v in self.__dict__.items() if k != "rng"}
+
+    def refusal(self, operation: str, body: dict[str, Any], lock: threading.Lock) -> int | None:
+        """How a call is refused, after the injected latency: 422 for a request refused
+        for what it asks (``reject_when``), 503 for an injected failure, None to serve it."""
+        if self.latency_ms:
+            time.sleep(self.latency_ms / 1000)
+        if self.reject_when and all(body.get(k) == v for k, v in self.reject_when.items()):
+            return HTTPStatus.UNPROCESSABLE_ENTITY
+        matches = bool(self.fail_when) and all(body.get(k) == v for k, v in self.fail_when.items())
+        flaky = (
+            self.fail_ratio > 0
+            and (not self.fail_operations or operation in self.fail_operations)
+            and self.rng.random() < self.fail_ratio
+        )
+        with lock:
+            fail = self.outage or self.fail_always or self.fail_next > 0 or matches or flaky
+            if self.fail_next > 0:
+                self.fail_next -= 1
+        return HTTPStatus.SERVICE_UNAVAILABLE if fail else None
+
 
 @dataclass
 class EffectBook:
@@ -152,15 +181,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         if self.path == "/faults":
-            faults = self.server.faults
-            for name, value in self._body().items():
-                if name == "rng" or not hasattr(faults, name):
-                    self._reply(HTTPStatus.BAD_REQUEST, {"error": f"unknown fault '{name}'"})
-                    return
-                setattr(faults, name, value)
-                if name == "seed":
-                    faults.rng.seed(value)
-            self._reply(HTTPStatus.OK, {k: v for k, v in faults.__dict__.items() if k != "rng"})
+            self._reply(*self.server.faults.set(self._body()))
             return
         if not self.path.startswith("/effects/"):
             self._reply(HTTPStatus.NOT_FOUND, {"error": f"no route {self.path}"})
@@ -171,32 +192,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(HTTPStatus.BAD_REQUEST, {"error": "the Idempotency-Key header is required"})
             return
         faults = self.server.faults
-        if faults.latency_ms:
-            time.sleep(faults.latency_ms / 1000)
         body = self._body()
-        matches = bool(faults.fail_when) and all(
-            body.get(k) == v for k, v in faults.fail_when.items()
-        )
         operation = self.path.removeprefix("/effects/")
-        if faults.reject_when and all(body.get(k) == v for k, v in faults.reject_when.items()):
-            self.server.book.log_call(arrived_at, operation, key, HTTPStatus.UNPROCESSABLE_ENTITY)
+        book = self.server.book
+        refused = faults.refusal(operation, body, book.lock)
+        if refused == HTTPStatus.UNPROCESSABLE_ENTITY:
+            book.log_call(arrived_at, operation, key, refused)
             fields = ", ".join(f"{k}={v!r}" for k, v in faults.reject_when.items())
-            self._reply(HTTPStatus.UNPROCESSABLE_ENTITY, {"error": f"refused: {fields}"})
+            self._reply(refused, {"error": f"refused: {fields}"})
             return
-        flaky = (
-            faults.fail_ratio > 0
-            and (not faults.fail_operations or operation in faults.fail_operations)
-            and faults.rng.random() < faults.fail_ratio
-        )
-        with self.server.book.lock:
-            fail = faults.outage or faults.fail_always or faults.fail_next > 0 or matches or flaky
-            if faults.fail_next > 0:
-                faults.fail_next -= 1
-            if fail:
-                self.server.book.failures_injected += 1
-        if fail:
-            self.server.book.log_call(arrived_at, operation, key, HTTPStatus.SERVICE_UNAVAILABLE)
-            self._reply(HTTPStatus.SERVICE_UNAVAILABLE, {"error": "injected failure"})
+        if refused is not None:
+            with book.lock:
+                book.failures_injected += 1
+            book.log_call(arrived_at, operation, key, refused)
+            self._reply(refused, {"error": "injected failure"})
             return
         result, _ = self.server.book.apply(operation, key, body)
         self.server.book.log_call(arrived_at, operation, key, HTTPStatus.OK)
