@@ -68,7 +68,7 @@ from sagalog.tracker.machine import decide, flow_for
 from sagalog.tracker.memo import RECORDS_KEPT, CommittedMemo
 from sagalog.tracker.outcome_log import OutcomeLog
 from sagalog.tracker.record import SealedEvent, WorkflowRecord
-from sagalog.tracker.seal import chain_head, seal
+from sagalog.tracker.seal import chain_head, seal, sealing
 from sagalog.tracker.tables import (
     Overlay,
     Table,
@@ -328,15 +328,19 @@ class Processor:
         self._log.note(event, decision)
         after = decision.record if decision.record is not None else record
         trace = event.traceparent if isinstance(event, TrackedEvent) else None
+        changes: dict[str, object] = {}
         if decision.record is not None and trace and decision.record.traceparent != trace:
             kept = decision.record.traceparent
             if kept is None or trace_id_of(kept) == trace_id_of(trace):
-                after = decision.record.model_copy(update={"traceparent": trace})
+                changes["traceparent"] = trace
             else:  # an event of another trace (a tool's, a caller's): the workflow keeps its own
                 trace = kept
-        resealed = None if sealed is None or after is None else seal(after, sealed)
+        resealed = None if sealed is None or after is None else sealing(after, sealed)
         if resealed is not None:
-            after = resealed
+            changes.update(resealed)
+        if changes:  # one copy for the trace and the seal
+            assert after is not None
+            after = after.model_copy(update=changes)
         self._perform(
             batch,
             partition,
