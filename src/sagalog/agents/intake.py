@@ -14,15 +14,14 @@ from typing import Any
 from sagalog.agents.declaration import Agent, HandlerSpec
 from sagalog.agents.handling import Work
 from sagalog.agents.outputs import RecordBuilder, Result
-from sagalog.agents.records import headers_of
+from sagalog.agents.records import Delivered
 from sagalog.agents.routing import read_mark
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.triage import Outcome, Verdict, admit, origin_of, screen, sort
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash
-from sagalog.contracts.headers import H_TYPE, EventHeaders, header_value
+from sagalog.contracts.headers import EventHeaders
 from sagalog.errors import EventValidationError, SchemaError
-from sagalog.position import RecordPosition
 from sagalog.priority import Priority
 
 
@@ -44,14 +43,13 @@ class Intake:
         self.builder = builder
         self.retry_topic = retry_topic
 
-    def take(self, message: Any) -> Work | Result:
+    def take(self, record: Delivered) -> Work | Result:
         """Fold a record into the projection and decide, through the triage's gates,
         whether a handler runs: the work to run, or what became of the record."""
         store = self.store
-        raw_headers = headers_of(message)
-        delivered = RecordPosition.of(message)
+        message, raw_headers, delivered = record.message, record.headers, record.position
         from_retry = delivered.topic == self.retry_topic
-        event_type = None if from_retry else header_value(raw_headers, H_TYPE)
+        event_type = None if from_retry else record.event_type
         skipped = screen(
             from_retry=from_retry,
             event_type=event_type,

@@ -28,12 +28,12 @@ from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.handling import HandlerRunner, Work
 from sagalog.agents.intake import Intake
 from sagalog.agents.outputs import RecordBuilder, Result
+from sagalog.agents.records import Delivered
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.backoff import RetryPolicy
 from sagalog.contracts.codec import EventCodec
-from sagalog.position import RecordPosition
 from sagalog.topic_names import retry_topic_for
 
 
@@ -139,17 +139,17 @@ class Lane:
 
     # -- one batch ------------------------------------------------------------------
 
-    def take(self, messages: Iterable[Any]) -> tuple[list[Work], list[tuple[Any, Result]]]:
+    def take(self, records: Iterable[Delivered]) -> tuple[list[Work], list[tuple[Any, Result]]]:
         """The lane's records of a batch, through its triage: the work for its handlers,
         and the records already decided (skipped, duplicates, dead letters, parked)."""
         items: list[Work] = []
         results: list[tuple[Any, Result]] = []
-        for message in messages:
-            taken = self.intake.take(message)
+        for record in records:
+            taken = self.intake.take(record)
             if isinstance(taken, Work):
                 items.append(taken)
             else:
-                results.append((message, taken))
+                results.append((record.message, taken))
         return items, results
 
     def park(self, handled: Iterable[tuple[Work, Result]]) -> None:
@@ -158,7 +158,7 @@ class Lane:
 
     def committed(
         self,
-        messages: Iterable[Any],
+        records: Iterable[Delivered],
         handled: Iterable[tuple[Work, Result]],
         results: Iterable[tuple[Any, Result]],
     ) -> None:
@@ -167,7 +167,7 @@ class Lane:
         assert self._store is not None
         after_commit(
             self._store,
-            (RecordPosition.of(m) for m in messages),
+            (record.position for record in records),
             handled,
             retry_topic=self.retry_topic,
         )

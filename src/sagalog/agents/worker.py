@@ -46,6 +46,7 @@ from sagalog.agents.handling import Work
 from sagalog.agents.internal_topics import ensure_internal_topics
 from sagalog.agents.lane import Lane
 from sagalog.agents.outputs import Result
+from sagalog.agents.records import Delivered
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.telemetry import AgentTelemetry, configure_logging
@@ -385,11 +386,11 @@ class AgentWorker:
                     lane.store.flush()
 
     def _process_batch(self, messages: list[Message]) -> None:
-        records = self.assignment.hold_until_due(messages)
+        records = [Delivered.of(m) for m in self.assignment.hold_until_due(messages)]
         alone = len(self.lanes) == 1
         taken = []
         for lane in self.lanes:
-            mine = records if alone else [m for m in records if m.topic() in lane.topics]
+            mine = records if alone else [r for r in records if r.position.topic in lane.topics]
             items, results = lane.take(mine)
             taken.append((lane, mine, items, results))
         runs = [lane.runner.run(items) for lane, _, items, _ in taken if items]
@@ -397,7 +398,7 @@ class AgentWorker:
         if self._stopping and any(handled is None for handled in ran):
             return  # shutdown budget spent: nothing committed, the batch is redelivered
         done = iter(ran)
-        batch: list[tuple[Lane, list[Message], list[tuple[Work, Result]], list[Any]]] = []
+        batch: list[tuple[Lane, list[Delivered], list[tuple[Work, Result]], list[Any]]] = []
         for lane, mine, items, results in taken:
             outcome: Ran = next(done) if items else []
             handled = outcome or []
