@@ -14,20 +14,12 @@ that go now are the most urgent ones).
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState, CircuitBreaker
 from sagalog.agents.failures import DependencyUnavailable
 from sagalog.agents.rate_limit import DependencyLimits
-
-#: How late past its rate slot a call may still go on it. At a high rate a busy loop
-#: is often later than one slot's spacing, and a call that reserves again loses the
-#: time it was late by (100 calls at 100/s with the loop busy 20 ms in every 70: 1.21 s
-#: instead of 1.00), while the calls a stall this short lets bunch (rate x 50 ms) stay
-#: within the slack a token bucket's callers see anyway.
-LATE_S = 0.05
 
 
 class FlowControl:
@@ -95,34 +87,28 @@ class FlowControl:
         call rode on the lookup's slot: after an outage that left many intents, up to
         twice the limit.
 
-        A slot names a time. A call woken past it by more than one slot's spacing, or
-        ``LATE_S`` at a high rate (the loop was busy: a GC pass, a synced write, other
-        handlers' work), reserves again: otherwise every call planned during the stall
-        goes at once on waking, beyond the limit. (Three instances stalled half a
-        second together would explain a thundering-herd round's 104 calls in a second
-        against 84 allowed.) Its first slot is not given back: its time has passed
-        with no call, as an idle bucket's does, and given back it would be handed out
-        again for a time already taken, so every late call would get the same one.
+        A slot names a time. Woken past it (the loop was busy: a GC pass, a synced write,
+        other handlers' work), a call would go at once with every other call planned
+        meanwhile, beyond the limit: a 2 s stall at 10 calls/s put 30 calls in one
+        second against 21 allowed, the likeliest cause of a thundering-herd round's 104
+        in a second against 84. So each call is also counted as it goes
+        (``DependencyLimits.take_made``), and waits there if the bucket has no token.
 
         Raises:
             DependencyUnavailable: the slot is further off than ``max_rate_wait_s``
                 (the attempt is deferred; the intent stays for the next one).
         """
-        while True:
-            wait = self.limits.reserve(dependency, max_wait_s=self.max_rate_wait_s)
-            if wait is None:
-                raise DependencyUnavailable(
-                    dependency, retry_at=self.clock() + self.limits.wait_time(dependency)
-                )
-            if wait <= 0:
-                return
+        wait = self.limits.reserve(dependency, max_wait_s=self.max_rate_wait_s)
+        if wait is None:
+            raise DependencyUnavailable(
+                dependency, retry_at=self.clock() + self.limits.wait_time(dependency)
+            )
+        if wait > 0:
             self.rate_waits[dependency] += 1
             self.rate_waited_s[dependency] = self.rate_waited_s.get(dependency, 0.0) + wait
-            due = self.clock() + wait
             await asyncio.sleep(wait)
-            rate = self.limits.rate(dependency)  # a rebalance may have changed it
-            if self.clock() - due <= max(LATE_S, 1.0 / rate if rate > 0 else math.inf):
-                return
+        while (short := self.limits.take_made(dependency)) > 0:
+            await asyncio.sleep(short)
 
     def _refused(self, breaker: CircuitBreaker, key: str | None) -> DependencyUnavailable:
         if breaker.steps_aside(key):  # another caller probes first: come back next period

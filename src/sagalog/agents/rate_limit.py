@@ -287,6 +287,12 @@ class DependencyLimits:
             name: TokenBucket(rate, self._burst_for(rate), clock, start_empty=True)
             for name, rate in self._global_rates.items()
         }
+        # The same bucket again, charged when each call goes rather than when its slot
+        # is reserved (``take_made``).
+        self._made = {
+            name: TokenBucket(rate, self._burst_for(rate), clock, start_empty=True)
+            for name, rate in self._global_rates.items()
+        }
         self._held = 0  # partitions held at the last rebalance; none before the first
 
     def _burst_for(self, rate_per_s: float) -> float:
@@ -306,6 +312,7 @@ class DependencyLimits:
                 global_rate=self._global_rates[name], assigned=assigned, total=total
             )
             bucket.set_rate(share, burst=self._burst_for(share), empty=afresh)
+            self._made[name].set_rate(share, burst=self._burst_for(share), empty=afresh)
         self._held = assigned
 
     def rate(self, dependency: str) -> float:
@@ -322,6 +329,22 @@ class DependencyLimits:
         """Reserve one call's token (see ``TokenBucket.reserve``); 0.0 if unlimited."""
         bucket = self._buckets.get(dependency)
         return 0.0 if bucket is None else bucket.reserve(max_wait_s=max_wait_s)
+
+    def take_made(self, dependency: str) -> float:
+        """Count one call to ``dependency`` as it goes: 0.0 when the bucket of calls as
+        made has its token (taken), else the seconds until it will (nothing taken).
+
+        A reserved slot names a time; a call woken past it (the loop was busy) would go
+        with every other call planned meanwhile, all at once. Charged again at the
+        moment they go, against a bucket of the same rate and burst, the calls made keep
+        to the limit whatever the loop did: after a stall, up to a burst go at once
+        (what the bucket earned while nobody called), the rest at the rate. On time, a
+        call always finds its token: the reservations follow the same bucket.
+        """
+        bucket = self._made.get(dependency)
+        if bucket is None or bucket.try_acquire():
+            return 0.0
+        return bucket.wait_time()
 
     def try_acquire(self, dependency: str) -> bool:
         """Take one call's token for ``dependency`` if there is one; always True if unlimited."""
