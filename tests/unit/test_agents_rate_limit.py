@@ -303,3 +303,19 @@ def test_bad_limits_are_a_configuration_error(
 ) -> None:
     with pytest.raises(ConfigurationError, match=named):
         DependencyLimits(rates, clock=FakeClock(), burst_seconds=burst_seconds)
+
+
+def test_calls_as_made_are_counted_at_the_share_like_their_reservations() -> None:
+    """``take_made`` charges each call again as it goes: it follows every rebalance,
+    so after a stall a call finds at most a burst of its share, not of the old one."""
+    clock = FakeClock()
+    limits = DependencyLimits({"llm": 30.0}, clock=clock)
+    limits.rebalance(6, 6)
+    clock.advance(5.0)
+    assert [limits.take_made("llm") for _ in range(31)][-2:] == [0.0, pytest.approx(1 / 30)]
+    limits.rebalance(2, 6)  # the share shrank: so does what the calls as made may spend
+    clock.advance(5.0)
+    made = [limits.take_made("llm") for _ in range(11)]
+    assert made[:10] == [0.0] * 10
+    assert made[10] == pytest.approx(0.1)
+    assert limits.take_made("search") == 0.0  # unlimited
