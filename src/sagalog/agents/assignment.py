@@ -94,7 +94,7 @@ class Assignment:
             return
         behind = []
         for tp in committed:
-            if any(self._behind(lane, tp) for lane in self.lanes):
+            if any(self._behind(lane, tp.topic, tp.partition, tp.offset) for lane in self.lanes):
                 self.to_hydrate[(tp.topic, tp.partition)] = tp.offset
                 behind.append(TopicPartition(tp.topic, tp.partition))
         if behind:
@@ -109,11 +109,13 @@ class Assignment:
         self.clients.answered()
 
     @staticmethod
-    def _behind(lane: Lane, tp: TopicPartition) -> bool:
+    def _behind(lane: Lane, topic: str, partition: int, offset: int) -> bool:
+        """Whether the lane's projection of an input partition ends before ``offset``
+        (a retry topic is never rebuilt: it holds copies of input events)."""
         assert lane.store is not None
-        if tp.topic not in lane.agent.topics:
+        if topic not in lane.agent.topics:
             return False
-        return tp.offset > lane.store.checkpoint(tp.topic, tp.partition)
+        return offset > lane.store.checkpoint(topic, partition)
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
@@ -144,7 +146,7 @@ class Assignment:
             behind = {
                 (topic, partition): offset
                 for (topic, partition), offset in targets.items()
-                if self._behind(lane, TopicPartition(topic, partition, offset))
+                if self._behind(lane, topic, partition, offset)
             }
             if behind:
                 folded += hydrate(
