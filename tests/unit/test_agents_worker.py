@@ -425,8 +425,50 @@ def test_records_polled_with_an_assignment_wait_for_the_rebuild_of_its_partition
     # only the input partition is rebuilt (the retry topic holds copies of input
     # events), and before the retry is handled
     assert rebuilt == [({(TOPIC, 0): 7}, 0)]
-    assert consumer.paused == [(TOPIC, 0, -1001)] and consumer.resumed == [(TOPIC, 0)]
+    assert consumer.paused == [(TOPIC, 0, -1001)]
+    assert consumer.resumed == [(TOPIC, 0), (RETRY, 0), (TOPIC, 0)]  # at the assignment; rebuilt
     assert worker.stats.handled == 1
+
+
+class KeepsPauses(Consumer):
+    """librdkafka's rule: a pause outlives a rebalance that hands the partition back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused_now: set[tuple[str, int]] = set()
+
+    def pause(self, partitions: list[Any]) -> None:
+        super().pause(partitions)
+        self.paused_now |= {(tp.topic, tp.partition) for tp in partitions}
+
+    def resume(self, partitions: list[Any]) -> None:
+        self.paused_now -= {(tp.topic, tp.partition) for tp in partitions}
+
+    def assign(self, partitions: list[Any]) -> None:
+        pass
+
+    def assignment(self) -> list[Any]:
+        return [TopicPartition(TOPIC, 0), TopicPartition(RETRY, 0)]
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        return [TopicPartition(tp.topic, tp.partition, -1001) for tp in partitions]
+
+
+def test_a_retry_partition_paused_before_a_rebalance_is_not_left_paused_after_it(
+    worker: Any,
+) -> None:
+    """Seen in the chaos herd: a retry partition paused until its head came due, then
+    revoked and handed back in a rebalance, stayed paused (the reason forgotten at the
+    revocation): its deferred records waited ten minutes, long due."""
+    worker.clients.consumer = consumer = KeepsPauses()
+    original = record(worker, submitted("wf-1"), workflow_id="wf-1", event_id="e1", offset=5)
+    not_due = retried(original, offset=3, attempt=1, due_ms=NOW_MS + 5_000)
+    assert worker.assignment.hold_until_due([not_due]) == []
+    assert (RETRY, 0) in consumer.paused_now
+    partitions = [TopicPartition(TOPIC, 0), TopicPartition(RETRY, 0)]
+    worker.assignment.on_revoke(consumer, partitions)
+    worker.assignment.on_assign(consumer, partitions)
+    assert consumer.paused_now == set()
 
 
 def test_checkpoints_are_the_offset_after_each_input_partition_s_last_record() -> None:

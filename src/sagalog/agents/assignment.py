@@ -76,6 +76,13 @@ class Assignment:
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         consumer.assign(partitions)
+        # librdkafka keeps a partition's pause across a rebalance that hands it back to
+        # this member, while ``on_revoke`` forgot why it was paused: a retry partition
+        # paused until its head came due then stayed paused for good (a thundering-herd
+        # round: two of three budget agents stopped at their deferred reservations for
+        # ten minutes, the retry records long due). Every partition starts unpaused;
+        # those to rebuild are paused again below.
+        consumer.resume(partitions)
         inputs = [tp for tp in partitions if tp.topic in self.inputs]
         try:
             committed = (
