@@ -209,3 +209,29 @@ def test_calls_woken_a_little_late_keep_their_slot_so_the_rate_is_not_halved() -
 
     went = run_virtual(calls)
     assert max(went) < 1.1  # 100 calls at 100/s: one second
+
+
+def test_a_call_whose_share_went_to_zero_while_it_waited_is_deferred_not_hung() -> None:
+    """Every partition revoked while a call waits for its slot: the rate is 0 and no
+    token will ever come; the call is deferred instead of sleeping forever."""
+
+    async def waiting(loop: VirtualTimeLoop) -> DependencyUnavailable | None:
+        flow = _flow(loop, 10.0, max_wait_s=60.0)
+        flow.limits.rebalance(1, 1)
+
+        async def revoke_soon() -> None:
+            await asyncio.sleep(0.05)
+            flow.limits.rebalance(0, 1)
+
+        async def call() -> DependencyUnavailable | None:
+            try:
+                await flow.admit("ledger")
+            except DependencyUnavailable as exc:
+                return exc
+            return None
+
+        _, refused = await asyncio.gather(revoke_soon(), call())
+        return refused
+
+    refused = run_virtual(waiting)
+    assert refused is not None and math.isfinite(refused.retry_at)

@@ -14,6 +14,7 @@ that go now are the most urgent ones).
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 
@@ -108,6 +109,10 @@ class FlowControl:
             self.rate_waited_s[dependency] = self.rate_waited_s.get(dependency, 0.0) + wait
             await asyncio.sleep(wait)
         while (short := self.limits.take_made(dependency)) > 0:
+            if math.isinf(short):  # every partition went while it waited: no share left
+                raise DependencyUnavailable(
+                    dependency, retry_at=self.clock() + self.breaker_policy.open_for_s
+                )
             await asyncio.sleep(short)
 
     def _refused(self, breaker: CircuitBreaker, key: str | None) -> DependencyUnavailable:
