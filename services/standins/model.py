@@ -35,10 +35,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
-from standins.server import Faults
+from standins.server import Faults, JsonHandler
 
 ROUTES = ("/v1/chat/completions", "/chat/completions")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -204,19 +204,8 @@ class ModelServer(ThreadingHTTPServer):
         self.faults = Faults()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: ModelServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def _reply(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:
         if self.path == "/health":

@@ -132,8 +132,8 @@ class StandinServer(ThreadingHTTPServer):
         record. Not settable over HTTP."""
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: StandinServer
+class JsonHandler(BaseHTTPRequestHandler):
+    """A stand-in's request handler: JSON replies, no access log (every stand-in's)."""
 
     def log_message(self, format: str, *args: Any) -> None:
         return
@@ -145,6 +145,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+class _Handler(JsonHandler):
+    server: StandinServer
 
     def _body(self) -> Any:
         length = int(self.headers.get("Content-Length") or 0)

@@ -446,7 +446,7 @@ def track_requests(lab: AgentLab) -> Counter[str]:
     arrived: Counter[str] = Counter()
 
     class _Tracking(_Handler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             if self.path.startswith("/effects/"):
                 arrived[self.headers.get("Idempotency-Key") or ""] += 1
             super().do_POST()
