@@ -1,4 +1,4 @@
-"""The tracker's batching over its stream, with a plain async iterator for faust's."""
+"""The tracker's batching over its input, with a plain async iterator for the records."""
 
 from __future__ import annotations
 
@@ -14,29 +14,24 @@ from .timing import VirtualTimeLoop, run_virtual
 
 
 @dataclass
-class _Message:
-    """faust's message, as far as batching reads it."""
+class _Record:
+    """An input record, as far as batching reads it."""
 
+    n: int
     generation_id: int
     topic: str = "orders.events"
     partition: int = 0
     offset: int = 0
 
 
-@dataclass
-class _Event:
-    n: int
-    message: _Message
-
-
-async def _collect(source: AsyncIterator[_Event], max_: int, **kw: object) -> list[list[int]]:
+async def _collect(source: AsyncIterator[_Record], max_: int, **kw: object) -> list[list[int]]:
     return [[e.n for e in batch] async for batch in drained_batches(source, max_, **kw)]  # type: ignore[arg-type]
 
 
 def test_what_is_there_is_taken_at_once_up_to_the_most() -> None:
-    async def source() -> AsyncIterator[_Event]:
+    async def source() -> AsyncIterator[_Record]:
         for n in range(7):
-            yield _Event(n, _Message(1))
+            yield _Record(n, 1)
 
     async def run() -> list[list[int]]:
         return await _collect(source(), 3)
@@ -50,8 +45,8 @@ def test_a_lone_event_is_not_held_for_company() -> None:
     # On virtual time any wait for company (a linger timer, or the source's next
     # event an hour away) would show on the loop's clock; none may pass.
     async def run(loop: VirtualTimeLoop) -> float:
-        async def source() -> AsyncIterator[_Event]:
-            yield _Event(1, _Message(1))
+        async def source() -> AsyncIterator[_Record]:
+            yield _Record(1, 1)
             await asyncio.sleep(3600)  # nothing else comes
 
         batches = drained_batches(source(), 100)
@@ -65,16 +60,16 @@ def test_a_lone_event_is_not_held_for_company() -> None:
 
 
 def test_events_of_an_older_generation_are_dropped() -> None:
-    async def source() -> AsyncIterator[_Event]:
-        yield _Event(1, _Message(1))
-        yield _Event(2, _Message(2))
+    async def source() -> AsyncIterator[_Record]:
+        yield _Record(1, 1)
+        yield _Record(2, 2)
 
     assert asyncio.run(_collect(source(), 10, generation=lambda: 2)) == [[2]]
 
 
 def test_a_failing_stream_fails_the_batches() -> None:
-    async def source() -> AsyncIterator[_Event]:
-        yield _Event(1, _Message(1))
+    async def source() -> AsyncIterator[_Record]:
+        yield _Record(1, 1)
         raise RuntimeError("broken stream")
 
     with pytest.raises(RuntimeError, match="broken stream"):
@@ -82,7 +77,7 @@ def test_a_failing_stream_fails_the_batches() -> None:
 
 
 def _first_batch_and_when(
-    source: AsyncIterator[_Event], max_: int, linger_s: float
+    source: AsyncIterator[_Record], max_: int, linger_s: float
 ) -> tuple[list[int], float]:
     """The first batch of ``source`` and the loop time it came at, on virtual time."""
 
@@ -96,9 +91,9 @@ def _first_batch_and_when(
     return run_virtual(run)
 
 
-async def _trickle(count: int, every_s: float) -> AsyncIterator[_Event]:
+async def _trickle(count: int, every_s: float) -> AsyncIterator[_Record]:
     for n in range(count):
-        yield _Event(n, _Message(1))
+        yield _Record(n, 1)
         await asyncio.sleep(every_s)
     await asyncio.sleep(3600)  # nothing else comes
 
@@ -116,15 +111,15 @@ def test_a_lingering_batch_goes_as_soon_as_it_is_whole() -> None:
 
 
 def test_a_lingering_batch_of_an_ended_stream_goes_at_once() -> None:
-    async def source() -> AsyncIterator[_Event]:
-        yield _Event(1, _Message(1))
+    async def source() -> AsyncIterator[_Record]:
+        yield _Record(1, 1)
 
     batch, at = _first_batch_and_when(source(), max_=100, linger_s=60)
     assert (batch, at) == ([1], 0.0)
 
 
 def _batches_and_when(
-    source: AsyncIterator[_Event], max_: int, count: int, **kw: float
+    source: AsyncIterator[_Record], max_: int, count: int, **kw: float
 ) -> list[tuple[list[int], float]]:
     """The first ``count`` batches of ``source`` and the loop time each came at."""
 

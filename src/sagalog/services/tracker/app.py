@@ -2,12 +2,14 @@
 
 Shape (see DESIGN.md, "Tracker"):
 
-- **One agent, ``concurrency=1``**, reads every workflow topic of the loaded flows
-  and the tracker's clock topic ``<app id>-clock``, all with the same partition
+- **One agent, ``concurrency=1``**, subscribes to every workflow topic of the loaded
+  flows and the tracker's clock topic ``<app id>-clock``, all with the same partition
   count, so faust's assignor gives one worker partition *p* of all of them together
   with partition *p* of each table: a workflow's events, its record, its timers and
   the ticks that fire them are all handled by one coroutine, never concurrently.
-- **Batches**: ``take_events`` hands over up to ``batch_max`` records; the processor
+  faust reads only the ticks: the workflow partitions are read by librdkafka
+  (``log_input``), from the moment faust's recovery of their tables is complete.
+- **Batches**: ``drained_batches`` hands over up to ``batch_max`` records; the processor
   decides them all; each partition's outputs and changelog records go out in that
   partition's transaction, so a worker paused through a rebalance is fenced
   (``fencing``); once they committed, the writes are stored in RocksDB (``store``).
@@ -57,6 +59,7 @@ from sagalog.services.tracker.exits import crash
 from sagalog.services.tracker.fencing import BatchAborted
 from sagalog.services.tracker.handover import Turns
 from sagalog.services.tracker.lag import LagWatch
+from sagalog.services.tracker.log_input import LogInput
 from sagalog.services.tracker.offsets import OffsetBook
 from sagalog.services.tracker.restore import CommittedRecovery, TailReader
 from sagalog.services.tracker.settings import TrackerSettings
@@ -76,18 +79,18 @@ from sagalog.tracker.timers import due_range
 log = logging.getLogger("sagalog.tracker")
 
 
-# A fetch per partition: ~8,000 of the workflow topic's lz4-compressed records, a few
-# seconds of deciding, so the next fetch is always back before the queue runs dry.
+# faust's fetch per partition (the clock's ticks, and standbys' changelogs): ~8,000
+# lz4-compressed records, a few seconds of applying them.
 FETCH_BYTES_PER_PARTITION = 256 * 1024
 
 # How often a batch whose transaction was aborted is decided again before the worker
 # exits (70) and leaves it to the next one.
 ABORTED_TRIES = 3
 
-# The longest a timer check waits for the consumer to know a partition's position
-# (a partition just assigned has none until its first fetch): past it, the timers
-# wait for the next tick (``caught_up``).
-POSITION_WAIT_S = 1.0
+# What librdkafka may hold prefetched for the input, beyond the records handed to the
+# batches: a few batches' worth of lz4-compressed records, so the next fetch is back
+# before the queue runs dry, without holding a backlog's records in memory.
+INPUT_PREFETCH_KB = 16 * 1024
 
 
 class Tracker:
@@ -138,6 +141,20 @@ class Tracker:
         self.lag = LagWatch()
         self.unresumed: set[Any] = set()  # input partitions whose first batch is not logged
         self.queue_capacity = max(4096, settings.batch_max * 2)
+        self.input = LogInput(
+            settings.kafka_config(
+                **{
+                    # the group's committed offsets only: this consumer never joins it
+                    "group.id": settings.app_id,
+                    "client.id": f"{settings.app_id}-input",
+                    "fetch.wait.max.ms": settings.fetch_max_wait_ms,
+                    "queued.max.messages.kbytes": INPUT_PREFETCH_KB,
+                    "queued.min.messages": self.queue_capacity,
+                }
+            ),
+            capacity=self.queue_capacity,
+        )
+        self.input_generation: int | None = None  # the assignment the input may read
         self.rocksdb_budget = MemoryBudget(
             cache_mb=settings.rocksdb_cache_mb, memtables_mb=settings.rocksdb_memtables_mb
         )
@@ -151,6 +168,8 @@ class Tracker:
         app = TrackerApp(
             settings.app_id,
             fetch_max_wait_ms=settings.fetch_max_wait_ms,
+            input_topics=frozenset(self.workflow_topics),
+            on_ready=self._resume_input,
             broker=client_config.faust_broker(settings),
             broker_credentials=client_config.faust_credentials(settings),
             # faust creates its changelogs and assignor topic itself, with its default
@@ -235,6 +254,8 @@ class Tracker:
         async def assigned(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
             await self.turns.release()  # faust has put the new assignment's tables in place
             self.processor.forget()  # another worker may have changed them meanwhile
+            # The input reads this assignment once its tables are recovered (``_resume_input``).
+            self.input_generation = app.consumer_generation_id
             assigned = args[0] if args else kwargs.get("assigned", ())
             changelogs = app.tables.changelog_topics
             self.unresumed = {
@@ -250,6 +271,8 @@ class Tracker:
         app.on_partitions_assigned.connect(assigned)
 
         async def revoked(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+            self.input_generation = None
+            self.input.unassign()  # what it queued already is dropped by its generation
             await self.turns.hold()  # the batch in hand ends before faust lets its tables go
             self.processor.forget()
             await self._commit_offsets()  # the next owner starts where this one finished
@@ -260,23 +283,29 @@ class Tracker:
         app.on_partitions_revoked.connect(revoked)
 
         async def track(stream: Any) -> None:
+            ticks = asyncio.create_task(self._forward_ticks(stream), name="tracker-ticks")
             batches = drained_batches(
-                stream.events(),
+                self.input.records(),
                 settings.batch_max,
                 linger_s=settings.batch_linger_s,
                 interval_s=settings.batch_interval_s,
                 generation=lambda: app.consumer_generation_id,
             )
-            async for events in batches:
-                async with self.turns.batch():
-                    # A rebalance may have come between taking and deciding them.
-                    current = of_generation(events, app.consumer_generation_id)
-                    try:
-                        if current:
-                            await self.decide(current)
-                    except Exception as exc:
-                        # Its open transactions are aborted by the next holder's init.
-                        crash("a batch failed", exc)
+            try:
+                async for messages in batches:
+                    async with self.turns.batch():
+                        # A rebalance may have come between taking and deciding them.
+                        current = of_generation(messages, app.consumer_generation_id)
+                        try:
+                            if current:
+                                await self.decide(current)
+                        except Exception as exc:
+                            # Its open transactions are aborted by the next holder's init.
+                            crash("a batch failed", exc)
+            except Exception as exc:
+                crash("the tracker's input failed", exc)
+            finally:
+                ticks.cancel()
 
         app.agent(source, name=f"{settings.app_id}.track", concurrency=1)(track)
         if not self.clock.virtual:
@@ -285,6 +314,37 @@ class Tracker:
         app.timer(30.0)(self._report)
         app.timer(5.0)(self._watch)
         return app
+
+    async def _forward_ticks(self, stream: Any) -> None:
+        """The clock's ticks, read by faust, join the input's records for the batches.
+
+        Only the clock topic reaches faust's stream: its consumer never fetches the
+        workflow partitions (``transport``). Were one to come anyway, it is counted and
+        left: the input reads it.
+        """
+        async for event in stream.events():
+            message = event.message
+            if message.topic == self.clock_topic:
+                self.input.add([message])
+            else:
+                self.counts["input_through_faust"] += 1
+
+    def _resume_input(self) -> None:
+        """Start reading the workflow partitions of the assignment faust just recovered,
+        unless they were revoked since (a rebalance during the recovery)."""
+        generation = self.app.consumer_generation_id
+        if self.input_generation != generation:
+            return
+        mine = [
+            tp for tp in self.app.assignor.assigned_actives() if tp.topic in self.workflow_topics
+        ]
+        self.input.assign(generation, mine)
+        log.info(
+            "reading %s from the committed offsets (generation %d)",
+            ", ".join(f"{tp.topic}/{tp.partition}" for tp in mine) or "nothing",
+            generation,
+            extra={"sagalog": {"agent": "saga-tracker", "action": "input_assigned"}},
+        )
 
     async def hand_over_before_stop(self) -> None:
         """Finish the batch in hand, commit and close the producers, before faust closes
@@ -300,13 +360,14 @@ class Tracker:
             timeout = self.settings.stop_timeout_s
             crash(f"the batch in hand did not finish within {timeout} s of the stop")
         await self._commit_offsets()
+        self.input.stop()
         # No batch starts again: the partitions' producers go (nothing is left open),
         # and the ticks and SLA alerts still queued are delivered.
         await asyncio.to_thread(self.sink.close)
 
     # -- a batch -------------------------------------------------------------------
 
-    async def decide(self, events: Any) -> None:
+    async def decide(self, messages: list[Any]) -> None:
         """Run a batch; one whose transaction the broker aborted is decided again here.
 
         An abort stored nothing and published nothing visible (``fencing``), so the
@@ -316,7 +377,7 @@ class Tracker:
         """
         for attempt in range(1, ABORTED_TRIES + 1):
             try:
-                await self.run_batch(events)
+                await self.run_batch(messages)
                 return
             except BatchAborted as exc:
                 if attempt == ABORTED_TRIES:
@@ -336,22 +397,20 @@ class Tracker:
 
     def export_metrics(self) -> Callable[[], None]:
         """Serve this worker's figures on ``/metrics`` (``exported_metrics``); the undo."""
-        consumer = self.app.consumer
         return exported_metrics.export(
             tally=self.tally,
             ended=self.sink.transactions.ended,
             finished=self.offsets.finished,
-            highwater=consumer.highwater,
+            highwater=lambda tp: self.input.position(tp)[1],
             tables_dir=Path(self.app.conf.tabledir),
             memo=self.processor.memo,
         )
 
-    async def run_batch(self, events: Any) -> None:
+    async def run_batch(self, messages: list[Any]) -> None:
         started = time.perf_counter()
         self.tally.begin()
         batch = self.processor.begin(self.store)
-        for event in events:
-            message = event.message
+        for message in messages:
             if message.topic == self.clock_topic:
                 self.clock.observe(parse_tick(message.value) or 0)
                 self.pending_ticks.add(message.partition)
@@ -394,15 +453,15 @@ class Tracker:
             await self._fire_timers(batch)
         await self.processor.commit(batch)
         self.tally.committed()
-        self.offsets.finish(event.message for event in events)
-        self._note_resumed(events)
-        self._observe_lag(events)
+        self.offsets.finish(messages)
+        self._note_resumed(messages)
+        self._observe_lag(messages)
         self.counts["batches"] += 1
         self.counts["inputs"] += batch.inputs
-        TRACKER_BATCH_RECORDS.observe(len(events))
+        TRACKER_BATCH_RECORDS.observe(len(messages))
         TRACKER_BATCH_SECONDS.observe(time.perf_counter() - started)
 
-    def _note_resumed(self, events: Any) -> None:
+    def _note_resumed(self, messages: list[Any]) -> None:
         """Log, once per assignment, where each input partition's first batch began and
         what the group had committed: after a rebalance the two are equal (up to commit
         markers), and records lost to a rebalance show as the first exceeding the
@@ -412,8 +471,7 @@ class Tracker:
         if not self.unresumed:
             return
         first: dict[Any, int] = {}
-        for event in events:
-            message = event.message
+        for message in messages:
             if message.tp in self.unresumed and message.tp not in first:
                 first[message.tp] = message.offset
                 if len(first) == len(self.unresumed):
@@ -432,10 +490,9 @@ class Tracker:
                 extra={"sagalog": {"agent": "saga-tracker", "action": "resumed"}},
             )
 
-    def _observe_lag(self, events: Any) -> None:
+    def _observe_lag(self, messages: list[Any]) -> None:
         now = time.time()
-        for event in events:
-            message = event.message
+        for message in messages:
             if message.topic != self.clock_topic:
                 self.lag.observe(
                     (message.topic, message.partition), message.offset, now - message.timestamp
@@ -474,13 +531,11 @@ class Tracker:
     async def _caught_up(self, partition: int) -> bool:
         """Whether every workflow topic's ``partition`` was fetched up to its high watermark
         (``caught_up``); an error asking the consumer counts as not, and is logged."""
-        consumer = self.app.consumer
         for topic in self.workflow_topics:
             tp = TP(topic, partition)
             try:
-                # Bounded: a batch waiting here would hold a rebalance's hand-over too.
-                position = await asyncio.wait_for(consumer.position(tp), POSITION_WAIT_S)
-                why = unread(consumer.highwater(tp), position)
+                position, high = self.input.position(tp)
+                why = unread(high, position)
             except Exception as exc:  # fail closed: the timers wait for the next tick
                 self._cannot_tell(tp, f"{exc.__class__.__name__}: {exc}")
                 return False

@@ -152,6 +152,16 @@ def _class_needs() -> list[tuple[type, Need]]:
             "hand over only records of active partitions (transport.py overrides it)",
         ),
         need(
+            driver.AIOKafkaConsumerThread,
+            "on_partitions_assigned",
+            "keep aiokafka off the workflow partitions (transport.py overrides it)",
+        ),
+        need(
+            App,
+            "on_rebalance_end",
+            "start the tracker's input once a recovery completed (transport.py overrides it)",
+        ),
+        need(
             driver.Consumer,
             "_new_consumer_thread",
             "use its own consumer thread (transport.py overrides it)",

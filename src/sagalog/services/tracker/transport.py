@@ -22,6 +22,11 @@ Two of faust's rules lose records around a rebalance, and are changed here: it k
 no read offsets (``_NoReadOffsets``), and its fetches hand over only records of
 partitions active at that moment (``_Flowing``).
 
+The workflow topics stay in its subscription (so its assignor keeps partition *p* of
+them with the tables' partition *p*) but are paused in aiokafka as they are assigned:
+they are read by librdkafka (``log_input``), and a pause is the one thing that keeps
+aiokafka's fetcher off a partition it was given.
+
 Both consumer settings are set on the consumer object faust created, before it starts (aiokafka
 builds its fetcher from them in ``start``), rather than by copying faust's
 constructor: everything else stays faust's. The hooks overridden here and the
@@ -34,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Set
 from typing import Any, cast
 
+import aiokafka
 import faust
 from faust.transport.drivers import aiokafka as driver
 
@@ -74,6 +80,19 @@ class _Flowing(Set[Any]):
 
 
 class _ConsumerThread(driver.AIOKafkaConsumerThread):
+    async def on_partitions_assigned(self, assigned: set[Any], generation_id: int = 0) -> None:
+        """Pause the workflow partitions in aiokafka before faust goes on with them:
+        nothing of them is fetched by faust's consumer (``log_input`` reads them)."""
+        app = cast(TrackerApp, self.app)
+        inputs = [
+            aiokafka.TopicPartition(tp.topic, tp.partition)
+            for tp in assigned
+            if tp.topic in app.input_topics
+        ]
+        if inputs:
+            self._ensure_consumer().pause(*inputs)
+        await super().on_partitions_assigned(assigned, generation_id)
+
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
         app = cast(TrackerApp, self.app)  # only TrackerApp's transport makes this thread
@@ -163,18 +182,31 @@ class _Transport(driver.Transport):
 
 class TrackerApp(faust.App):
     """A faust app whose consumer reads committed data and waits at most ``fetch_max_wait_ms``,
-    and that runs ``before_stop`` before faust stops anything (``handover``)."""
+    leaves ``input_topics`` to the tracker's own consumer, calls ``on_ready`` when a
+    rebalance's recovery is complete and the streams resume, and runs ``before_stop``
+    before faust stops anything (``handover``)."""
 
     def __init__(
         self,
         *args: Any,
         fetch_max_wait_ms: int,
+        input_topics: Set[str] = frozenset(),
+        on_ready: Callable[[], None] | None = None,
         before_stop: Callable[[], Awaitable[None]] | None = None,
         **kwargs: Any,
     ) -> None:
         self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.input_topics = input_topics
+        self.on_ready = on_ready
         self.before_stop = before_stop
         super().__init__(*args, **kwargs)
+
+    def on_rebalance_end(self) -> None:
+        """faust's, then ``on_ready``: faust calls this last in a recovery it completed
+        for the current generation, after the tables are ready and the streams resumed."""
+        super().on_rebalance_end()
+        if self.on_ready is not None:
+            self.on_ready()
 
     async def on_stop(self) -> None:
         """faust's stop revokes and closes the tables first and stops the agents last;

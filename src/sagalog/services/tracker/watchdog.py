@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException
+from faust.types import TP
 
 from sagalog.errors import ServiceUnavailableError
 from sagalog.memory import release_free_memory
@@ -73,7 +74,7 @@ class Watchdog:
         batches = tracker.counts["batches"]
         progressed, self.batches_at_watch = batches != self.batches_at_watch, batches
         busy = waiting_its_turn(
-            queued=faust_internals.queued(tracker.app, tracker.clock_topic),
+            queued=tracker.input.queued + faust_internals.queued(tracker.app, tracker.clock_topic),
             capacity=tracker.queue_capacity,
             progressed=progressed,
         )
@@ -153,6 +154,12 @@ class Watchdog:
             log.error(
                 "stalled partitions, as faust and aiokafka see them: %s",
                 json.dumps(faust_internals.describe(tracker.app, stalled), default=str),
+            )
+            log.error(
+                "stalled partitions, as the input reads them (next offset, high watermark; "
+                "%d records queued): %s",
+                tracker.input.queued,
+                {f"{t}/{p}": tracker.input.position(TP(t, p)) for t, p in stalled},
             )
             log.error(
                 "offsets: finished %s, committed %s, faust committed %s",

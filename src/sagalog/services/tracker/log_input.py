@@ -1,0 +1,305 @@
+"""The tracker's input, read by librdkafka; faust keeps the group, the tables and the clock.
+
+faust's delivery was a quarter of the tracker's time at 340 sagas/s (py-spy, GIL):
+aiokafka parses every fetch response in Python, and each record then goes through
+faust's conductor, its stream and an event object before the tracker sees it. Here
+one librdkafka consumer reads the workflow topics' partitions this worker owns and
+hands the records over in lists, each record a small slotted object with the fields
+the tracker reads.
+
+faust still decides who owns what: its group membership and assignor (the workflow
+topics stay in its subscription, so partition *p* of them, of the clock topic and of
+every table still go to one worker), its table recovery and its commits of the
+tracker's offsets. Its own consumer never fetches the workflow partitions: they are
+paused in aiokafka as they are assigned (``transport``). This consumer never joins
+the group: it is given, by ``assign``, the partitions faust has recovered the tables
+of, from the group's committed offsets, once faust's recovery is complete, and it
+lets them go when faust revokes them.
+
+The consumer is used from one thread of its own, which waits in librdkafka (GIL
+released) instead of waking the event loop; the records cross to the loop in one
+call per fetch. Records taken under an assignment carry its generation, so those
+still queued when a rebalance came are dropped (``batching.of_generation``), as
+faust's own stream drops them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
+from faust.types import TP
+
+from sagalog.errors import SagalogError
+
+log = logging.getLogger("sagalog.tracker")
+
+# One consume call's most records; the batcher takes batches of its own size from the
+# queue they join.
+CONSUME_MAX = 2_000
+
+# How long the thread waits in librdkafka for records before it looks at its commands
+# again (an assignment, a stop): the longest a rebalance waits on it.
+CONSUME_WAIT_S = 0.1
+
+
+class InputFailed(SagalogError):
+    """The input consumer met an error it cannot read past (a fatal client error, a
+    missing right): the tracker exits and a fresh worker takes over."""
+
+
+class Record:
+    """One consumed record, with the fields (and the names) faust's message has.
+
+    Slotted and built without validation: one per input record on the hot path.
+    """
+
+    __slots__ = (
+        "generation_id",
+        "headers",
+        "key",
+        "offset",
+        "partition",
+        "timestamp",
+        "topic",
+        "tp",
+        "value",
+    )
+
+    def __init__(
+        self,
+        tp: TP,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]] | None,
+        timestamp_ms: int,
+        generation_id: int,
+    ) -> None:
+        self.tp = tp
+        self.topic = tp.topic
+        self.partition = tp.partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers or []
+        self.timestamp = timestamp_ms / 1000  # seconds, as faust's
+        self.generation_id = generation_id
+
+
+@dataclass(frozen=True)
+class _Assign:
+    generation: int
+    partitions: tuple[TP, ...]
+
+
+_UNASSIGN = object()
+_STOP = object()
+
+
+class LogInput:
+    """Reads the partitions it is given with librdkafka, for the tracker's batches.
+
+    Args:
+        config: the consumer's librdkafka settings (connection and security); the
+            group is the tracker's, for its committed offsets only.
+        capacity: how many records may wait, read and not yet taken, before the
+            thread stops reading (librdkafka's own prefetch aside).
+    """
+
+    def __init__(self, config: dict[str, Any], *, capacity: int) -> None:
+        self.config = {
+            **config,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+        self.capacity = capacity
+        self.queued = 0
+        self.assigned: tuple[TP, ...] = ()
+        self._tps: dict[tuple[str, int], TP] = {}
+        self._ends: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+        self._records: asyncio.Queue[list[Any] | BaseException] = asyncio.Queue()
+        self._commands: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._room = threading.Event()
+        self._room.set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._consumer: Consumer | None = None
+
+    # -- the loop's side --------------------------------------------------------------
+
+    def assign(self, generation: int, partitions: Iterable[TP]) -> None:
+        """Read ``partitions`` from the group's committed offsets, as ``generation``'s.
+
+        The first assignment creates the consumer and its thread, on the running loop.
+        """
+        if self._thread is None:
+            self._loop = asyncio.get_running_loop()
+            self._consumer = Consumer(self.config)
+            self._thread = threading.Thread(target=self._run, name="tracker-input", daemon=True)
+            self._thread.start()
+        self.assigned = tuple(sorted(partitions))
+        self._commands.put(_Assign(generation, self.assigned))
+
+    def add(self, records: list[Any]) -> None:
+        """Queue records read elsewhere (the clock topic's ticks, which faust reads)
+        behind those read here, for the same batches."""
+        self._deliver(records)
+
+    def unassign(self) -> None:
+        """Stop reading every partition; records already queued are the batcher's to drop."""
+        self.assigned = ()
+        self._commands.put(_UNASSIGN)
+
+    def stop(self) -> None:
+        """End the thread, which closes the consumer; never waits for it."""
+        if self._thread is not None:
+            self._commands.put(_STOP)
+
+    async def records(self) -> AsyncIterator[Any]:
+        """Every record read, in the order of each partition, one at a time.
+
+        Raises:
+            InputFailed: the consumer met an error it cannot read past.
+        """
+        while True:
+            got = await self._records.get()
+            if isinstance(got, BaseException):
+                raise got
+            self.queued -= len(got)
+            if self.queued * 2 <= self.capacity:
+                self._room.set()
+            for record in got:
+                yield record
+
+    def position(self, tp: TP) -> tuple[int | None, int | None]:
+        """The next offset to read and the high watermark last fetched (None: not known
+        yet), for ``caught_up``, as the thread saw them after its last fetch.
+
+        Read from the thread's last look, not asked of the consumer: a librdkafka
+        consumer called from a second thread while the first waits in ``consume``
+        blocked (seen: the event loop stuck in ``position``).
+        """
+        if tp not in self.assigned:
+            return None, None
+        return self._ends.get((tp.topic, tp.partition), (None, None))
+
+    def _deliver(self, got: list[Any] | BaseException) -> None:
+        if isinstance(got, list):
+            self.queued += len(got)
+            if self.queued >= self.capacity:
+                self._room.clear()
+        self._records.put_nowait(got)
+
+    # -- the thread's side ----------------------------------------------------------
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        loop = self._loop
+        assert consumer is not None and loop is not None
+        generation = -1
+        reading = False
+        parts: list[TopicPartition] = []
+        try:
+            while True:
+                while not self._commands.empty() or not reading:
+                    command = self._commands.get()
+                    if command is _STOP:
+                        return
+                    if command is _UNASSIGN:
+                        consumer.unassign()
+                        reading, parts = False, []
+                    elif isinstance(command, _Assign):
+                        generation = command.generation
+                        parts = [TopicPartition(t, p) for t, p in command.partitions]
+                        consumer.assign(
+                            [TopicPartition(t, p, OFFSET_STORED) for t, p in command.partitions]
+                        )
+                        reading = bool(parts)
+                    self._ends = {}
+                if not self._room.wait(CONSUME_WAIT_S):
+                    continue  # the batches are behind: librdkafka's prefetch holds the rest
+                messages = consumer.consume(CONSUME_MAX, CONSUME_WAIT_S)
+                if messages:
+                    got = self._records_of(messages, generation)
+                    if got:
+                        loop.call_soon_threadsafe(self._deliver, got)
+                self._ends = self._look(consumer, parts)
+        except BaseException as exc:  # handed to the loop, which ends the process
+            failed = exc if isinstance(exc, InputFailed) else InputFailed(f"input: {exc}")
+            loop.call_soon_threadsafe(self._deliver, failed)
+        finally:
+            consumer.close()
+
+    @staticmethod
+    def _look(
+        consumer: Consumer, parts: list[TopicPartition]
+    ) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        """Each partition's next offset and last fetched high watermark (no request)."""
+        ends: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+        for at in consumer.position(parts):
+            _low, high = consumer.get_watermark_offsets(at, cached=True)
+            ends[(at.topic, at.partition)] = (
+                at.offset if at.offset >= 0 else None,
+                high if high >= 0 else None,
+            )
+        return ends
+
+    def _records_of(self, messages: list[Any], generation: int) -> list[Record]:
+        tps = self._tps
+        got = []
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                self._read_error(error, message)
+                continue
+            topic, partition = message.topic(), message.partition()
+            tp = tps.get((topic, partition))
+            if tp is None:
+                tp = tps[(topic, partition)] = TP(topic, partition)
+            got.append(
+                Record(
+                    tp,
+                    message.offset(),
+                    message.key(),
+                    message.value(),
+                    message.headers(),
+                    message.timestamp()[1],
+                    generation,
+                )
+            )
+        return got
+
+    @staticmethod
+    def _read_error(error: KafkaError, message: Any) -> None:
+        if error.code() == KafkaError._PARTITION_EOF:
+            return
+        if error.fatal() or error.code() in _CANNOT_READ_PAST:
+            raise InputFailed(
+                f"reading {message.topic()}/{message.partition()} failed: {error.str()}; "
+                "check the tracker's rights on the workflow topics and its group "
+                "(`sagalog acl`), then restart it"
+            ) from KafkaException(error)
+        log.warning(
+            "input: %s",
+            error.str(),
+            extra={"sagalog": {"agent": "saga-tracker", "action": "input_error"}},
+        )
+
+
+_CANNOT_READ_PAST = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError._INVALID_ARG,
+    }
+)
