@@ -87,11 +87,6 @@ FETCH_BYTES_PER_PARTITION = 256 * 1024
 # exits (70) and leaves it to the next one.
 ABORTED_TRIES = 3
 
-# What librdkafka may hold prefetched for the input, beyond the records handed to the
-# batches: a few batches' worth of lz4-compressed records, so the next fetch is back
-# before the queue runs dry, without holding a backlog's records in memory.
-INPUT_PREFETCH_KB = 16 * 1024
-
 
 class Tracker:
     """The running tracker: faust app, tables, processor, clock and counters."""
@@ -147,9 +142,6 @@ class Tracker:
                     # the group's committed offsets only: this consumer never joins it
                     "group.id": settings.app_id,
                     "client.id": f"{settings.app_id}-input",
-                    "fetch.wait.max.ms": settings.fetch_max_wait_ms,
-                    "queued.max.messages.kbytes": INPUT_PREFETCH_KB,
-                    "queued.min.messages": self.queue_capacity,
                 }
             ),
             capacity=self.queue_capacity,
