@@ -13,6 +13,26 @@ import ctypes
 import ctypes.util
 import gc
 
+# glibc's ``mallopt`` parameter for the most arenas (malloc.h: M_ARENA_MAX).
+_M_ARENA_MAX = -8
+
+
+def limit_arenas(count: int) -> bool:
+    """Let glibc's malloc keep at most ``count`` arenas; whether it took the setting.
+
+    glibc gives threads that allocate at the same time arenas of their own, up to
+    eight per core, and memory freed in one stays there: a service with librdkafka
+    clients (several threads each, allocating every fetch and delivery report) ends a
+    burst with its peak spread over arenas that ``malloc_trim`` cannot shrink from the
+    middle. Called first thing, before those threads start. Measured on the tracker
+    after 80,000 events: 265 MB RSS idle with glibc's default, 242 MB with two arenas.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    mallopt = getattr(ctypes.CDLL(name), "mallopt", None)
+    return bool(mallopt is not None and mallopt(_M_ARENA_MAX, count))
+
 
 def release_free_memory() -> bool:
     """Collect garbage and trim the C heap; whether the heap was trimmed."""

@@ -11,8 +11,12 @@ import sys
 
 from sagalog.agents.telemetry import configure_logging
 from sagalog.errors import SagalogError
+from sagalog.memory import limit_arenas
 from sagalog.services.tracker.settings import TrackerSettings
 from sagalog.tracing import configure_tracing
+
+# Two arenas for the event loop's thread and the clients' threads (``limit_arenas``).
+MALLOC_ARENAS = 2
 
 
 def main(settings: TrackerSettings | None = None) -> int:
@@ -30,6 +34,7 @@ def main(settings: TrackerSettings | None = None) -> int:
         prepare_topics,
     )
 
+    limit_arenas(MALLOC_ARENAS)  # before any client starts a thread
     settings = settings or TrackerSettings()
     configure_logging(json_lines=settings.json_logs, level=settings.log_level)
     configure_tracing("saga-tracker")
