@@ -14,6 +14,7 @@ point of an authorization test.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 import shutil
@@ -36,6 +37,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from faust.types import TP
 from pydantic import SecretStr
 
 from sagalog import client_config
@@ -55,6 +57,7 @@ from sagalog.errors import AuthorizationError
 from sagalog.events import GateDecided, StateTransition
 from sagalog.flows.loader import load_flows
 from sagalog.publisher import EventPublisher
+from sagalog.services.tracker.log_input import LogInput
 from sagalog.settings import ClientSettings
 from sagalog.topology.acl_apply import current_acls, to_binding
 from sagalog.topology.acls import AclRule, Operation, PatternKind, ResourceKind, derive_acls
@@ -492,6 +495,39 @@ def test_an_agent_reading_another_agents_retry_topic_is_denied(
     assert caught.value.exit_code == 6
     assert message.startswith(
         "User:intake-agent may not READ topic 'sagalog.agent.risk-agent.retry'"
+    ), message
+
+
+def test_the_trackers_input_reading_a_topic_it_has_no_right_to_is_denied(
+    applied: dict[str, Any], stack: LocalStack
+) -> None:
+    """The tracker's own consumer (``log_input``) stops with the principal and the
+    topic named, exit 6, instead of warning forever."""
+    admin = admin_client(stack)
+    [created] = admin.create_topics([NewTopic("sagalog.agent.risk-agent.retry", 6, 1)]).values()
+    try:
+        created.result(timeout=15)
+    except KafkaException as exc:
+        assert "already exists" in str(exc).lower()
+    log_input = LogInput(
+        as_service(stack, "saga-tracker"),
+        group="saga-tracker",
+        client_id="saga-tracker-input",
+        capacity=100,
+    )
+
+    async def read() -> None:
+        log_input.assign(1, [TP("sagalog.agent.risk-agent.retry", 0)])
+        async for _ in log_input.records():
+            pass
+
+    with pytest.raises(AuthorizationError) as caught:
+        asyncio.run(asyncio.wait_for(read(), 60))
+    log_input.stop()
+    message = str(caught.value)
+    assert caught.value.exit_code == 6
+    assert message.startswith(
+        "User:saga-tracker may not READ topic 'sagalog.agent.risk-agent.retry'"
     ), message
 
 

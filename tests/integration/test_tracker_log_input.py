@@ -57,7 +57,7 @@ def write(
 
 
 def reading(settings: ClientSettings, group: str) -> LogInput:
-    return LogInput(settings.kafka_config(**{"group.id": group}), capacity=1000)
+    return LogInput(settings, group=group, client_id=f"{group}-input", capacity=1000)
 
 
 def test_committed_records_come_in_order_with_their_fields_and_generation(

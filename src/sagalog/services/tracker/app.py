@@ -83,6 +83,11 @@ log = logging.getLogger("sagalog.tracker")
 # lz4-compressed records, a few seconds of applying them.
 FETCH_BYTES_PER_PARTITION = 256 * 1024
 
+# How long faust's consumer lets the broker hold a fetch: it reads only the clock's
+# ticks (a tick answers a waiting fetch at once) and standbys' changelogs, so an idle
+# tracker need not ask ten times a second as when it read the workflow topics.
+FAUST_FETCH_MAX_WAIT_MS = 500
+
 # How often a batch whose transaction was aborted is decided again before the worker
 # exits (70) and leaves it to the next one.
 ABORTED_TRIES = 3
@@ -137,14 +142,11 @@ class Tracker:
         self.unresumed: set[Any] = set()  # input partitions whose first batch is not logged
         self.queue_capacity = max(4096, settings.batch_max * 2)
         self.input = LogInput(
-            settings.kafka_config(
-                **{
-                    # the group's committed offsets only: this consumer never joins it
-                    "group.id": settings.app_id,
-                    "client.id": f"{settings.app_id}-input",
-                }
-            ),
+            settings,
+            group=settings.app_id,
+            client_id=f"{settings.app_id}-input",
             capacity=self.queue_capacity,
+            fetch_max_wait_ms=settings.fetch_max_wait_ms,
         )
         self.input_generation: int | None = None  # the assignment the input may read
         self.rocksdb_budget = MemoryBudget(
@@ -159,7 +161,7 @@ class Tracker:
         settings = self.settings
         app = TrackerApp(
             settings.app_id,
-            fetch_max_wait_ms=settings.fetch_max_wait_ms,
+            fetch_max_wait_ms=FAUST_FETCH_MAX_WAIT_MS,
             input_topics=frozenset(self.workflow_topics),
             on_ready=self._resume_input,
             broker=client_config.faust_broker(settings),
@@ -314,12 +316,15 @@ class Tracker:
         workflow partitions (``transport``). Were one to come anyway, it is counted and
         left: the input reads it.
         """
-        async for event in stream.events():
-            message = event.message
-            if message.topic == self.clock_topic:
-                self.input.add([message])
-            else:
-                self.counts["input_through_faust"] += 1
+        try:
+            async for event in stream.events():
+                message = event.message
+                if message.topic == self.clock_topic:
+                    self.input.add([message])
+                else:
+                    self.counts["input_through_faust"] += 1
+        except Exception as exc:  # without ticks no timer would fire again: hand over
+            crash("the clock's ticks failed", exc)
 
     def _resume_input(self) -> None:
         """Start reading the workflow partitions of the assignment faust just recovered,

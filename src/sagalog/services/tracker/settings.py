@@ -121,8 +121,9 @@ class TrackerSettings(ServiceSettings):
         default=100,
         gt=0,
         le=1500,
-        description="Longest the broker may hold a fetch of partitions with nothing new; "
-        "faust's hard-coded 1500 stalled hand-offs under load (see transport.py).",
+        description="Longest the broker may hold a fetch of the workflow partitions with "
+        "little new (log_input.py): the most a quiet tracker's decision waits there; an idle "
+        "tracker sends that many empty fetches a second.",
     )
     session_timeout_s: float = Field(
         default=10.0,

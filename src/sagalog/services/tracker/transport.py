@@ -12,8 +12,8 @@ faust-streaming 0.15 builds its worker consumer with both hard-coded:
   out of its next fetch, so under load a fetch often names only the idle ones (the
   clock partitions) and the broker holds it for the full wait while nothing else
   is fetched from that broker: the tracker stalled for up to 1.5 s per hand-off.
-  ``TrackerSettings.fetch_max_wait_ms`` (100 ms by default) bounds the stall; an
-  idle tracker pays ten empty fetches a second for it.
+  ``app.FAUST_FETCH_MAX_WAIT_MS`` bounds the stall (it reads only the clock's ticks
+  and standbys' changelogs now).
 
 Its producer (the tables' changelogs) is made idempotent with ``acks=all``, like
 every other sagalog producer.
