@@ -139,4 +139,6 @@ def test_reading_starts_at_the_groups_committed_offset_and_stops_when_let_go(
         (b"p1 again", 2),
     ]
     assert all(r.partition == 1 for r in second if r.generation_id == 2)
-    assert b"gone" not in [r.value for r in second]
+    # Read before the thread took the new assignment, "gone" may come stamped with
+    # generation 1, which the batches drop; never with 2.
+    assert b"gone" not in [r.value for r in second if r.generation_id == 2]
