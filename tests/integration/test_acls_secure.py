@@ -521,9 +521,11 @@ def test_the_trackers_input_reading_a_topic_it_has_no_right_to_is_denied(
         async for _ in log_input.records():
             pass
 
-    with pytest.raises(AuthorizationError) as caught:
-        asyncio.run(asyncio.wait_for(read(), 60))
-    log_input.stop()
+    try:
+        with pytest.raises(AuthorizationError) as caught:
+            asyncio.run(asyncio.wait_for(read(), 60))
+    finally:
+        log_input.stop()
     message = str(caught.value)
     assert caught.value.exit_code == 6
     assert message.startswith(

@@ -36,7 +36,7 @@ from typing import Any
 from confluent_kafka import OFFSET_STORED, Consumer, KafkaError, KafkaException, TopicPartition
 from faust.types import TP
 
-from sagalog.authorization import authorization_error, is_authorization_failure
+from sagalog.authorization import authorization_error, is_authorization_failure, topic_denied
 from sagalog.errors import SagalogError
 from sagalog.settings import ClientSettings
 
@@ -50,6 +50,10 @@ CONSUME_MAX = 500
 # again (an assignment, a stop): the longest a new assignment waits to be read. Each
 # wait that ends empty costs a look at the positions: four a second while idle.
 CONSUME_WAIT_S = 0.25
+
+# How long the check of the tracker's rights on an assignment's topics waits for the
+# broker's metadata.
+METADATA_TIMEOUT_S = 15.0
 
 # How the consumer fetches. A short prefetch queue: the records are decided as fast
 # as they come, and what waits in librdkafka's queue or in a large fetch buffer is
@@ -270,6 +274,7 @@ class LogInput:
                         reading, parts = False, []
                     elif isinstance(command, _Assign):
                         generation = command.generation
+                        self._check_rights(consumer, {t for t, _ in command.partitions})
                         parts = [TopicPartition(t, p) for t, p in command.partitions]
                         consumer.assign(
                             [TopicPartition(t, p, OFFSET_STORED) for t, p in command.partitions]
@@ -290,6 +295,18 @@ class LogInput:
             loop.call_soon_threadsafe(self._deliver, failed)
         finally:
             consumer.close()
+
+    def _check_rights(self, consumer: Consumer, topics: set[str]) -> None:
+        """Refuse to read a topic this principal may not see, naming both.
+
+        Without DESCRIBE the partition's metadata never comes and librdkafka waits
+        silently, delivering nothing and no error (seen on the secured broker); a
+        missing READ alone comes back as an error on the partition (``_read_error``).
+        """
+        for topic in sorted(topics):
+            denied = topic_denied(consumer, topic, timeout=METADATA_TIMEOUT_S)
+            if denied is not None:
+                raise authorization_error(self.settings, denied, operation="READ", resource=topic)
 
     @staticmethod
     def _next(consumer: Consumer) -> list[Any]:
