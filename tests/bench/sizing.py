@@ -41,12 +41,13 @@ MEASURED: dict[str, Figure] = {
     "requests_per_saga": Figure(12.5, "co-hosted run at 100 sagas/s, 2026-12-04"),
     "bytes_in_per_saga": Figure(8_975, "co-hosted run at 100 sagas/s, 2026-12-04"),
     "records_in_per_saga": Figure(25.5, "co-hosted run at 100 sagas/s, 2026-12-04"),
-    # the tracker alone on one core (`make bench`'s tracker part, 2026-12-05: bulk restore)
-    "tracker_events_per_s": Figure(3_223, "tracker live bench, 2026-12-05"),
+    # the tracker alone on one core (`make bench`'s tracker part, 2026-12-05: its input
+    # read by librdkafka; 2,983 and 3,098 the same day before it)
+    "tracker_events_per_s": Figure(4_880, "tracker live bench, 2026-12-05 (librdkafka input)"),
     "restore_records_per_s": Figure(78_551, "tracker restore bench, 2026-12-05"),
     # idle at a gate: the tracker's RSS with 10,000 and 100,000 waiting (2026-12-04)
     "tracker_rss_mb_10k": Figure(202.1, "idle bench, 2026-12-04"),
-    "tracker_rss_mb_100k": Figure(212.4, "idle bench, 2026-12-04"),
+    "tracker_rss_mb_100k": Figure(206.6, "idle bench, 2026-12-05"),
 }
 """The figures a results file may lack, each with the run it came from."""
 
