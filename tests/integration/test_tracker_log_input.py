@@ -142,3 +142,23 @@ def test_reading_starts_at_the_groups_committed_offset_and_stops_when_let_go(
     # Read before the thread took the new assignment, "gone" may come stamped with
     # generation 1, which the batches drop; never with 2.
     assert b"gone" not in [r.value for r in second if r.generation_id == 2]
+
+
+def test_an_empty_partition_is_known_to_be_read_to_its_end(
+    project: Project, settings: ClientSettings
+) -> None:
+    """Its timers may fire: nothing can be waiting in it (``caught_up``)."""
+    topic = workflow_topic(project, settings)
+    log_input = reading(settings, f"{topic}-tracker")
+
+    async def run() -> tuple[int | None, int | None]:
+        log_input.assign(1, [TP(topic, 0)])
+        deadline = time.monotonic() + WAIT_S
+        while log_input.position(TP(topic, 0)) != (0, 0) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return log_input.position(TP(topic, 0))
+
+    try:
+        assert asyncio.run(run()) == (0, 0)
+    finally:
+        log_input.stop()

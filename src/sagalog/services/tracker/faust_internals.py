@@ -157,6 +157,11 @@ def _class_needs() -> list[tuple[type, Need]]:
             "keep aiokafka off the workflow partitions (transport.py overrides it)",
         ),
         need(
+            driver.AIOKafkaConsumerThread,
+            "verify_event_path",
+            "spare the workflow partitions faust's fetch check (transport.py overrides it)",
+        ),
+        need(
             App,
             "on_rebalance_end",
             "start the tracker's input once a recovery completed (transport.py overrides it)",

@@ -159,6 +159,7 @@ class LogInput:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "isolation.level": "read_committed",
+            "enable.partition.eof": True,  # where a partition's end is: ``_look``
             "auto.offset.reset": "earliest",
         }
         self.capacity = capacity
@@ -167,6 +168,7 @@ class LogInput:
         self.assigned: tuple[TP, ...] = ()
         self._tps: dict[tuple[str, int], TP] = {}
         self._ends: dict[tuple[str, int], tuple[int | None, int | None]] = {}
+        self._at_end: dict[tuple[str, int], int] = {}  # the offset each partition's end was seen at
         self._records: asyncio.Queue[list[Any] | BaseException] = asyncio.Queue()
         self._commands: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._room = threading.Event()
@@ -280,7 +282,7 @@ class LogInput:
                             [TopicPartition(t, p, OFFSET_STORED) for t, p in command.partitions]
                         )
                         reading = bool(parts)
-                    self._ends = {}
+                    self._ends, self._at_end = {}, {}
                 if not self._room.wait(CONSUME_WAIT_S):
                     continue  # the batches are behind: librdkafka's prefetch holds the rest
                 messages = self._next(consumer)
@@ -321,18 +323,23 @@ class LogInput:
             return []
         return [first, *consumer.consume(CONSUME_MAX - 1, 0)]
 
-    @staticmethod
     def _look(
-        consumer: Consumer, parts: list[TopicPartition]
+        self, consumer: Consumer, parts: list[TopicPartition]
     ) -> dict[tuple[str, int], tuple[int | None, int | None]]:
-        """Each partition's next offset and last fetched high watermark (no request)."""
+        """Each partition's next offset and last fetched high watermark (no request).
+
+        librdkafka knows a position only once it delivered a record of the partition;
+        a partition read to its end is also known by where its end was reported
+        (``enable.partition.eof``). Without that, an empty partition (a flow nobody
+        started yet) counted as unread for good, and the timers of its partition
+        number never fired (seen: the demo's 200 requests stuck at their gates).
+        """
         ends: dict[tuple[str, int], tuple[int | None, int | None]] = {}
         for at in consumer.position(parts):
+            key = (at.topic, at.partition)
             _low, high = consumer.get_watermark_offsets(at, cached=True)
-            ends[(at.topic, at.partition)] = (
-                at.offset if at.offset >= 0 else None,
-                high if high >= 0 else None,
-            )
+            known = [o for o in (at.offset, self._at_end.get(key, -1)) if o >= 0]
+            ends[key] = (max(known) if known else None, high if high >= 0 else None)
         return ends
 
     def _records_of(self, messages: list[Any], generation: int) -> list[Record]:
@@ -362,6 +369,7 @@ class LogInput:
 
     def _read_error(self, error: KafkaError, message: Any) -> None:
         if error.code() == KafkaError._PARTITION_EOF:
+            self._at_end[(message.topic(), message.partition())] = message.offset()
             return
         if is_authorization_failure(error):  # no restart gets past a missing right
             resource = self.group if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED else None

@@ -93,6 +93,13 @@ class _ConsumerThread(driver.AIOKafkaConsumerThread):
             self._ensure_consumer().pause(*inputs)
         await super().on_partitions_assigned(assigned, generation_id)
 
+    def verify_event_path(self, now: float, tp: Any) -> None:
+        """faust's check that records of ``tp`` flow, except for the workflow partitions:
+        aiokafka never fetches those (the tracker's input does), and faust logged an
+        error for each of them every few minutes."""
+        if tp.topic not in cast(TrackerApp, self.app).input_topics:
+            super().verify_event_path(now, tp)
+
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
         app = cast(TrackerApp, self.app)  # only TrackerApp's transport makes this thread
