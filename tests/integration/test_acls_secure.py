@@ -69,6 +69,7 @@ pytestmark = pytest.mark.private_stack  # integration: by folder, tests/conftest
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = "procurement.events"
+RETRY_TOPIC = "sagalog.agent.risk-agent.retry"
 
 
 class RawCodec:
@@ -461,15 +462,20 @@ def test_an_agent_writing_a_topic_it_may_not_is_denied_and_its_transaction_abort
     worker.clients.consumer.close()
 
 
-def test_an_agent_reading_another_agents_retry_topic_is_denied(
-    applied: dict[str, Any], stack: LocalStack, project: Path, tmp_path: Path
-) -> None:
+def ensure_retry_topic(stack: LocalStack) -> None:
+    """The risk agent's retry topic, which other principals may not read."""
     admin = admin_client(stack)
-    [created] = admin.create_topics([NewTopic("sagalog.agent.risk-agent.retry", 6, 1)]).values()
+    [created] = admin.create_topics([NewTopic(RETRY_TOPIC, 6, 1)]).values()
     try:
         created.result(timeout=15)
     except KafkaException as exc:
         assert "already exists" in str(exc).lower()
+
+
+def test_an_agent_reading_another_agents_retry_topic_is_denied(
+    applied: dict[str, Any], stack: LocalStack, project: Path, tmp_path: Path
+) -> None:
+    ensure_retry_topic(stack)
     settings = AgentSettings(
         **as_service(stack, "intake-agent").model_dump(),
         instance_id="it-reader",
@@ -503,12 +509,7 @@ def test_the_trackers_input_reading_a_topic_it_has_no_right_to_is_denied(
 ) -> None:
     """The tracker's own consumer (``log_input``) stops with the principal and the
     topic named, exit 6, instead of warning forever."""
-    admin = admin_client(stack)
-    [created] = admin.create_topics([NewTopic("sagalog.agent.risk-agent.retry", 6, 1)]).values()
-    try:
-        created.result(timeout=15)
-    except KafkaException as exc:
-        assert "already exists" in str(exc).lower()
+    ensure_retry_topic(stack)
     log_input = LogInput(
         as_service(stack, "saga-tracker"),
         group="saga-tracker",
