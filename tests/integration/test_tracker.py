@@ -591,3 +591,60 @@ def test_a_restart_keeps_a_store_past_a_transaction_left_open_in_its_changelog(
         assert "markers are missing there" in second.logs()
     finally:
         left_open.abort_transaction(30)
+
+
+def test_an_input_partition_held_open_gets_a_closing_record_then_a_report(
+    tracker_lab: TrackerLab,
+) -> None:
+    """A transaction left open on the tracker's input holds every ``read_committed``
+    reader at its first offset. Past ``open_transaction_after_s`` the tracker writes an
+    ``OpenTransactionClosed`` to each held partition in that partition's transaction
+    (which ends the range when its own id left it open, as a broker restart can:
+    ``open_transactions``); held by another producer, as here, it stays held and the
+    tracker says so once. When the other producer ends it, the events behind it are
+    decided, and the closing records read back change nothing."""
+    lab = tracker_lab
+    tracker = lab.tracker(open_transaction_after_s=2)
+    lab.start("wf-held")
+    (one, _), (two, _) = FORWARD[:2]
+    lab.wait(lambda: _at(lab, "wf-held", "running", one), what=f"wf-held at {one}")
+    metadata = AdminClient(lab.project.settings.kafka_config()).list_topics(lab.topic, timeout=15)
+    partitions = sorted(metadata.topics[lab.topic].partitions)
+    other = Producer(
+        lab.project.settings.kafka_config(
+            **{"transactional.id": f"holder-{lab.app_id}", "transaction.timeout.ms": 300_000}
+        )
+    )
+    other.init_transactions(30)
+    other.begin_transaction()
+    for partition in partitions:
+        other.produce(lab.topic, key=b"held", value=None, partition=partition)
+    other.flush(30)
+    try:
+        lab.complete("wf-held", one)  # behind the open range: not readable yet
+        lab.wait(
+            lambda: tracker.logs().count("by another producer's transaction") >= len(partitions),
+            what="the held partitions closed, then reported",
+            timeout=120,
+        )
+        logs = tracker.logs()
+        assert logs.count("closing the transaction") == len(partitions), logs[-3000:]
+        assert _at(lab, "wf-held", "running", one)  # nothing past the open range was read
+    finally:
+        other.abort_transaction(30)
+    lab.wait(lambda: _at(lab, "wf-held", "running", two), what=f"wf-held at {two}")
+    closers = {
+        workflow_id: rows
+        for workflow_id, rows in lab.seen.events.items()
+        if workflow_id.startswith("sagalog.saga-tracker.p")
+    }
+    assert sorted(closers) == [f"sagalog.saga-tracker.p{p}" for p in partitions]
+    assert all(
+        row["type"] == "sagalog.v1.OpenTransactionClosed"
+        for rows in closers.values()
+        for row in rows
+    )
+    assert sorted(row["at"][0] for rows in closers.values() for row in rows) == partitions
+    assert not lab.seen.deadletters  # read back, skipped: neither dead-lettered
+    assert not any(workflow_id in lab.seen.transitions for workflow_id in closers)  # nor tracked
+    assert tracker.alive

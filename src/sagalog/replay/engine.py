@@ -53,6 +53,7 @@ from sagalog.contracts.headers import (
 from sagalog.replay.journal import TIMER_CAUSE, Journal, Recorded, RecordedFiring
 from sagalog.replay.processing import (
     Batch,
+    Closer,
     OwnEcho,
     Processor,
     Unreadable,
@@ -158,6 +159,8 @@ class ReplayEngine:
                 self.stats.echoes += 1
                 self._fire_at_output(batch, partition, message)
                 continue
+            if isinstance(read, Closer):
+                continue  # ended an open transaction; no workflow's (``open_transactions``)
             self.stats.tracked += 1
             cause = read.causation_id or ""
             if cause.startswith(TIMER_CAUSE) and _source(message) == TRACKER_SOURCE:

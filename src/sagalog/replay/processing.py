@@ -10,7 +10,7 @@ admission, duplicates, timers table) around the same rules. Both live in
 
 from __future__ import annotations
 
-from sagalog.tracker.decoding import OwnEcho, Unreadable, payload_types, read_event
+from sagalog.tracker.decoding import Closer, OwnEcho, Unreadable, payload_types, read_event
 from sagalog.tracker.processor import Batch, Processor
 
-__all__ = ["Batch", "OwnEcho", "Processor", "Unreadable", "payload_types", "read_event"]
+__all__ = ["Batch", "Closer", "OwnEcho", "Processor", "Unreadable", "payload_types", "read_event"]

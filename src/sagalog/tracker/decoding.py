@@ -6,7 +6,9 @@ payload is never decoded. The few platform events whose payload the rules read
 for its kind) are decoded with the registry's schema. The tracker's own
 ``GateOpened``, ``CompensationRequested`` and ``WaitEnded``,
 which it reads back from the workflow topic, are recognized from their headers and
-not decided again (only sealed into the workflow's record, for the audit trail).
+not decided again (only sealed into the workflow's record, for the audit trail). Its
+``OpenTransactionClosed`` records (``services.tracker.open_transactions``) belong to no
+workflow and are skipped.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ NEEDS_PAYLOAD = frozenset(
     }
 )
 OWN_ECHOES = frozenset({GATE_OPENED, COMPENSATION_REQUESTED, WAIT_ENDED})
+OPEN_TRANSACTION_CLOSED = "sagalog.v1.OpenTransactionClosed"
+"""The type of the tracker's valueless record that ends a transaction its partition's
+previous holder left open (``services.tracker.open_transactions``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,13 @@ class OwnEcho:
     """The tracker's own output read back: nothing to decide, only to seal."""
 
     workflow_id: str
+    event_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Closer:
+    """The tracker's ``OpenTransactionClosed`` read back: no workflow's, nothing to do."""
+
     event_id: str
 
 
@@ -84,8 +96,9 @@ def read_event(
     headers: RawHeaders,
     *,
     needs_payload: frozenset[str] = NEEDS_PAYLOAD,
-) -> TrackedEvent | Unreadable | OwnEcho:
-    """The ``TrackedEvent`` in a record, an ``OwnEcho``, or ``Unreadable`` with the reason.
+) -> TrackedEvent | Unreadable | OwnEcho | Closer:
+    """The ``TrackedEvent`` in a record, an ``OwnEcho``, a ``Closer``, or ``Unreadable``
+    with the reason.
 
     ``needs_payload``: the types to decode (``payload_types``); others are read from
     their headers alone.
@@ -96,6 +109,8 @@ def read_event(
         return Unreadable(str(exc), type(exc).__name__)
     if is_own_echo(meta):
         return OwnEcho(meta.workflow_id, meta.id)
+    if meta.type == OPEN_TRANSACTION_CLOSED and meta.source == TRACKER_SOURCE:
+        return Closer(meta.id)
     if key is not None and key.decode(errors="replace") != meta.workflow_id:
         return Unreadable(
             f"record key {key!r} differs from header ce_workflowid {meta.workflow_id!r}; "

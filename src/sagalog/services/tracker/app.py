@@ -69,7 +69,7 @@ from sagalog.services.tracker.tally import Tally
 from sagalog.services.tracker.transport import TrackerApp
 from sagalog.services.tracker.watchdog import Watchdog
 from sagalog.tracker import CompensationRetry
-from sagalog.tracker.decoding import OwnEcho, Unreadable, payload_types, read_event
+from sagalog.tracker.decoding import Closer, OwnEcho, Unreadable, payload_types, read_event
 from sagalog.tracker.processor import Processor
 from sagalog.tracker.record import SealedEvent
 from sagalog.tracker.sla_monitor import SlaMonitor
@@ -131,6 +131,9 @@ class Tracker:
         self.tally = Tally(decided=self.processor.outcomes)
         self.counts: Counter[str] = Counter()
         self.pending_ticks: set[int] = set()
+        self.to_close: dict[tuple[str, int], tuple[int, int]] = {}
+        """Input partitions held open, with (stable, end): closed in the next batch
+        (``open_transactions``; the watchdog finds them)."""
         self.unknown_positions: dict[int, str] = {}  # partition -> the error last logged
         self.last_sla_ms = 0
         self.ready = False
@@ -424,6 +427,8 @@ class Tracker:
                 self.processor.seal(
                     batch, message.partition, read.workflow_id, _sealed(message, read.event_id)
                 )
+            elif isinstance(read, Closer):
+                self.counts["closers"] += 1
             elif isinstance(read, Unreadable):
                 self.tally.dead_letter()
                 self.sink.dead_letter(
@@ -448,6 +453,8 @@ class Tracker:
                 )
         if self.pending_ticks:
             await self._fire_timers(batch)
+        if self.to_close:
+            self._close_open_transactions()
         await self.processor.commit(batch)
         self.tally.committed()
         self.offsets.finish(messages)
@@ -524,6 +531,34 @@ class Tracker:
         if again:
             # Nothing else may arrive to retry them (an idle virtual clock): tick again.
             asyncio.get_running_loop().call_later(0.2, self._tick, sorted(again))
+
+    def close_held_open(self, spans: dict[tuple[str, int], tuple[int, int]]) -> None:
+        """Have the next batch close these held-open input partitions; a tick of each
+        brings that batch about, as nothing else may come (``open_transactions``)."""
+        self.to_close.update(spans)
+        self._tick(sorted({partition for _, partition in spans}))
+
+    def _close_open_transactions(self) -> None:
+        """Write a closing record to each input partition held open, in the transaction of
+        the partition's id, which this batch commits (``open_transactions``). A partition
+        no longer held here is left to its new holder's watchdog."""
+        held = self.sink.transactions.producers
+        for (topic, partition), (stable, end) in sorted(self.to_close.items()):
+            if partition not in held:
+                continue
+            self.sink.close_open_transaction(topic, partition)
+            self.counts["closing"] += 1
+            log.warning(
+                "%s/%d is held open at offset %d (log end %d): closing the transaction "
+                "with a record of %s (a marker lost in a broker failure leaves it so)",
+                topic,
+                partition,
+                stable,
+                end,
+                self.sink.transactions.id_of(partition),
+                extra={"sagalog": {"agent": "saga-tracker", "action": "close_transaction"}},
+            )
+        self.to_close = {}
 
     async def _caught_up(self, partition: int) -> bool:
         """Whether every workflow topic's ``partition`` was fetched up to its high watermark

@@ -103,6 +103,28 @@ class BacklogProbe:
                 behind[key] = (start, end)
         return behind
 
+    def held_open(self, partitions: Iterable[Position]) -> dict[Position, Span]:
+        """``{(topic, partition): (stable, end)}`` where the last stable offset lies below
+        the log end: a transaction is open there (``open_transactions``; blocking).
+
+        Raises:
+            ServiceUnavailableError: the broker did not answer within ``TIMEOUT_S``.
+        """
+        tps = [TopicPartition(topic, partition) for topic, partition in partitions]
+        if not tps:
+            return {}
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        try:
+            stable = self._offsets(tps, latest)
+            ends = self._offsets(tps, latest, isolation=IsolationLevel.READ_UNCOMMITTED)
+        except (KafkaException, TimeoutError) as exc:
+            raise self._unavailable("the partitions' stable offsets and ends", exc) from exc
+        return {
+            key: (stable[key], end)
+            for key, end in ends.items()
+            if key in stable and stable[key] < end
+        }
+
     def readable(self, spans: dict[Position, Span]) -> set[Position]:
         """The partitions where a committed record can be read inside its span.
 
@@ -165,10 +187,16 @@ class BacklogProbe:
             f"{TIMEOUT_S:g}s ({reason or type(exc).__name__})"
         )
 
-    def _offsets(self, tps: list[TopicPartition], spec: OffsetSpec) -> dict[Position, int]:
+    def _offsets(
+        self,
+        tps: list[TopicPartition],
+        spec: OffsetSpec,
+        *,
+        isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+    ) -> dict[Position, int]:
         futures = self.admin.list_offsets(
             {tp: spec for tp in tps},
-            isolation_level=IsolationLevel.READ_COMMITTED,
+            isolation_level=isolation,
             request_timeout=TIMEOUT_S,
         )
         offsets = {}

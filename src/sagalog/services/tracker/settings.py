@@ -155,6 +155,12 @@ class TrackerSettings(ServiceSettings):
         description="Exit (70, to be restarted) when records wait and none was delivered "
         "for this long: a stuck consumer must not look alive.",
     )
+    open_transaction_after_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Close a transaction left open on an input partition (its marker lost "
+        "in a broker failure) once the partition's stable offset stood still this long.",
+    )
     rocksdb_cache_mb: int = Field(
         default=16,
         ge=1,

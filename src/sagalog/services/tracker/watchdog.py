@@ -28,7 +28,7 @@ from faust.types import TP
 from sagalog.errors import ServiceUnavailableError
 from sagalog.memory import release_free_memory
 from sagalog.rocksdb_options import MB
-from sagalog.services.tracker import faust_internals
+from sagalog.services.tracker import faust_internals, open_transactions
 from sagalog.services.tracker.exits import crash
 from sagalog.services.tracker.stall import Suspect, judge, unread, waiting_its_turn
 
@@ -46,6 +46,7 @@ class Watchdog:
     def __init__(self, tracker: Tracker) -> None:
         self.tracker = tracker
         self.suspects: dict[tuple[str, int], Suspect] = {}
+        self.held_open: dict[tuple[str, int], open_transactions.HeldOpen] = {}
         self.watched_generation = -1
         self.inputs_at_trim = 0
         self.batches_at_watch = 0
@@ -78,12 +79,12 @@ class Watchdog:
             capacity=tracker.queue_capacity,
             progressed=progressed,
         )
-        if (
-            not tracker.ready
-            or tracker.app.rebalancing
-            or generation != self.watched_generation
-            or busy
-        ):
+        steady = (
+            tracker.ready and not tracker.app.rebalancing and generation == self.watched_generation
+        )
+        if steady:
+            await self._look_for_open_transactions()
+        if not steady or busy:
             # Offsets stand still across a rebalance (commits fail while it runs), and
             # records wait their turn behind a backlog: suspicion starts again after.
             self.suspects = {}
@@ -175,6 +176,51 @@ class Watchdog:
                 f"offset {start}, which has not moved for {tracker.settings.stall_timeout_s:g}s "
                 f"({len(stalled)} partition(s) stalled)"
             )
+
+    async def _look_for_open_transactions(self) -> None:
+        """Close an input partition held open by a transaction whose marker was lost, and
+        report one that stays held after that (``open_transactions``). Busy or not: a
+        held partition delivers nothing, however full the others keep the queue."""
+        tracker = self.tracker
+        inputs = [
+            (tp.topic, tp.partition)
+            for tp in tracker.app.assignor.assigned_actives()
+            if tp.topic in tracker.workflow_topics
+        ]
+        try:
+            spans = await asyncio.to_thread(tracker.backlog.held_open, inputs)
+        except (ServiceUnavailableError, KafkaException):
+            return  # the stall check says so, and degrades the health
+        verdict = open_transactions.judge(
+            self.held_open,
+            spans,
+            now=time.monotonic(),
+            after_s=tracker.settings.open_transaction_after_s,
+        )
+        self.held_open = verdict.held
+        if verdict.close:
+            tracker.close_held_open({key: spans[key] for key in verdict.close})
+        for topic, partition in verdict.report:
+            stable, end = spans[(topic, partition)]
+            problem = (
+                f"{topic}/{partition} is held open at offset {stable} (log end {end}) by "
+                f"another producer's transaction: the tracker reads nothing of it past "
+                f"{stable}. Find the producer with `kafka-transactions.sh find-hanging "
+                f"--broker-id <leader of {topic}/{partition}>`; it ends when that "
+                f"transactional id commits again, or with `kafka-transactions.sh abort` "
+                f"(which discards its records)"
+            )
+            tracker.health.degrade(f"open_transaction:{topic}/{partition}", problem)
+            log.error(
+                problem,
+                extra={"sagalog": {"agent": "saga-tracker", "action": "open_transaction"}},
+            )
+        for name in list(tracker.health.problems):
+            if name.startswith("open_transaction:"):
+                place, _, number = name.removeprefix("open_transaction:").rpartition("/")
+                now_held = verdict.held.get((place, int(number)))
+                if now_held is None or now_held.stage is not open_transactions.Stage.REPORTED:
+                    tracker.health.recover(name)
 
     async def _commit_again(
         self, stalled: set[tuple[str, int]], behind: dict[tuple[str, int], tuple[int, int]]

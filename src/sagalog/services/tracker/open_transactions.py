@@ -1,0 +1,126 @@
+"""Transactions left open on the tracker's input, and when to close them: pure judgement.
+
+A ``read_committed`` reader stops at a partition's last stable offset (LSO): the first
+offset of the oldest transaction still open there. A transaction whose commit marker
+never reaches the partition holds it forever, and every record after it with it.
+
+**How that happens to the tracker's own transactions.** Seen in the chaos suite (CI,
+stop 35): the broker was SIGKILLed just after it wrote the tracker's ``PREPARE_COMMIT``
+for partition 1. At its restart the transaction coordinator resent the markers while
+the controller still held the broker's old registration (``DUPLICATE_BROKER_REGISTRATION``
+until the session timed out); when the controller then fenced it, every partition was
+leaderless for a moment, and the coordinator treated leaderless partitions as deleted
+("Couldn't find leader endpoint ... likely deleted already and hence can be skipped",
+the rule of KAFKA-5202) and completed the transaction without their markers. The
+coordinator now knew the transaction as committed; ``procurement.events-1`` had its
+records open from offset 314 on. The tracker could not read past them, and nothing it
+decided would ever write to that partition again: its timers wait until it has read
+its input, and its input waited on its own transaction. Kafka documents the same hang
+after an unclean leader election (KAFKA-20716), with ``kafka-transactions.sh
+find-hanging`` and ``abort`` as the cure; an abort would lose records the coordinator
+decided to commit.
+
+**The cure used here.** The broker ends a producer's open range at that producer's next
+marker on the partition, whatever the epoch: a later transaction of the same
+transactional id that writes to the partition closes the earlier records with its own
+outcome. The tracker holds partition *p*'s transactional id (``fencing``), so it writes
+one record to the held-open partition in *p*'s transaction and commits: the commit's
+marker ends the open range, committed, as the coordinator had decided. Checked on the
+log the chaos run left behind: LSO 314 with the log end at 327; after one such
+transaction, both 329 and every record from 314 readable.
+
+The record is ``sagalog.v1.OpenTransactionClosed``: CloudEvents headers, no value
+(nothing to decode, like a Kafka control record), keyed ``closer_key(p)``. The tracker
+skips it when it reads it back (``decoding.read_event``); agents skip it from its type
+header, as any event their projection does not keep.
+
+When: a partition whose LSO sits below its log end, unmoved, for ``after_s`` (an
+ordinary transaction ends within seconds; an agent's open transaction past
+``after_s`` gets a record that changes nothing). Once per held offset: if the same
+offset is still held ``after_s`` after the record, the open range is another
+producer's (an agent's, a tool's), which only its own transactional id or an operator
+can end, and ``judge`` reports it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+Position = tuple[str, int]
+Span = tuple[int, int]
+"""A partition's last stable offset and its log end (high watermark)."""
+
+
+class Stage(enum.Enum):
+    WATCHED = "watched"  # held open; not for long enough yet
+    CLOSING = "closing"  # the closing record was written at this offset
+    REPORTED = "reported"  # still held after it: another producer's; said once
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOpen:
+    """A partition seen held open at ``stable`` since ``since`` (monotonic seconds)."""
+
+    stable: int
+    since: float
+    stage: Stage = Stage.WATCHED
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What to do after one look.
+
+    Attributes:
+        held: the state to pass to the next look.
+        close: partitions to write a closing record to, in their transactions.
+        report: partitions still held after their closing record (once each).
+    """
+
+    held: dict[Position, HeldOpen]
+    close: list[Position]
+    report: list[Position]
+
+
+def judge(
+    previous: Mapping[Position, HeldOpen],
+    spans: Mapping[Position, Span],
+    *,
+    now: float,
+    after_s: float,
+) -> Verdict:
+    """Which held-open partitions to close, and which to report, after this look.
+
+    Args:
+        previous: the last look's ``Verdict.held``.
+        spans: ``(stable, end)`` of the partitions looked at; those with ``stable >=
+            end`` are not held and leave the state.
+        now: monotonic seconds.
+        after_s: how long a partition stays held at one offset before it is closed, and
+            again before it is reported.
+    """
+    held: dict[Position, HeldOpen] = {}
+    close: list[Position] = []
+    report: list[Position] = []
+    for key, (stable, end) in sorted(spans.items()):
+        if stable >= end:
+            continue
+        old = previous.get(key)
+        if old is None or old.stable != stable:
+            held[key] = HeldOpen(stable, now)
+        elif now - old.since < after_s or old.stage is Stage.REPORTED:
+            held[key] = old
+        elif old.stage is Stage.WATCHED:
+            held[key] = HeldOpen(stable, now, Stage.CLOSING)
+            close.append(key)
+        else:
+            held[key] = HeldOpen(stable, old.since, Stage.REPORTED)
+            report.append(key)
+    return Verdict(held, close, report)
+
+
+def closer_key(partition: int) -> str:
+    """The key (and workflow id header) of partition ``partition``'s closing records:
+    no workflow's, and one per partition so a reader can tell whose it is."""
+    return f"sagalog.saga-tracker.p{partition}"
