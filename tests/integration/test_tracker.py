@@ -600,7 +600,7 @@ def test_an_input_partition_held_open_gets_a_closing_record_then_a_report(
     reader at its first offset. Past ``open_transaction_after_s`` the tracker writes an
     ``OpenTransactionClosed`` to each held partition in that partition's transaction
     (which ends the range when its own id left it open, as a broker restart can:
-    ``open_transactions``); held by another producer, as here, it stays held and the
+    ``sagalog.open_transactions``); held by another producer, as here, it stays held and the
     tracker says so once. When the other producer ends it, the events behind it are
     decided, and the closing records read back change nothing."""
     lab = tracker_lab

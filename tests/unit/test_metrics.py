@@ -17,7 +17,7 @@ from sagalog import metrics
 from sagalog.agents import exported_metrics as agent_metrics
 from sagalog.agents.circuit_breaker import BreakerState
 from sagalog.agents.telemetry import AgentStats
-from sagalog.consumer_lag import consumer_lag
+from sagalog.consumer_lag import consumer_lag, held_open
 from sagalog.events import StateTransition
 from sagalog.health import Verdict
 from sagalog.health_server import HealthServer
@@ -162,6 +162,23 @@ def test_librdkafka_lag_is_read_for_the_assigned_partitions_only() -> None:
     }
     assert consumer_lag(json.dumps(stats)) == {("orders.events", 0): 12}
     assert consumer_lag("{}") == {}
+
+
+def test_librdkafka_statistics_tell_the_assigned_partitions_a_transaction_holds_open() -> None:
+    stats = {
+        "topics": {
+            "orders.events": {
+                "partitions": {
+                    "0": {"desired": True, "ls_offset": 314, "hi_offset": 327},  # held
+                    "1": {"desired": True, "ls_offset": 40, "hi_offset": 40},  # read to its end
+                    "2": {"desired": False, "ls_offset": 1, "hi_offset": 9},  # not ours
+                    "3": {"desired": True, "ls_offset": -1, "hi_offset": -1},  # not known yet
+                }
+            }
+        }
+    }
+    assert held_open(json.dumps(stats)) == {("orders.events", 0): (314, 327)}
+    assert held_open("{}") == {}
 
 
 def test_table_sizes_add_up_the_partitions_of_each_table(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from sagalog.agents.settings import AgentSettings
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.backoff import RetryPolicy, retry_within
-from sagalog.consumer_lag import STATS_INTERVAL_MS, Lag, consumer_lag
+from sagalog.consumer_lag import STATS_INTERVAL_MS, Lag, Spans, consumer_lag, held_open
 from sagalog.errors import SagalogError, ServiceUnavailableError
 from sagalog.health import HealthBook
 
@@ -68,6 +68,10 @@ class KafkaClients:
         self.on_revoke: Rebalance = lambda consumer, partitions: None
         self.on_drop: Callable[[], None] = lambda: None
         self.lag: Lag = {}
+        self.held_open: Spans = {}
+        """Assigned partitions a transaction holds open, as of the last statistics."""
+        self.stats_seen = 0
+        """How many statistics the consumer has reported (``held_open`` is new when it moves)."""
         """The consumer's lag per partition, as librdkafka last reported it (``metrics``)."""
         self._helper = self._new_helper()
 
@@ -249,6 +253,8 @@ class KafkaClients:
 
     def _on_consumer_stats(self, stats_json: str) -> None:
         self.lag = consumer_lag(stats_json)
+        self.held_open = held_open(stats_json)
+        self.stats_seen += 1
 
     def _on_consumer_error(self, error: KafkaError) -> None:
         """librdkafka's client-level errors: a fatal one rebuilds the clients

@@ -76,6 +76,12 @@ class AgentSettings(ServiceSettings):
         description="Wait this long for a rate token inside a transaction; defer beyond.",
     )
     transaction_timeout_s: float = Field(default=60.0, gt=0)
+    open_transaction_after_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Close a transaction left open on an input partition (its marker lost "
+        "in a broker failure) once the partition's stable offset stood still this long.",
+    )
     offsets_commit_s: float = Field(
         default=1.0,
         gt=0,

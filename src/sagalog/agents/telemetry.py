@@ -96,6 +96,8 @@ class AgentStats:
     ignored: int = 0
     transactions: int = 0
     aborted: int = 0
+    closers: int = 0
+    """Records written to end a transaction left open on an input (``open_transactions``)."""
     rebuilt: int = 0
     """Times the consumer and producer were closed and built anew in-process (an outage)."""
 

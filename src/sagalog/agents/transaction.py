@@ -26,6 +26,7 @@ from sagalog.agents.outputs import Result
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.kafka_errors import FENCED_PRODUCER
+from sagalog.open_transactions import closer
 
 
 class Transactions:
@@ -51,8 +52,11 @@ class Transactions:
         self.clock = clock
         self.started = float("inf")  # when the open transaction began (clock)
 
-    def commit(self, results: Sequence[Result]) -> bool:
+    def commit(self, results: Sequence[Result], *, closers: Sequence[tuple[str, int]] = ()) -> bool:
         """Produce every result's records and commit the offsets in one transaction.
+
+        ``closers``: input partitions held open, each to get an ``OpenTransactionClosed``
+        in this transaction (``sagalog.open_transactions``).
 
         Returns:
             False when the transaction aborted (the consumer is rewound and the batch
@@ -76,6 +80,18 @@ class Transactions:
                     producer.produce(
                         topic, key=key, value=value, headers=headers, on_delivery=delivered
                     )
+            for topic, partition in closers:
+                closer_key, closer_headers = closer(
+                    source=f"sagalog/{clients.agent}", writer=clients.agent, partition=partition
+                )
+                producer.produce(
+                    topic,
+                    partition=partition,
+                    key=closer_key,
+                    value=None,
+                    headers=closer_headers,
+                    on_delivery=delivered,
+                )
             positions = [tp for tp in consumer.position(consumer.assignment()) if tp.offset >= 0]
             # A fenced consumer's group metadata makes this call hang past its timeout.
             clients.raise_if_consumer_failed()

@@ -36,6 +36,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
+from sagalog import open_transactions
 from sagalog.agents import exported_metrics, probes
 from sagalog.agents.assignment import Assignment
 from sagalog.agents.connection import KafkaClients
@@ -150,6 +151,10 @@ class AgentWorker:
         self._stopping = False
         self._stop_requested_at: float | None = None
         self._uncommitted_since: float | None = None  # skipped records' offsets wait since
+        self.inputs = frozenset(topic for lane in self.lanes for topic in lane.agent.topics)
+        """The workflow topics read (the retry topic is not one)."""
+        self._held_open: dict[tuple[str, int], open_transactions.HeldOpen] = {}
+        self._stats_judged = 0
         self._batch_started = float("-inf")
         self._loop = asyncio.new_event_loop()
         self.last_progress = clock()
@@ -347,6 +352,7 @@ class AgentWorker:
         self.clients.raise_if_consumer_failed()
         if records:
             self._process(records)
+        self._close_held_open()
         self._commit_waiting_offsets()
 
     def _poll(self) -> list[Message]:
@@ -419,11 +425,52 @@ class AgentWorker:
 
     # -- the transaction --------------------------------------------------------------------
 
-    def _commit(self, results: list[Result]) -> bool:
-        if not self.transactions.commit(results):
+    def _commit(self, results: list[Result], *, closers: Sequence[tuple[str, int]] = ()) -> bool:
+        if not self.transactions.commit(results, closers=closers):
             return False
         self._uncommitted_since = None  # every assigned partition's position went with it
         return True
+
+    def _close_held_open(self) -> None:
+        """At each consumer statistics (5 s): close an input partition a transaction held
+        open at one offset for ``open_transaction_after_s``, in a transaction of this
+        instance's id, which ends the range if this id left it (a commit marker lost in
+        a broker failure), and report one still held after that
+        (``sagalog.open_transactions``). The retry topic is left out: its records are
+        this agent's own retries, read as such."""
+        clients = self.clients
+        if clients.stats_seen == self._stats_judged:
+            return
+        self._stats_judged = clients.stats_seen
+        spans = {key: span for key, span in clients.held_open.items() if key[0] in self.inputs}
+        verdict = open_transactions.judge(
+            self._held_open,
+            spans,
+            now=self.clock(),
+            after_s=self.settings.open_transaction_after_s,
+        )
+        self._held_open = verdict.held
+        if verdict.close:
+            where = ", ".join(f"{t}/{p} at {spans[(t, p)][0]}" for t, p in verdict.close)
+            self.telemetry.log(
+                "close_transaction",
+                f"input held open ({where}): closing the transaction with a record of "
+                f"{self.transactional_id} (a marker lost in a broker failure leaves it so)",
+                level=logging.WARNING,
+            )
+            if self._commit([], closers=verdict.close):
+                self.stats.closers += len(verdict.close)
+        for topic, partition in verdict.report:
+            problem = open_transactions.held_by_another(
+                f"agent {self.name}", topic, partition, spans[(topic, partition)]
+            )
+            self.health.degrade(f"open_transaction:{topic}/{partition}", problem)
+            self.telemetry.log("open_transaction", problem, level=logging.ERROR, outcome="error")
+        for name in [n for n in self.health.problems if n.startswith("open_transaction:")]:
+            place, _, number = name.removeprefix("open_transaction:").rpartition("/")
+            held = verdict.held.get((place, int(number)))
+            if held is None or held.stage is not open_transactions.Stage.REPORTED:
+                self.health.recover(name)
 
     def _commit_waiting_offsets(self) -> None:
         """Commit the offsets of skipped records once they have waited ``offsets_commit_s``.

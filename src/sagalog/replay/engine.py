@@ -160,7 +160,7 @@ class ReplayEngine:
                 self._fire_at_output(batch, partition, message)
                 continue
             if isinstance(read, Closer):
-                continue  # ended an open transaction; no workflow's (``open_transactions``)
+                continue  # ended an open transaction; no workflow's (``sagalog.open_transactions``)
             self.stats.tracked += 1
             cause = read.causation_id or ""
             if cause.startswith(TIMER_CAUSE) and _source(message) == TRACKER_SOURCE:

@@ -6,9 +6,9 @@ payload is never decoded. The few platform events whose payload the rules read
 for its kind) are decoded with the registry's schema. The tracker's own
 ``GateOpened``, ``CompensationRequested`` and ``WaitEnded``,
 which it reads back from the workflow topic, are recognized from their headers and
-not decided again (only sealed into the workflow's record, for the audit trail). Its
-``OpenTransactionClosed`` records (``services.tracker.open_transactions``) belong to no
-workflow and are skipped.
+not decided again (only sealed into the workflow's record, for the audit trail). An
+``OpenTransactionClosed`` (``sagalog.open_transactions``), the tracker's or an agent's,
+belongs to no workflow and is skipped.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from sagalog.flows.model import (
     WORKFLOW_MIGRATED,
     Flow,
 )
+from sagalog.open_transactions import OPEN_TRANSACTION_CLOSED
 from sagalog.tracker.actions import TRACKER_SOURCE
 from sagalog.tracker.inputs import TrackedEvent
 
@@ -45,9 +46,6 @@ NEEDS_PAYLOAD = frozenset(
     }
 )
 OWN_ECHOES = frozenset({GATE_OPENED, COMPENSATION_REQUESTED, WAIT_ENDED})
-OPEN_TRANSACTION_CLOSED = "sagalog.v1.OpenTransactionClosed"
-"""The type of the tracker's valueless record that ends a transaction its partition's
-previous holder left open (``services.tracker.open_transactions``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +66,7 @@ class OwnEcho:
 
 @dataclass(frozen=True, slots=True)
 class Closer:
-    """The tracker's ``OpenTransactionClosed`` read back: no workflow's, nothing to do."""
+    """An ``OpenTransactionClosed`` read back: no workflow's, nothing to do."""
 
     event_id: str
 
@@ -109,7 +107,7 @@ def read_event(
         return Unreadable(str(exc), type(exc).__name__)
     if is_own_echo(meta):
         return OwnEcho(meta.workflow_id, meta.id)
-    if meta.type == OPEN_TRANSACTION_CLOSED and meta.source == TRACKER_SOURCE:
+    if meta.type == OPEN_TRANSACTION_CLOSED:
         return Closer(meta.id)
     if key is not None and key.decode(errors="replace") != meta.workflow_id:
         return Unreadable(

@@ -133,7 +133,7 @@ class Tracker:
         self.pending_ticks: set[int] = set()
         self.to_close: dict[tuple[str, int], tuple[int, int]] = {}
         """Input partitions held open, with (stable, end): closed in the next batch
-        (``open_transactions``; the watchdog finds them)."""
+        (``sagalog.open_transactions``; the watchdog finds them)."""
         self.unknown_positions: dict[int, str] = {}  # partition -> the error last logged
         self.last_sla_ms = 0
         self.ready = False
@@ -534,13 +534,13 @@ class Tracker:
 
     def close_held_open(self, spans: dict[tuple[str, int], tuple[int, int]]) -> None:
         """Have the next batch close these held-open input partitions; a tick of each
-        brings that batch about, as nothing else may come (``open_transactions``)."""
+        brings that batch about, as nothing else may come (``sagalog.open_transactions``)."""
         self.to_close.update(spans)
         self._tick(sorted({partition for _, partition in spans}))
 
     def _close_open_transactions(self) -> None:
         """Write a closing record to each input partition held open, in the transaction of
-        the partition's id, which this batch commits (``open_transactions``). A partition
+        the partition's id, which this batch commits (``sagalog.open_transactions``). A partition
         no longer held here is left to its new holder's watchdog."""
         held = self.sink.transactions.producers
         for (topic, partition), (stable, end) in sorted(self.to_close.items()):

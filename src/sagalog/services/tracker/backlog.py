@@ -105,7 +105,7 @@ class BacklogProbe:
 
     def held_open(self, partitions: Iterable[Position]) -> dict[Position, Span]:
         """``{(topic, partition): (stable, end)}`` where the last stable offset lies below
-        the log end: a transaction is open there (``open_transactions``; blocking).
+        the log end: a transaction is open there (``sagalog.open_transactions``; blocking).
 
         Raises:
             ServiceUnavailableError: the broker did not answer within ``TIMEOUT_S``.

@@ -28,21 +28,23 @@ from opentelemetry import trace
 from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import signed
-from sagalog.contracts.headers import H_CONTENT_TYPE, EventHeaders, new_event_id
+from sagalog.contracts.headers import EventHeaders, new_event_id
 from sagalog.dead_letters import dead_letter_headers
 from sagalog.errors import AuthorizationError, SagalogError
 from sagalog.events import StateTransition, TrackerAlert
 from sagalog.flows.model import Flow
+from sagalog.open_transactions import closer
 from sagalog.position import RecordPosition
 from sagalog.services.tracker.fencing import PartitionTransactions
-from sagalog.services.tracker.open_transactions import closer_key
 from sagalog.services.tracker.settings import TrackerSettings
 from sagalog.tracing import child_traceparent
 from sagalog.tracker import TRACKER_SOURCE, TRANSITIONS_TOPIC, Alert, Publish, SlaAlert
-from sagalog.tracker.decoding import OPEN_TRANSACTION_CLOSED
 from sagalog.tracker.ticks import encode_tick
 
 log = logging.getLogger("sagalog.tracker")
+
+CLOSER_WRITER = "saga-tracker"
+"""Whose closing records these are: ``closer_key`` gives ``sagalog.saga-tracker.p<n>``."""
 
 
 class KafkaSink:
@@ -137,17 +139,14 @@ class KafkaSink:
         """Send ``OpenTransactionClosed`` to ``topic``'s ``partition`` in that partition's
         transaction: its commit ends what an earlier epoch of the same transactional id
         left open there (``open_transactions``). Headers only: there is nothing to read."""
-        key = closer_key(partition)
-        headers = EventHeaders(
-            id=new_event_id(), type=OPEN_TRANSACTION_CLOSED, source=TRACKER_SOURCE, workflow_id=key
-        )
+        key, headers = closer(source=TRACKER_SOURCE, writer=CLOSER_WRITER, partition=partition)
         self.transactions.send(
             partition,
             topic,
             partition=partition,
-            key=key.encode(),
+            key=key,
             value=None,
-            headers=[pair for pair in headers.to_kafka() if pair[0] != H_CONTENT_TYPE],
+            headers=headers,
             on_delivery=self._delivered,
         )
         self.sent += 1

@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 from confluent_kafka import KafkaException
 from faust.types import TP
 
+from sagalog import open_transactions
 from sagalog.errors import ServiceUnavailableError
 from sagalog.memory import release_free_memory
 from sagalog.rocksdb_options import MB
-from sagalog.services.tracker import faust_internals, open_transactions
+from sagalog.services.tracker import faust_internals
 from sagalog.services.tracker.exits import crash
 from sagalog.services.tracker.stall import Suspect, judge, unread, waiting_its_turn
 
@@ -201,14 +202,8 @@ class Watchdog:
         if verdict.close:
             tracker.close_held_open({key: spans[key] for key in verdict.close})
         for topic, partition in verdict.report:
-            stable, end = spans[(topic, partition)]
-            problem = (
-                f"{topic}/{partition} is held open at offset {stable} (log end {end}) by "
-                f"another producer's transaction: the tracker reads nothing of it past "
-                f"{stable}. Find the producer with `kafka-transactions.sh find-hanging "
-                f"--broker-id <leader of {topic}/{partition}>`; it ends when that "
-                f"transactional id commits again, or with `kafka-transactions.sh abort` "
-                f"(which discards its records)"
+            problem = open_transactions.held_by_another(
+                "the tracker", topic, partition, spans[(topic, partition)]
             )
             tracker.health.degrade(f"open_transaction:{topic}/{partition}", problem)
             log.error(

@@ -1,4 +1,4 @@
-"""Transactions left open on the tracker's input, and when to close them: pure judgement.
+"""Transactions left open on a reader's input, and when to close them: pure judgement.
 
 A ``read_committed`` reader stops at a partition's last stable offset (LSO): the first
 offset of the oldest transaction still open there. A transaction whose commit marker
@@ -23,16 +23,18 @@ decided to commit.
 **The cure used here.** The broker ends a producer's open range at that producer's next
 marker on the partition, whatever the epoch: a later transaction of the same
 transactional id that writes to the partition closes the earlier records with its own
-outcome. The tracker holds partition *p*'s transactional id (``fencing``), so it writes
-one record to the held-open partition in *p*'s transaction and commits: the commit's
-marker ends the open range, committed, as the coordinator had decided. Checked on the
-log the chaos run left behind: LSO 314 with the log end at 327; after one such
-transaction, both 329 and every record from 314 readable.
+outcome. The tracker holds partition *p*'s transactional id (``services.tracker.fencing``),
+so it writes one record to the held-open partition in *p*'s transaction and commits: the
+commit's marker ends the open range, committed, as the coordinator had decided. Checked
+on the log the chaos run left behind: LSO 314 with the log end at 327; after one such
+transaction, both 329 and every record from 314 readable. An agent is exposed the same
+way (it writes to a partition of its input only when it handles that partition's
+events), and closes its input partitions the same way, with its own transactional id.
 
 The record is ``sagalog.v1.OpenTransactionClosed``: CloudEvents headers, no value
-(nothing to decode, like a Kafka control record), keyed ``closer_key(p)``. The tracker
-skips it when it reads it back (``decoding.read_event``); agents skip it from its type
-header, as any event their projection does not keep.
+(nothing to decode, like a Kafka control record), keyed ``closer_key(writer, p)``. The
+tracker and replay skip it when they read it back (``tracker.decoding.read_event``);
+agents skip it from its type header, as any event their projection does not keep.
 
 When: a partition whose LSO sits below its log end, unmoved, for ``after_s`` (an
 ordinary transaction ends within seconds; an agent's open transaction past
@@ -48,6 +50,12 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from sagalog.contracts.headers import H_CONTENT_TYPE, EventHeaders, new_event_id
+
+OPEN_TRANSACTION_CLOSED = "sagalog.v1.OpenTransactionClosed"
+"""The type of the valueless record that ends a transaction left open (see above)."""
+
+Headers = list[tuple[str, str | bytes | None]]
 Position = tuple[str, int]
 Span = tuple[int, int]
 """A partition's last stable offset and its log end (high watermark)."""
@@ -120,7 +128,30 @@ def judge(
     return Verdict(held, close, report)
 
 
-def closer_key(partition: int) -> str:
-    """The key (and workflow id header) of partition ``partition``'s closing records:
-    no workflow's, and one per partition so a reader can tell whose it is."""
-    return f"sagalog.saga-tracker.p{partition}"
+def closer_key(writer: str, partition: int) -> str:
+    """The key (and workflow id header) of ``writer``'s closing records on partition
+    ``partition``: no workflow's, so that a reader can tell whose and where."""
+    return f"sagalog.{writer}.p{partition}"
+
+
+def closer(*, source: str, writer: str, partition: int) -> tuple[bytes, Headers]:
+    """The key and headers of a closing record (its value is None): CloudEvents headers
+    as every sagalog event's, less the content type, as there is no content."""
+    key = closer_key(writer, partition)
+    headers = EventHeaders(
+        id=new_event_id(), type=OPEN_TRANSACTION_CLOSED, source=source, workflow_id=key
+    )
+    pairs: Headers = [pair for pair in headers.to_kafka() if pair[0] != H_CONTENT_TYPE]
+    return key.encode(), pairs
+
+
+def held_by_another(reader: str, topic: str, partition: int, span: Span) -> str:
+    """What to tell an operator of a partition still held after its closing record."""
+    stable, end = span
+    return (
+        f"{topic}/{partition} is held open at offset {stable} (log end {end}) by another "
+        f"producer's transaction: {reader} reads nothing of it past {stable}. Find the "
+        f"producer with `kafka-transactions.sh find-hanging --broker-id <leader of "
+        f"{topic}/{partition}>`; it ends when that transactional id commits again, or with "
+        f"`kafka-transactions.sh abort` (which discards its records)"
+    )

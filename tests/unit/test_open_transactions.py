@@ -1,27 +1,24 @@
-"""When the tracker closes a transaction left open on its input, and how it reads the
-record it closes it with back (``services.tracker.open_transactions``): plain functions."""
+"""When a reader closes a transaction left open on its input, and how the record it
+closes it with reads back (``sagalog.open_transactions``): plain functions."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from sagalog.contracts.codec import EventCodec
-from sagalog.contracts.headers import EventHeaders
-from sagalog.services.tracker.open_transactions import (
+from sagalog.contracts.headers import H_CONTENT_TYPE, header_dict
+from sagalog.open_transactions import (
+    OPEN_TRANSACTION_CLOSED,
     HeldOpen,
     Stage,
     Verdict,
+    closer,
     closer_key,
+    held_by_another,
     judge,
 )
 from sagalog.tracker.actions import TRACKER_SOURCE
-from sagalog.tracker.decoding import (
-    OPEN_TRANSACTION_CLOSED,
-    Closer,
-    TrackedEvent,
-    Unreadable,
-    read_event,
-)
+from sagalog.tracker.decoding import Closer, read_event
 
 P1 = ("procurement.events", 1)
 P2 = ("procurement.events", 2)
@@ -82,27 +79,37 @@ def test_an_offset_at_or_past_the_end_is_not_held() -> None:
     assert judge({}, {P1: (327, 327), P2: (12, 3)}, now=0, after_s=30).held == {}
 
 
-def closer_headers(source: str = TRACKER_SOURCE) -> list[tuple[str, Any]]:
-    headers = EventHeaders(
-        id="e-1", type=OPEN_TRANSACTION_CLOSED, source=source, workflow_id=closer_key(1)
-    )
-    return [(name, str(value).encode()) for name, value in headers.to_kafka()]
-
-
 NO_CODEC = cast(EventCodec, None)  # a closer's value is never decoded
 
 
-def test_the_trackers_closing_record_is_read_back_as_a_closer_with_no_value() -> None:
-    read = read_event(NO_CODEC, closer_key(1).encode(), None, closer_headers())
-    assert read == Closer("e-1")
+def test_the_trackers_closing_record_reads_back_as_a_closer_with_no_value() -> None:
+    key, headers = closer(source=TRACKER_SOURCE, writer="saga-tracker", partition=1)
+    assert key == b"sagalog.saga-tracker.p1"
+    read = read_event(NO_CODEC, key, None, [(n, v.encode()) for n, v in headers])
+    assert isinstance(read, Closer)
+    assert read.event_id == header_dict(headers)["ce_id"]
 
 
-def test_a_closing_type_from_another_source_is_an_input_like_any_other() -> None:
-    read = read_event(NO_CODEC, closer_key(1).encode(), None, closer_headers("someone/else"))
-    assert isinstance(read, TrackedEvent | Unreadable)
-    assert not isinstance(read, Closer)
+def test_an_agents_closing_record_is_skipped_by_the_tracker_too() -> None:
+    key, headers = closer(source="sagalog/budget-agent", writer="budget-agent", partition=2)
+    assert key == b"sagalog.budget-agent.p2"
+    assert isinstance(read_event(NO_CODEC, key, None, headers), Closer)
 
 
-def test_the_closer_key_names_the_partition_and_no_workflow() -> None:
-    assert closer_key(7) == "sagalog.saga-tracker.p7"
-    assert closer_key(7) != closer_key(17)
+def test_a_closing_record_says_its_type_and_claims_no_content() -> None:
+    _, headers = closer(source=TRACKER_SOURCE, writer="saga-tracker", partition=0)
+    named = header_dict(headers)
+    assert named["ce_type"] == OPEN_TRANSACTION_CLOSED
+    assert named["ce_workflowid"] == closer_key("saga-tracker", 0)
+    assert H_CONTENT_TYPE not in named
+
+
+def test_the_closer_key_names_the_writer_and_the_partition() -> None:
+    assert closer_key("saga-tracker", 7) == "sagalog.saga-tracker.p7"
+    assert closer_key("saga-tracker", 7) != closer_key("saga-tracker", 17)
+
+
+def test_a_partition_held_by_another_says_where_and_what_to_run() -> None:
+    text = held_by_another("the tracker", "orders.events", 1, (314, 327))
+    assert "orders.events/1 is held open at offset 314 (log end 327)" in text
+    assert "kafka-transactions.sh find-hanging" in text
