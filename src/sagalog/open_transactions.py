@@ -47,7 +47,7 @@ can end, and ``judge`` reports it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from sagalog.contracts.headers import H_CONTENT_TYPE, EventHeaders, new_event_id
@@ -55,6 +55,7 @@ from sagalog.contracts.headers import H_CONTENT_TYPE, EventHeaders, new_event_id
 OPEN_TRANSACTION_CLOSED = "sagalog.v1.OpenTransactionClosed"
 """The type of the valueless record that ends a transaction left open (see above)."""
 
+PROBLEM = "open_transaction:"
 Headers = list[tuple[str, str | bytes | None]]
 Position = tuple[str, int]
 Span = tuple[int, int]
@@ -143,6 +144,26 @@ def closer(*, source: str, writer: str, partition: int) -> tuple[bytes, Headers]
     )
     pairs: Headers = [pair for pair in headers.to_kafka() if pair[0] != H_CONTENT_TYPE]
     return key.encode(), pairs
+
+
+def problem_name(place: Position) -> str:
+    """The health problem a partition held by another producer is reported under."""
+    topic, partition = place
+    return f"{PROBLEM}{topic}/{partition}"
+
+
+def cleared(problems: Iterable[str], verdict: Verdict) -> list[str]:
+    """The reported problems (``problem_name``) whose partition is no longer held at a
+    reported offset: the holder ended its transaction, or the partition moved on."""
+    gone = []
+    for name in problems:
+        if not name.startswith(PROBLEM):
+            continue
+        topic, _, partition = name.removeprefix(PROBLEM).rpartition("/")
+        held = verdict.held.get((topic, int(partition)))
+        if held is None or held.stage is not Stage.REPORTED:
+            gone.append(name)
+    return gone
 
 
 def held_by_another(reader: str, topic: str, partition: int, span: Span) -> str:

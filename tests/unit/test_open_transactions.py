@@ -12,10 +12,12 @@ from sagalog.open_transactions import (
     HeldOpen,
     Stage,
     Verdict,
+    cleared,
     closer,
     closer_key,
     held_by_another,
     judge,
+    problem_name,
 )
 from sagalog.tracker.actions import TRACKER_SOURCE
 from sagalog.tracker.decoding import Closer, read_event
@@ -113,3 +115,13 @@ def test_a_partition_held_by_another_says_where_and_what_to_run() -> None:
     text = held_by_another("the tracker", "orders.events", 1, (314, 327))
     assert "orders.events/1 is held open at offset 314 (log end 327)" in text
     assert "kafka-transactions.sh find-hanging" in text
+
+
+def test_a_reported_problem_clears_once_its_partition_is_not_held_there_any_more() -> None:
+    verdicts = looks(*[{P1: (314, 327), P2: (5, 9)}] * 13)  # both reported at 60 s
+    reported = [problem_name(P1), problem_name(P2), "kafka"]
+    assert cleared(reported, verdicts[-1]) == []
+    after = judge(verdicts[-1].held, {P2: (5, 9)}, now=65, after_s=30)  # P1 read to its end
+    assert cleared(reported, after) == [problem_name(P1)]  # another problem is not ours
+    moved = judge(after.held, {P2: (6, 9)}, now=70, after_s=30)  # P2 held elsewhere: new wait
+    assert cleared(reported, moved) == [problem_name(P1), problem_name(P2)]

@@ -464,13 +464,10 @@ class AgentWorker:
             problem = open_transactions.held_by_another(
                 f"agent {self.name}", topic, partition, spans[(topic, partition)]
             )
-            self.health.degrade(f"open_transaction:{topic}/{partition}", problem)
+            self.health.degrade(open_transactions.problem_name((topic, partition)), problem)
             self.telemetry.log("open_transaction", problem, level=logging.ERROR, outcome="error")
-        for name in [n for n in self.health.problems if n.startswith("open_transaction:")]:
-            place, _, number = name.removeprefix("open_transaction:").rpartition("/")
-            held = verdict.held.get((place, int(number)))
-            if held is None or held.stage is not open_transactions.Stage.REPORTED:
-                self.health.recover(name)
+        for name in open_transactions.cleared(list(self.health.problems), verdict):
+            self.health.recover(name)
 
     def _commit_waiting_offsets(self) -> None:
         """Commit the offsets of skipped records once they have waited ``offsets_commit_s``.

@@ -205,17 +205,13 @@ class Watchdog:
             problem = open_transactions.held_by_another(
                 "the tracker", topic, partition, spans[(topic, partition)]
             )
-            tracker.health.degrade(f"open_transaction:{topic}/{partition}", problem)
+            tracker.health.degrade(open_transactions.problem_name((topic, partition)), problem)
             log.error(
                 problem,
                 extra={"sagalog": {"agent": "saga-tracker", "action": "open_transaction"}},
             )
-        for name in list(tracker.health.problems):
-            if name.startswith("open_transaction:"):
-                place, _, number = name.removeprefix("open_transaction:").rpartition("/")
-                now_held = verdict.held.get((place, int(number)))
-                if now_held is None or now_held.stage is not open_transactions.Stage.REPORTED:
-                    tracker.health.recover(name)
+        for name in open_transactions.cleared(list(tracker.health.problems), verdict):
+            tracker.health.recover(name)
 
     async def _commit_again(
         self, stalled: set[tuple[str, int]], behind: dict[tuple[str, int], tuple[int, int]]
