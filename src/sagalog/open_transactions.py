@@ -51,6 +51,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from sagalog.contracts.headers import H_CONTENT_TYPE, EventHeaders, new_event_id
+from sagalog.health import HealthBook
 
 OPEN_TRANSACTION_CLOSED = "sagalog.v1.OpenTransactionClosed"
 """The type of the valueless record that ends a transaction left open (see above)."""
@@ -164,6 +165,21 @@ def cleared(problems: Iterable[str], verdict: Verdict) -> list[str]:
         if held is None or held.stage is not Stage.REPORTED:
             gone.append(name)
     return gone
+
+
+def mark_health(
+    health: HealthBook, verdict: Verdict, spans: Mapping[Position, Span], *, reader: str
+) -> list[str]:
+    """Degrade ``health`` for each partition ``verdict`` reports, recover those cleared;
+    the reports' messages (``held_by_another``), for the caller's log."""
+    problems = []
+    for place in verdict.report:
+        problem = held_by_another(reader, place[0], place[1], spans[place])
+        health.degrade(problem_name(place), problem)
+        problems.append(problem)
+    for name in cleared(list(health.problems), verdict):
+        health.recover(name)
+    return problems
 
 
 def held_by_another(reader: str, topic: str, partition: int, span: Span) -> str:

@@ -31,6 +31,8 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from chaos.stack import ChaosStack
 
+from .agent_harness import wait_until
+
 pytestmark = pytest.mark.private_stack
 
 PORTS = {"kafka_port": 22092, "controller_port": 22093, "registry_port": 22081, "proxy_port": 22094}
@@ -50,14 +52,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosStack]:
         stack.down()
 
 
-def poll(condition: Callable[[], Any], *, what: str, timeout: float = 90) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.25)
-    pytest.fail(f"not within {timeout:g}s: {what}")
+def poll(condition: Callable[[], Any], *, what: str) -> None:
+    assert wait_until(condition, timeout=90, step=0.25), f"not within 90 s: {what}"
 
 
 def coordinator_of(admin: AdminClient, transactional_id: str) -> int:

@@ -17,6 +17,7 @@ from sagalog.open_transactions import (
     closer_key,
     held_by_another,
     judge,
+    mark_health,
     problem_name,
 )
 from sagalog.tracker.actions import TRACKER_SOURCE
@@ -125,3 +126,16 @@ def test_a_reported_problem_clears_once_its_partition_is_not_held_there_any_more
     assert cleared(reported, after) == [problem_name(P1)]  # another problem is not ours
     moved = judge(after.held, {P2: (6, 9)}, now=70, after_s=30)  # P2 held elsewhere: new wait
     assert cleared(reported, moved) == [problem_name(P1), problem_name(P2)]
+
+
+def test_mark_health_degrades_for_a_report_and_recovers_when_it_clears() -> None:
+    from sagalog.health import HealthBook
+
+    health = HealthBook()
+    verdicts = looks(*[{P1: (314, 327)}] * 13)
+    said = [mark_health(health, v, {P1: (314, 327)}, reader="the tracker") for v in verdicts]
+    assert [len(s) for s in said].count(1) == 1  # reported once
+    assert list(health.problems) == [problem_name(P1)]
+    ended = judge(verdicts[-1].held, {}, now=70, after_s=30)  # the holder ended it
+    assert mark_health(health, ended, {}, reader="the tracker") == []
+    assert not health.problems

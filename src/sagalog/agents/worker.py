@@ -460,14 +460,9 @@ class AgentWorker:
             )
             if self._commit([], closers=verdict.close):
                 self.stats.closers += len(verdict.close)
-        for topic, partition in verdict.report:
-            problem = open_transactions.held_by_another(
-                f"agent {self.name}", topic, partition, spans[(topic, partition)]
-            )
-            self.health.degrade(open_transactions.problem_name((topic, partition)), problem)
+        reader = f"agent {self.name}"
+        for problem in open_transactions.mark_health(self.health, verdict, spans, reader=reader):
             self.telemetry.log("open_transaction", problem, level=logging.ERROR, outcome="error")
-        for name in open_transactions.cleared(list(self.health.problems), verdict):
-            self.health.recover(name)
 
     def _commit_waiting_offsets(self) -> None:
         """Commit the offsets of skipped records once they have waited ``offsets_commit_s``.

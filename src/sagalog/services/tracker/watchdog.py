@@ -201,17 +201,12 @@ class Watchdog:
         self.held_open = verdict.held
         if verdict.close:
             tracker.close_held_open({key: spans[key] for key in verdict.close})
-        for topic, partition in verdict.report:
-            problem = open_transactions.held_by_another(
-                "the tracker", topic, partition, spans[(topic, partition)]
-            )
-            tracker.health.degrade(open_transactions.problem_name((topic, partition)), problem)
+        reader = "the tracker"
+        for problem in open_transactions.mark_health(tracker.health, verdict, spans, reader=reader):
             log.error(
                 problem,
                 extra={"sagalog": {"agent": "saga-tracker", "action": "open_transaction"}},
             )
-        for name in open_transactions.cleared(list(tracker.health.problems), verdict):
-            tracker.health.recover(name)
 
     async def _commit_again(
         self, stalled: set[tuple[str, int]], behind: dict[tuple[str, int], tuple[int, int]]
