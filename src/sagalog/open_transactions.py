@@ -29,12 +29,13 @@ commit's marker ends the open range, committed, as the coordinator had decided. 
 on the log the chaos run left behind: LSO 314 with the log end at 327; after one such
 transaction, both 329 and every record from 314 readable. An agent is exposed the same
 way (it writes to a partition of its input only when it handles that partition's
-events), and closes its input partitions the same way, with its own transactional id.
+events, and to a partition of its retry topic only when it retries), and closes those
+partitions the same way, with its own transactional id.
 
 The record is ``sagalog.v1.OpenTransactionClosed``: CloudEvents headers, no value
 (nothing to decode, like a Kafka control record), keyed ``closer_key(writer, p)``. The
 tracker and replay skip it when they read it back (``tracker.decoding.read_event``);
-agents skip it from its type header, as any event their projection does not keep.
+agents skip it from its type header on any topic (``agents.triage.screen``).
 
 When: a partition whose LSO sits below its log end, unmoved, for ``after_s`` (an
 ordinary transaction ends within seconds; an agent's open transaction past
@@ -47,7 +48,7 @@ can end, and ``judge`` reports it.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from sagalog.contracts.headers import H_CONTENT_TYPE, EventHeaders, new_event_id
@@ -99,6 +100,7 @@ def judge(
     *,
     now: float,
     after_s: float,
+    paused: Collection[Position] = (),
 ) -> Verdict:
     """Which held-open partitions to close, and which to report, after this look.
 
@@ -109,12 +111,16 @@ def judge(
         now: monotonic seconds.
         after_s: how long a partition stays held at one offset before it is closed, and
             again before it is reported.
+        paused: partitions the reader does not fetch now (an agent's retry partition
+            waiting for its next retry to be due). Their figures are those of the last
+            fetch, however old, so they neither start, advance nor end a watch: each
+            keeps the state it had, and is judged again once it is fetched.
     """
-    held: dict[Position, HeldOpen] = {}
+    held: dict[Position, HeldOpen] = {key: old for key, old in previous.items() if key in paused}
     close: list[Position] = []
     report: list[Position] = []
     for key, (stable, end) in sorted(spans.items()):
-        if stable >= end:
+        if stable >= end or key in paused:
             continue
         old = previous.get(key)
         if old is None or old.stable != stable:

@@ -13,8 +13,10 @@ import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from sagalog.publisher import EventPublisher
+from sagalog.topic_names import retry_topic_for
 
 from .agent_harness import (
     REQUEST,
@@ -391,21 +393,28 @@ def test_a_replacement_rebuilds_the_context_before_it_handles_a_retry_already_du
     assert re.search(r"folded [1-9]\d* event\(s\)", log), log[-3000:]
 
 
-def test_an_input_partition_held_open_gets_a_closing_record_then_a_report(
+def test_input_and_retry_partitions_held_open_get_a_closing_record_then_a_report(
     lab_factory: Any,
 ) -> None:
     """An agent writes to a partition of its input only when it handles that partition's
-    events, so a transaction of its own left open there (a commit marker lost in a
-    broker failure) would hold it for good. Past ``open_transaction_after_s`` it writes
-    an ``OpenTransactionClosed`` to each held partition in a transaction of its own id
-    (``sagalog.open_transactions``); held by another producer, as here, the partition
-    stays held and the agent says so once. When the holder ends it, the work behind
-    it is handled, and the closing records read back are skipped."""
+    events, and to its retry topic only when it retries, so a transaction of its own
+    left open there (a commit marker lost in a broker failure) would hold it for good.
+    Past ``open_transaction_after_s`` it writes an ``OpenTransactionClosed`` to each
+    held partition in a transaction of its own id (``sagalog.open_transactions``);
+    held by another producer, as here, the partition stays held and the agent says so
+    once. When the holder ends it, the work behind it is handled, and the closing
+    records read back, from the input and the retry topic, are skipped."""
     lab: AgentLab = lab_factory()
     agent = lab.agent(open_transaction_after_s=2)
     out = publisher(lab)
     submit(out, lab.topic, 1, workflow_id="wf-before")
     lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 1)
+    retry = retry_topic_for(lab.name)  # created by the agent at its start
+    admin = AdminClient(lab.project.settings.kafka_config())
+    held = {
+        topic: sorted(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+        for topic in (lab.topic, retry)
+    }
     holder = Producer(
         lab.project.settings.kafka_config(
             **{"transactional.id": f"holder-{lab.name}", "transaction.timeout.ms": 300_000}
@@ -413,23 +422,42 @@ def test_an_input_partition_held_open_gets_a_closing_record_then_a_report(
     )
     holder.init_transactions(30)
     holder.begin_transaction()
-    for partition in range(3):
-        holder.produce(lab.topic, key=b"held", value=None, partition=partition)
+    for topic, partitions in held.items():
+        for partition in partitions:
+            holder.produce(topic, key=b"held", value=None, partition=partition)
     holder.flush(30)
     try:
         submit(out, lab.topic, 2, workflow_id="wf-behind")  # behind the open range
+        every = sum(len(partitions) for partitions in held.values())
         assert wait_until(
-            lambda: log_count(agent, "by another producer's transaction") >= 3, timeout=90
+            lambda: log_count(agent, "by another producer's transaction") >= every, timeout=90
         ), lab.logs()[-3000:]
+        reported = lab.logs()
+        for topic, partitions in held.items():
+            for partition in partitions:
+                assert f"{topic}/{partition} is held open" in reported, (topic, partition)
         assert log_count(agent, "closing the transaction") >= 1
         assert len(lab.outputs(RESERVED, lab.records(expect=lambda rs: False, timeout=1))) == 1
     finally:
         holder.abort_transaction(30)
     records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 2)
     assert len(lab.outputs(RESERVED, records)) == 2
-    closers = lab.outputs("sagalog.v1.OpenTransactionClosed", records)
-    assert sorted(r["partition"] for r in closers) == [0, 1, 2]
-    assert {r["key"] for r in closers} == {f"sagalog.{lab.name}.p{p}".encode() for p in range(3)}
-    assert all(r["value"] is None for r in closers)
+    closed = "sagalog.v1.OpenTransactionClosed"
+    for topic, partitions in held.items():
+        every_partition = set(partitions)
+        closers = lab.outputs(
+            closed,
+            lab.records(
+                topic,
+                expect=lambda rs: (
+                    {r["partition"] for r in lab.outputs(closed, rs)} >= every_partition
+                ),  # noqa: B023 (used before the loop moves on)
+            ),
+        )
+        assert sorted(r["partition"] for r in closers) == partitions, topic
+        assert {r["key"] for r in closers} == {
+            f"sagalog.{lab.name}.p{p}".encode() for p in partitions
+        }
+        assert all(r["value"] is None for r in closers)
     assert '"action": "dead_letter"' not in lab.logs()  # read back: skipped, not refused
     assert agent.alive

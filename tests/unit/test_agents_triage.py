@@ -17,6 +17,7 @@ from sagalog.agents.triage import (
     sort,
 )
 from sagalog.backoff import RetryPolicy
+from sagalog.open_transactions import OPEN_TRANSACTION_CLOSED
 from sagalog.position import RecordPosition
 
 INPUT = "procurement.events"
@@ -42,6 +43,13 @@ def test_a_kept_input_goes_on() -> None:
 def test_a_retry_is_never_skipped_from_its_header() -> None:
     # It was handled once, so its type is handled, whatever the projection keeps.
     assert screen(from_retry=True, event_type="x.v1.Other", kept=False) is None
+
+
+def test_a_record_closing_an_open_transaction_is_skipped_from_any_topic() -> None:
+    # It carries no event; the agent writes it to its retry topic as well as its input.
+    for from_retry in (False, True):
+        skipped = screen(from_retry=from_retry, event_type=OPEN_TRANSACTION_CLOSED, kept=True)
+        assert skipped == Verdict(Outcome.SKIP)
 
 
 def test_a_record_without_a_type_header_goes_on_to_be_dead_lettered_by_validation() -> None:

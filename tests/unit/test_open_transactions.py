@@ -70,6 +70,34 @@ def test_a_partition_read_to_its_end_leaves_the_watch_and_starts_afresh_if_held_
     assert [i for i, v in enumerate(verdicts) if v.close] == [6, 14]
 
 
+def test_a_paused_partition_keeps_its_state_however_stale_its_figures() -> None:
+    """A paused partition is not fetched: its figures are the last fetch's. It is
+    neither closed nor reported while paused, nor dropped from the watch (which would
+    clear a report), and is judged again from where it was once read again."""
+    held: dict[tuple[str, int], HeldOpen] = {}
+    now = 0.0
+    for _ in range(7):  # watched 0 .. 30 s: closed at 30 s
+        verdict = judge(held, {P1: (314, 327)}, now=now, after_s=30.0)
+        held, now = verdict.held, now + 5
+    assert held[P1].stage is Stage.CLOSING
+    for _ in range(20):  # paused for 100 s, figures unchanged or gone
+        verdict = judge(held, {P1: (314, 327)}, now=now, after_s=30.0, paused=[P1])
+        assert not verdict.close and not verdict.report
+        assert verdict.held[P1] == HeldOpen(314, 30.0, Stage.CLOSING)
+        held, now = verdict.held, now + 5
+    assert judge(held, {}, now=now, after_s=30.0, paused=[P1]).held[P1].stage is Stage.CLOSING
+    resumed = judge(held, {P1: (314, 327)}, now=now, after_s=30.0)
+    assert resumed.report == [P1]  # fetched again and still held: another producer's
+
+
+def test_a_paused_partition_is_not_watched_from_stale_figures() -> None:
+    verdicts = [
+        judge({}, {P1: (314, 327), P2: (5, 9)}, now=0.0, after_s=30.0, paused={P1}),
+    ]
+    assert P1 not in verdicts[0].held
+    assert verdicts[0].held[P2].stage is Stage.WATCHED
+
+
 def test_partitions_are_judged_each_on_its_own() -> None:
     verdicts = looks(
         *[{P1: (314, 327), P2: (50 + i, 60 + i)} for i in range(7)],

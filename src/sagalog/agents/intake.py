@@ -49,11 +49,11 @@ class Intake:
         store = self.store
         message, raw_headers, delivered = record.message, record.headers, record.position
         from_retry = delivered.topic == self.retry_topic
-        event_type = None if from_retry else record.event_type
+        event_type = record.event_type
         skipped = screen(
             from_retry=from_retry,
             event_type=event_type,
-            kept=not event_type or store.keeps(event_type),
+            kept=from_retry or not event_type or store.keeps(event_type),
         )
         if skipped is not None:
             return Result(skipped.outcome)

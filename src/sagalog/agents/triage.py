@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from sagalog.agents.routing import RetryMark
 from sagalog.backoff import RetryPolicy
+from sagalog.open_transactions import OPEN_TRANSACTION_CLOSED
 from sagalog.position import RecordPosition
 
 PARKED_BEHIND = "parked behind an earlier event of its workflow"
@@ -99,8 +100,10 @@ def screen(*, from_retry: bool, event_type: str | None, kept: bool) -> Verdict |
     """Skip an input the projection does not keep, from its ``ce_type`` header alone.
 
     A retry record is never skipped here: it was handled once, so its type is
-    handled. A record without the header goes on to the header validation, which
-    dead-letters it.
+    handled. The one exception, on any topic, is a record that ends a transaction
+    left open (``sagalog.open_transactions``): it carries no event, and the agent
+    writes it to its retry topic too. A record without the header goes on to the
+    header validation, which dead-letters it.
 
     Args:
         kept: whether the projection keeps ``event_type`` (ignored when it is None).
@@ -108,6 +111,8 @@ def screen(*, from_retry: bool, event_type: str | None, kept: bool) -> Verdict |
     Returns:
         SKIP, or None to go on.
     """
+    if event_type == OPEN_TRANSACTION_CLOSED:
+        return SKIP
     if not from_retry and event_type and not kept:
         return SKIP
     return None

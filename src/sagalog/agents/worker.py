@@ -436,18 +436,23 @@ class AgentWorker:
         open at one offset for ``open_transaction_after_s``, in a transaction of this
         instance's id, which ends the range if this id left it (a commit marker lost in
         a broker failure), and report one still held after that
-        (``sagalog.open_transactions``). The retry topic is left out: its records are
-        this agent's own retries, read as such."""
+        (``sagalog.open_transactions``). The retry topic is watched too: the agent writes
+        its retries there, so a marker lost there holds its retries. A partition paused
+        (a retry not due yet, a rebuild) is not fetched, so its figures are stale and it
+        waits to be judged until it is read again."""
         clients = self.clients
         if clients.stats_seen == self._stats_judged:
             return
         self._stats_judged = clients.stats_seen
-        spans = {key: span for key, span in clients.held_open.items() if key[0] in self.inputs}
+        assignment = self.assignment
+        watched = self.inputs | assignment.retry_topics
+        spans = {key: span for key, span in clients.held_open.items() if key[0] in watched}
         verdict = open_transactions.judge(
             self._held_open,
             spans,
             now=self.clock(),
             after_s=self.settings.open_transaction_after_s,
+            paused=assignment.paused_until.keys() | assignment.to_hydrate.keys(),
         )
         self._held_open = verdict.held
         if verdict.close:
