@@ -10,6 +10,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -443,17 +444,12 @@ def test_input_and_retry_partitions_held_open_get_a_closing_record_then_a_report
     records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 2)
     assert len(lab.outputs(RESERVED, records)) == 2
     closed = "sagalog.v1.OpenTransactionClosed"
+
+    def each_closed(partitions: list[int]) -> Callable[[list[dict[str, Any]]], bool]:
+        return lambda rs: {r["partition"] for r in lab.outputs(closed, rs)} >= set(partitions)
+
     for topic, partitions in held.items():
-        every_partition = set(partitions)
-        closers = lab.outputs(
-            closed,
-            lab.records(
-                topic,
-                expect=lambda rs: (
-                    {r["partition"] for r in lab.outputs(closed, rs)} >= every_partition
-                ),  # noqa: B023 (used before the loop moves on)
-            ),
-        )
+        closers = lab.outputs(closed, lab.records(topic, expect=each_closed(partitions)))
         assert sorted(r["partition"] for r in closers) == partitions, topic
         assert {r["key"] for r in closers} == {
             f"sagalog.{lab.name}.p{p}".encode() for p in partitions
