@@ -67,8 +67,11 @@ def coordinator_of(admin: AdminClient, transactional_id: str) -> int:
     return int(metadata.topics["__transaction_state"].partitions[partition].leader)
 
 
-def leader(admin: AdminClient, topic: str) -> int:
-    return int(admin.list_topics(topic, timeout=30).topics[topic].partitions[0].leader)
+def leader(admin: AdminClient, topic: str) -> int | None:
+    """The leader of ``topic``'s partition 0, or None while the metadata does not list the
+    partition yet (a topic just created can be known before its partitions are: CI saw it)."""
+    partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    return int(partitions[0].leader) if 0 in partitions else None
 
 
 def ends(admin: AdminClient, topic: str) -> tuple[int, int]:
