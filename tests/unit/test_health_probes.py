@@ -135,6 +135,27 @@ def test_timers_wait_unless_the_partition_was_read_to_its_end() -> None:
     assert unread(high=120, position=None) == "not fetched yet"
 
 
+def test_a_record_committed_after_the_last_fetch_holds_the_timers() -> None:
+    """The cached high watermark says "read"; the broker's end, asked at the tick, says
+    one record came since (the event that lost to its timeout in CI)."""
+    assert unread(high=120, position=120, stable=121) == "1 record(s) written since the last fetch"
+    assert unread(high=120, position=120, stable=120) is None
+    # A position past the stable end: an open transaction's records were not delivered
+    # (read_committed); nothing committed waits.
+    assert unread(high=125, position=125, stable=120) is None
+    assert unread(high=125, position=120, stable=120) == "5 record(s) not read yet"
+
+
+def test_records_fetched_but_queued_behind_the_batch_hold_the_timers() -> None:
+    """The consumer's position counts a record read once it is handed to the batches;
+    the timers wait until a batch decided it."""
+    assert unread(120, 120, 120, handed=120, decided=118) == "read to offset 120, decided to 118"
+    assert unread(120, 120, 120, handed=120, decided=None) == "read to offset 120, decided to none"
+    assert unread(120, 120, 120, handed=120, decided=120) is None
+    # Nothing handed under this assignment (an empty partition, read to its end).
+    assert unread(120, 120, 120, handed=None, decided=None) is None
+
+
 def test_no_port_no_server() -> None:
     settings = ServiceSettings(_env_file=None)  # type: ignore[call-arg]
     assert settings.health_port is None

@@ -43,6 +43,7 @@ from sagalog import client_config
 from sagalog.cluster import profile_config
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash
+from sagalog.errors import ServiceUnavailableError
 from sagalog.events import StateTransition
 from sagalog.flows.registry import FlowRegistry
 from sagalog.health import HealthBook, logged_changes
@@ -452,7 +453,7 @@ class Tracker:
                     sealed=_sealed(message, read.event_id),
                 )
         if self.pending_ticks:
-            await self._fire_timers(batch)
+            await self._fire_timers(batch, messages)
         if self.to_close:
             self._close_open_transactions()
         await self.processor.commit(batch)
@@ -511,11 +512,13 @@ class Tracker:
                 extra={"sagalog": {"agent": "saga-tracker", "action": "input_lag"}},
             )
 
-    async def _fire_timers(self, batch: Any) -> None:
+    async def _fire_timers(self, batch: Any, messages: list[Any]) -> None:
         now_ms = self.clock.now_ms()
         again = set()
-        for partition in sorted(self.pending_ticks):
-            if not await self._caught_up(partition):
+        due = [p for p in sorted(self.pending_ticks) if self._timer_due(p, now_ms)]
+        ready = await self._caught_up(due, {m.tp: m.offset + 1 for m in messages})
+        for partition in due:
+            if partition not in ready:
                 again.add(partition)  # its events come first; the next batch retries
                 continue
             fired = self.processor.fire_due(
@@ -560,21 +563,61 @@ class Tracker:
             )
         self.to_close = {}
 
-    async def _caught_up(self, partition: int) -> bool:
-        """Whether every workflow topic's ``partition`` was fetched up to its high watermark
-        (``caught_up``); an error asking the consumer counts as not, and is logged."""
-        for topic in self.workflow_topics:
-            tp = TP(topic, partition)
-            try:
-                position, high = self.input.position(tp)
-                why = unread(high, position)
-            except Exception as exc:  # fail closed: the timers wait for the next tick
-                self._cannot_tell(tp, f"{exc.__class__.__name__}: {exc}")
-                return False
-            if why is not None:
-                return False
-        self.unknown_positions.pop(partition, None)
-        return True
+    def _timer_due(self, partition: int, now_ms: int) -> bool:
+        """Whether ``partition`` has a timer due at ``now_ms``: one RocksDB seek, as the
+        first key of a partition's timer table is its earliest timer."""
+        lower, upper = due_range(now_ms)
+        return bool(self.store.scan(Table.TIMERS, partition, lower.encode(), upper.encode(), 1))
+
+    async def _caught_up(self, partitions: list[int], in_batch: dict[Any, int]) -> set[int]:
+        """Those of ``partitions`` whose every workflow topic was read and decided to its
+        end (``caught_up``): to the high watermark of the last fetch, with nothing handed
+        over still queued, then to the read_committed end the broker gives now (one
+        request for them all). An error asking counts as not read, and is logged: the
+        timers wait for the next tick.
+
+        Args:
+            partitions: the partitions with a timer due.
+            in_batch: the offset after each input partition's last record in the batch
+                in hand, which counts as decided (its timers fire after its events).
+        """
+
+        def why(tp: TP, stable: int | None = None) -> str | None:
+            position, high = self.input.position(tp)
+            decided = max(in_batch.get(tp, -1), self.offsets.finished.get(tp, -1))
+            return unread(
+                high,
+                position,
+                stable,
+                handed=self.input.handed(tp),
+                decided=decided if decided >= 0 else None,
+            )
+
+        read = [
+            partition
+            for partition in partitions
+            if all(why(TP(topic, partition)) is None for topic in self.workflow_topics)
+        ]
+        if not read:
+            return set()
+        places = [(topic, partition) for partition in read for topic in self.workflow_topics]
+        try:
+            stable = await asyncio.to_thread(self.backlog.stable_ends, places)
+        except ServiceUnavailableError as exc:  # fail closed: the timers wait for the next tick
+            self._cannot_tell(TP(*places[0]), str(exc))
+            return set()
+        ready = {
+            partition
+            for partition in read
+            if all(
+                (topic, partition) in stable
+                and why(TP(topic, partition), stable[(topic, partition)]) is None
+                for topic in self.workflow_topics
+            )
+        }
+        for partition in ready:
+            self.unknown_positions.pop(partition, None)
+        return ready
 
     def _cannot_tell(self, tp: TP, error: str) -> None:
         if self.unknown_positions.get(tp.partition) == error:
@@ -603,15 +646,10 @@ class Tracker:
         """
         now_ms = self.clock.now_ms()
         sla_due = now_ms - self.last_sla_ms >= self.settings.sla_interval_s * 1000
-        lower, upper = due_range(now_ms)
         due = [
             tp.partition
             for tp in self.app.assignor.assigned_actives()
-            if tp.topic == self.clock_topic
-            and (
-                sla_due
-                or self.store.scan(Table.TIMERS, tp.partition, lower.encode(), upper.encode(), 1)
-            )
+            if tp.topic == self.clock_topic and (sla_due or self._timer_due(tp.partition, now_ms))
         ]
         self._tick(due)
 

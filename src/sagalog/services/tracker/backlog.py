@@ -125,6 +125,22 @@ class BacklogProbe:
             if key in stable and stable[key] < end
         }
 
+    def stable_ends(self, partitions: Iterable[Position]) -> dict[Position, int]:
+        """``{(topic, partition): end}``: what a ``read_committed`` reader can reach now,
+        for the timer guard (``caught_up``; blocking). A partition the broker does not
+        answer for is left out, which the guard takes for "cannot tell".
+
+        Raises:
+            ServiceUnavailableError: the broker did not answer within ``TIMEOUT_S``.
+        """
+        tps = [TopicPartition(topic, partition) for topic, partition in partitions]
+        if not tps:
+            return {}
+        try:
+            return self._offsets(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        except (KafkaException, TimeoutError) as exc:
+            raise self._unavailable("the partitions' stable offsets", exc) from exc
+
     def readable(self, spans: dict[Position, Span]) -> set[Position]:
         """The partitions where a committed record can be read inside its span.
 

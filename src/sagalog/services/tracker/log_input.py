@@ -172,6 +172,9 @@ class LogInput:
         self._tps: dict[tuple[str, int], TP] = {}
         self._ends: dict[tuple[str, int], tuple[int | None, int | None]] = {}
         self._at_end: dict[tuple[str, int], int] = {}  # the offset each partition's end was seen at
+        self._handed: dict[
+            tuple[str, int], int
+        ] = {}  # the offset after the last record handed over
         self._records: asyncio.Queue[list[Any] | BaseException] = asyncio.Queue()
         self._commands: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._room = threading.Event()
@@ -256,6 +259,12 @@ class LogInput:
             return None, None
         return self._ends.get((tp.topic, tp.partition), (None, None))
 
+    def handed(self, tp: TP) -> int | None:
+        """The offset after the last record of ``tp`` handed over to the batches (None:
+        none yet under this assignment), for ``caught_up``: what the consumer fetched
+        may still wait in a queue, undecided."""
+        return self._handed.get((tp.topic, tp.partition))
+
     def _deliver(self, got: list[Any] | BaseException) -> None:
         self._records.put_nowait(got)
 
@@ -285,7 +294,7 @@ class LogInput:
                             [TopicPartition(t, p, OFFSET_STORED) for t, p in command.partitions]
                         )
                         reading = bool(parts)
-                    self._ends, self._at_end = {}, {}
+                    self._ends, self._at_end, self._handed = {}, {}, {}
                 if not self._room.wait(CONSUME_WAIT_S):
                     continue  # the batches are behind: librdkafka's prefetch holds the rest
                 messages = self._next(consumer)
@@ -347,6 +356,7 @@ class LogInput:
 
     def _records_of(self, messages: list[Any], generation: int) -> list[Record]:
         tps = self._tps
+        handed = self._handed
         got = []
         for message in messages:
             error = message.error()
@@ -357,10 +367,12 @@ class LogInput:
             tp = tps.get((topic, partition))
             if tp is None:
                 tp = tps[(topic, partition)] = TP(topic, partition)
+            offset = message.offset()
+            handed[(topic, partition)] = offset + 1
             got.append(
                 Record(
                     tp,
-                    message.offset(),
+                    offset,
                     message.key(),
                     message.value(),
                     message.headers(),
