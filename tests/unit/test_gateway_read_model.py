@@ -11,6 +11,7 @@ import pytest
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.flows.model import Flow
 from sagalog.flows.states import WorkflowState
+from sagalog.services.gateway.follower import lag_of
 from sagalog.services.gateway.read_model import ReadModel, TransitionEntry
 from sagalog.tracker import StoredRecordError
 from sagalog.tracker.record import WorkflowRecord
@@ -206,3 +207,15 @@ def test_the_exported_gauge_names_every_state_with_zeros(flow: Flow, tmp_path: P
     finally:
         undo()
         model.close()
+
+
+def test_lag_counts_a_commit_marker_as_read_once_the_consumer_reported_the_end() -> None:
+    """The tracker's last commit marker takes an offset no reader receives: without the
+    end the consumer reported, the lag stayed 1 and the heap was never trimmed."""
+    assert lag_of(high=101, low=0, applied=100, end_seen=None) == 1
+    assert lag_of(high=101, low=0, applied=100, end_seen=101) == 0
+    # Records written since that end count again, the marker with them.
+    assert lag_of(high=150, low=0, applied=100, end_seen=101) == 49
+    # Compacted or deleted below the log start is not lag; nothing applied yet is all lag.
+    assert lag_of(high=150, low=120, applied=100, end_seen=None) == 30
+    assert lag_of(high=150, low=0, applied=None, end_seen=None) == 150

@@ -582,21 +582,10 @@ class Tracker:
                 in hand, which counts as decided (its timers fire after its events).
         """
 
-        def why(tp: TP, stable: int | None = None) -> str | None:
-            position, high = self.input.position(tp)
-            decided = max(in_batch.get(tp, -1), self.offsets.finished.get(tp, -1))
-            return unread(
-                high,
-                position,
-                stable,
-                handed=self.input.handed(tp),
-                decided=decided if decided >= 0 else None,
-            )
-
         read = [
             partition
             for partition in partitions
-            if all(why(TP(topic, partition)) is None for topic in self.workflow_topics)
+            if all(self._unread(TP(t, partition), in_batch) is None for t in self.workflow_topics)
         ]
         if not read:
             return set()
@@ -611,13 +600,37 @@ class Tracker:
             for partition in read
             if all(
                 (topic, partition) in stable
-                and why(TP(topic, partition), stable[(topic, partition)]) is None
+                and self._unread(TP(topic, partition), in_batch, stable[(topic, partition)]) is None
                 for topic in self.workflow_topics
             )
         }
         for partition in ready:
             self.unknown_positions.pop(partition, None)
         return ready
+
+    def _unread(
+        self, tp: TP, in_batch: dict[Any, int] | None = None, stable: int | None = None
+    ) -> str | None:
+        """Why ``tp`` may hold records not decided yet (``caught_up.unread``); None: none."""
+        position, high = self.input.position(tp)
+        decided = max((in_batch or {}).get(tp, -1), self.offsets.finished.get(tp, -1))
+        return unread(
+            high,
+            position,
+            stable,
+            handed=self.input.handed(tp),
+            decided=decided if decided >= 0 else None,
+        )
+
+    def read_to_end(self) -> bool:
+        """Whether every owned workflow-topic partition was read and decided to the end
+        its consumer last fetched: the burst is over (the watchdog trims the heap then).
+
+        Not "nothing past the group's committed offset": a transactional writer's last
+        commit marker takes an offset no reader receives, so that stays one short for
+        good, and the tracker never trimmed after its first burst (idle RSS = its peak)."""
+        inputs = [tp for tp in self.input.assigned if tp.topic in self.workflow_topics]
+        return bool(inputs) and all(self._unread(tp) is None for tp in inputs)
 
     def _cannot_tell(self, tp: TP, error: str) -> None:
         if self.unknown_positions.get(tp.partition) == error:

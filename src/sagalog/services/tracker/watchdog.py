@@ -131,7 +131,7 @@ class Watchdog:
                     }
                 },
             )
-        if not behind and tracker.counts["inputs"] - self.inputs_at_trim >= TRIM_AFTER:
+        if tracker.counts["inputs"] - self.inputs_at_trim >= TRIM_AFTER and tracker.read_to_end():
             # Caught up after a burst (a backlog decided, a flood of starts): the heap's
             # peak is not what a waiting tracker needs, as after a restore.
             self.inputs_at_trim = tracker.counts["inputs"]
