@@ -46,6 +46,10 @@ from sagalog.errors import ServiceUnavailableError
 from sagalog.services.tracker.settings import TrackerSettings
 
 TIMEOUT_S = 10.0
+GUARD_TIMEOUT_S = 2.0
+"""How long the timer guard waits for the partitions' ends (``stable_ends``): it holds
+the batch in hand, and a partition whose leader is moving answers after the election;
+its timers wait for the next tick instead."""
 
 Position = tuple[str, int]
 Span = tuple[int, int]
@@ -137,9 +141,13 @@ class BacklogProbe:
         if not tps:
             return {}
         try:
-            return self._offsets(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+            return self._offsets(
+                tps,
+                OffsetSpec.latest(),  # type: ignore[no-untyped-call]
+                timeout_s=GUARD_TIMEOUT_S,
+            )
         except (KafkaException, TimeoutError) as exc:
-            raise self._unavailable("the partitions' stable offsets", exc) from exc
+            raise self._unavailable("the partitions' stable offsets", exc, GUARD_TIMEOUT_S) from exc
 
     def readable(self, spans: dict[Position, Span]) -> set[Position]:
         """The partitions where a committed record can be read inside its span.
@@ -196,11 +204,13 @@ class BacklogProbe:
             reader.close()
         return found
 
-    def _unavailable(self, what: str, exc: BaseException) -> ServiceUnavailableError:
+    def _unavailable(
+        self, what: str, exc: BaseException, timeout_s: float = TIMEOUT_S
+    ) -> ServiceUnavailableError:
         reason = exc.args[0].str() if isinstance(exc, KafkaException) and exc.args else exc
         return ServiceUnavailableError(
             f"Kafka at {self.settings.bootstrap_servers} did not answer for {what} within "
-            f"{TIMEOUT_S:g}s ({reason or type(exc).__name__})"
+            f"{timeout_s:g}s ({reason or type(exc).__name__})"
         )
 
     def _offsets(
@@ -209,16 +219,17 @@ class BacklogProbe:
         spec: OffsetSpec,
         *,
         isolation: IsolationLevel = IsolationLevel.READ_COMMITTED,
+        timeout_s: float = TIMEOUT_S,
     ) -> dict[Position, int]:
         futures = self.admin.list_offsets(
             {tp: spec for tp in tps},
             isolation_level=isolation,
-            request_timeout=TIMEOUT_S,
+            request_timeout=timeout_s,
         )
         offsets = {}
         for tp, future in futures.items():
             try:
-                offsets[(tp.topic, tp.partition)] = future.result(timeout=TIMEOUT_S).offset
+                offsets[(tp.topic, tp.partition)] = future.result(timeout=timeout_s).offset
             except KafkaException:
                 continue  # the partition is gone or moving: nothing known to wait for
         return offsets
