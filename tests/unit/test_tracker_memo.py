@@ -94,6 +94,21 @@ def test_the_next_batch_reads_a_committed_record_from_memory(lab: Lab) -> None:
     assert lab.processor.memo.hits == 1
 
 
+def test_released_records_are_read_from_the_tables_and_decide_the_same(lab: Lab) -> None:
+    """The watchdog releases the kept records when a burst ended (with the heap trim)."""
+    lab.send(SUBMITTED, "wf-1", "e1")
+    lab.commit()
+    assert lab.processor.memo.release() == 1
+    before = counting(lab).gets[Table.RECORDS]
+
+    decision = lab.send(RESERVED, "wf-1", "e2")
+
+    assert decision.outcome is Outcome.APPLIED
+    assert counting(lab).gets[Table.RECORDS] == before + 1
+    lab.commit()
+    assert lab.stored("wf-1").current == "classify_request"
+
+
 def test_a_failed_commit_leaves_nothing_in_memory(lab: Lab) -> None:
     lab.send(SUBMITTED, "wf-1", "e1")
     lab.commit()

@@ -76,6 +76,15 @@ class CommittedMemo:
         while len(kept) > self.keep:
             kept.popitem(last=False)
 
+    def release(self) -> int:
+        """Drop the kept records, how many: a burst ended, and the next events of the
+        workflows that wait come minutes or days apart, each one RocksDB read away.
+        Dropping is always safe (the tables hold what was committed); the watchdog does
+        it when it trims the heap, for the 3 MB the default keep costs an idle tracker."""
+        count = len(self._records)
+        self._records.clear()
+        return count
+
     # -- parked events -------------------------------------------------------------
 
     def parked_in(self, partition: int) -> set[str] | None:

@@ -135,6 +135,7 @@ class Watchdog:
             # Caught up after a burst (a backlog decided, a flood of starts): the heap's
             # peak is not what a waiting tracker needs, as after a restore.
             self.inputs_at_trim = tracker.counts["inputs"]
+            tracker.processor.memo.release()
             release_free_memory()
             budget = tracker.rocksdb_budget
             log.info(
