@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("sagalog.tracker")
 
 TRIM_AFTER = 10_000  # inputs decided since the last heap trim
+QUIET_INPUTS = 100
+"""Fewer inputs than this since the last watch (5 s) and the burst is over: a tracker
+under steady load is read to its end at many a watch, and a trim there (a full
+collection, ``malloc_trim``, the kept records dropped) would only pause its batches."""
 
 
 class Watchdog:
@@ -51,6 +55,7 @@ class Watchdog:
         self.watched_generation = -1
         self.inputs_at_trim = 0
         self.batches_at_watch = 0
+        self.inputs_at_watch = 0
         self.last_look = time.monotonic()
         """When the watch last ran: the event loop's pulse (``probes.live``)."""
 
@@ -75,6 +80,8 @@ class Watchdog:
         generation = tracker.app.consumer_generation_id
         batches = tracker.counts["batches"]
         progressed, self.batches_at_watch = batches != self.batches_at_watch, batches
+        inputs = tracker.counts["inputs"]
+        quiet, self.inputs_at_watch = inputs - self.inputs_at_watch < QUIET_INPUTS, inputs
         busy = waiting_its_turn(
             queued=tracker.input.queued + faust_internals.queued(tracker.app, tracker.clock_topic),
             capacity=tracker.queue_capacity,
@@ -131,7 +138,7 @@ class Watchdog:
                     }
                 },
             )
-        if tracker.counts["inputs"] - self.inputs_at_trim >= TRIM_AFTER and tracker.read_to_end():
+        if quiet and inputs - self.inputs_at_trim >= TRIM_AFTER and tracker.read_to_end():
             # Caught up after a burst (a backlog decided, a flood of starts): the heap's
             # peak is not what a waiting tracker needs, as after a restore.
             self.inputs_at_trim = tracker.counts["inputs"]
