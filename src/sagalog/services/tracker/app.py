@@ -516,7 +516,7 @@ class Tracker:
         now_ms = self.clock.now_ms()
         again = set()
         due = [p for p in sorted(self.pending_ticks) if self._timer_due(p, now_ms)]
-        ready = await self._caught_up(due, {m.tp: m.offset + 1 for m in messages})
+        ready = await self._caught_up(due, {m.tp: m.offset + 1 for m in messages}) if due else set()
         for partition in due:
             if partition not in ready:
                 again.add(partition)  # its events come first; the next batch retries
@@ -581,7 +581,6 @@ class Tracker:
             in_batch: the offset after each input partition's last record in the batch
                 in hand, which counts as decided (its timers fire after its events).
         """
-
         read = [
             partition
             for partition in partitions

@@ -37,7 +37,8 @@ three runs, with the watch's previous call timed out.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -52,6 +53,7 @@ the batch in hand, and a partition whose leader is moving answers after the elec
 its timers wait for the next tick instead."""
 
 Position = tuple[str, int]
+_Answer = TypeVar("_Answer", bound=dict)  # type: ignore[type-arg]
 Span = tuple[int, int]
 """The group's committed offset and the read_committed end of a partition."""
 
@@ -83,13 +85,9 @@ class BacklogProbe:
         Raises:
             ServiceUnavailableError: the broker did not answer within ``TIMEOUT_S``.
         """
-        tps = [TopicPartition(topic, partition) for topic, partition in partitions]
-        if not tps:
-            return {}
-        try:
-            return self._behind(tps)
-        except (KafkaException, TimeoutError) as exc:
-            raise self._unavailable("the group's offsets and the partitions' ends", exc) from exc
+        return self._asking(
+            "the group's offsets and the partitions' ends", self._behind, partitions
+        )
 
     def _behind(self, tps: list[TopicPartition]) -> dict[Position, Span]:
         stable = self._offsets(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
@@ -114,15 +112,12 @@ class BacklogProbe:
         Raises:
             ServiceUnavailableError: the broker did not answer within ``TIMEOUT_S``.
         """
-        tps = [TopicPartition(topic, partition) for topic, partition in partitions]
-        if not tps:
-            return {}
+        return self._asking("the partitions' stable offsets and ends", self._held_open, partitions)
+
+    def _held_open(self, tps: list[TopicPartition]) -> dict[Position, Span]:
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
-        try:
-            stable = self._offsets(tps, latest)
-            ends = self._offsets(tps, latest, isolation=IsolationLevel.READ_UNCOMMITTED)
-        except (KafkaException, TimeoutError) as exc:
-            raise self._unavailable("the partitions' stable offsets and ends", exc) from exc
+        stable = self._offsets(tps, latest)
+        ends = self._offsets(tps, latest, isolation=IsolationLevel.READ_UNCOMMITTED)
         return {
             key: (stable[key], end)
             for key, end in ends.items()
@@ -135,19 +130,15 @@ class BacklogProbe:
         answer for is left out, which the guard takes for "cannot tell".
 
         Raises:
-            ServiceUnavailableError: the broker did not answer within ``TIMEOUT_S``.
+            ServiceUnavailableError: the broker did not answer within ``GUARD_TIMEOUT_S``.
         """
-        tps = [TopicPartition(topic, partition) for topic, partition in partitions]
-        if not tps:
-            return {}
-        try:
-            return self._offsets(
-                tps,
-                OffsetSpec.latest(),  # type: ignore[no-untyped-call]
-                timeout_s=GUARD_TIMEOUT_S,
-            )
-        except (KafkaException, TimeoutError) as exc:
-            raise self._unavailable("the partitions' stable offsets", exc, GUARD_TIMEOUT_S) from exc
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        return self._asking(
+            "the partitions' stable offsets",
+            lambda tps: self._offsets(tps, latest, timeout_s=GUARD_TIMEOUT_S),
+            partitions,
+            GUARD_TIMEOUT_S,
+        )
 
     def readable(self, spans: dict[Position, Span]) -> set[Position]:
         """The partitions where a committed record can be read inside its span.
@@ -203,6 +194,23 @@ class BacklogProbe:
         finally:
             reader.close()
         return found
+
+    def _asking(
+        self,
+        what: str,
+        call: Callable[[list[TopicPartition]], _Answer],
+        partitions: Iterable[Position],
+        timeout_s: float = TIMEOUT_S,
+    ) -> _Answer:
+        """``call`` on ``partitions`` (``{}`` for none), its broker errors as one
+        ``ServiceUnavailableError`` naming ``what`` was asked (the module's docstring)."""
+        tps = [TopicPartition(topic, partition) for topic, partition in partitions]
+        if not tps:
+            return {}  # type: ignore[return-value]
+        try:
+            return call(tps)
+        except (KafkaException, TimeoutError) as exc:
+            raise self._unavailable(what, exc, timeout_s) from exc
 
     def _unavailable(
         self, what: str, exc: BaseException, timeout_s: float = TIMEOUT_S
