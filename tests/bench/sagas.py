@@ -85,6 +85,7 @@ from sagalog.topology.loader import load_topology
 from sagalog.tracker.ticks import clock_topic
 
 from .broker_metrics import BrokerCounts, metrics_urls, scrape
+from .broker_profile import BrokerProfiler
 from .harness import (
     SENT_HEADER,
     GeneratorProducer,
@@ -1387,22 +1388,33 @@ def _measure_sagalog(
     if rate is None:
         raise SagaBenchError(f"not even {start_rate:g} sagas/s was sustained (see saga_probes)")
     profilers: dict[str, Profiler] = {}
+    recorders: list[tuple[BrokerProfiler, threading.Thread]] = []
 
     def profile() -> None:
-        """py-spy the tracker and agent 3 through the middle of each confirmation run."""
+        """py-spy the tracker and agent 3, and JFR the broker when it runs here, through
+        the middle of each confirmation run."""
         if profile_dir is None:
             return
         for previous in profilers.values():
             previous.wait()
+        for _, thread in recorders:
+            thread.join()
+        recorders.clear()
         profile_dir.mkdir(parents=True, exist_ok=True)
         seconds = min(30.0, duration_s / 2)
         pids = system.pids()
         for name in ("tracker", system.profiled_agent):
             profilers[name] = Profiler(profile_dir / f"saga-{name}", pids[name], seconds)
+        broker = stack_pids().get("kafka")
+        if broker is not None:
+            recorder = BrokerProfiler(profile_dir / "saga-broker.jfr", broker, seconds)
+            recorders.append((recorder, threading.Thread(target=recorder.record, daemon=True)))
 
         def start() -> None:
             for profiler in profilers.values():
                 profiler.start()
+            for _, thread in recorders:
+                thread.start()
 
         threading.Timer(duration_s / 4, start).start()
 
@@ -1419,6 +1431,9 @@ def _measure_sagalog(
         }
     results |= found.as_dict("sagas")
     results["saga_profiles"] = found.profiles
+    for recorder, thread in recorders:
+        thread.join()
+        results["saga_broker_profile"] = {"run": runs[-1].label, **recorder.summary()}
     results["sagas_processes"] = {
         "tracker": "python -m sagalog.services.tracker (wall clock)",
         **{
@@ -1480,6 +1495,17 @@ def _measure_sagalog(
         )
         for function, pct, micros in summary.get("breakdown_us", [])[:3]:
             rows.append((f"  {micros:7.1f} us {pct:5.1f}%", function))
+    broker_profile = results.get("saga_broker_profile")
+    if broker_profile is not None:
+        rows.append(
+            (
+                "profile broker (JFR)",
+                f"{broker_profile.get('samples', 0):,} samples of its Java threads "
+                + "; ".join(broker_profile.get("errors", [])),
+            )
+        )
+        for kind, share in list(broker_profile.get("shares", {}).items())[:8]:
+            rows.append((f"  {share:6.1%}", kind))
 
 
 def stack_pids() -> dict[str, int]:
