@@ -9,6 +9,7 @@ import enum
 from pydantic import BaseModel, ConfigDict
 
 from sagalog.agents import DecisionLineage
+from sagalog.blobs.store import BlobRef
 from sagalog.contracts.models import Event
 
 
@@ -106,6 +107,7 @@ class RiskScored(Event):
     rationale: str
     factors: list[str]
     lineage: DecisionLineage
+    prompt: str | BlobRef | None = None
 
 
 class PurchaseOrderCreated(Event):

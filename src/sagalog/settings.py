@@ -22,6 +22,7 @@ from pydantic_settings import (
 )
 
 from sagalog import client_config
+from sagalog.blobs.store import LocalBlobStore
 
 
 class ClientSettings(BaseSettings):
@@ -69,6 +70,23 @@ class ClientSettings(BaseSettings):
         default=".",
         description="Where schemas/ and topology/ live.",
     )
+    blob_dir: str | None = Field(
+        default=None,
+        description="The blob store (a directory every writer and reader of the same "
+        "workflows shares): model payloads over blob_threshold_bytes live there, the "
+        "events hold their sha256 (sagalog.blobs). Unset: payloads stay inline, and an "
+        "audit says it checked no blob.",
+    )
+    blob_threshold_bytes: int = Field(
+        default=16 * 1024,
+        ge=0,
+        description="A payload in a field that admits a blob reference is kept inline up "
+        "to this size, and as a blob above it.",
+    )
+
+    def blob_store(self) -> LocalBlobStore | None:
+        """The blob store ``blob_dir`` names, or None when none is configured."""
+        return None if self.blob_dir is None else LocalBlobStore(self.blob_dir)
 
     @classmethod
     def settings_customise_sources(

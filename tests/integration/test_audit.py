@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from demo.driver import Driver
 from demo.fleet import Fleet, FleetConfig
 from demo.scenario import FAILING_VENDOR, build_mix
+from sagalog.blobs.store import LocalBlobStore
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 from sagalog.cli.main import cli
 from sagalog.contracts.hash_chain import signed
@@ -52,9 +53,12 @@ def _at(lab: TrackerLab, workflow_id: str, state: str, step: str | None) -> bool
     return bool(moves) and moves[-1]["to_state"] == state and moves[-1]["step"] == step
 
 
-def _run_workflow(lab: TrackerLab, workflow_id: str) -> dict[str, str]:
+def _run_workflow(
+    lab: TrackerLab, workflow_id: str, extra: dict[str, dict[str, Any]] | None = None
+) -> dict[str, str]:
     """Play the agents and the manager: each event names the one it reacts to (causation
-    id and prev-hash). Returns the event ids by type."""
+    id and prev-hash); ``extra`` adds fields to the payloads of some types. Returns the
+    event ids by type."""
     assert lab.publisher is not None
     publisher = lab.publisher
     ids: dict[str, str] = {}
@@ -63,7 +67,7 @@ def _run_workflow(lab: TrackerLab, workflow_id: str) -> dict[str, str]:
         published = publisher.publish(
             lab.topic,
             event_type,
-            {**PAYLOADS.get(event_type, {}), **payload},
+            {**PAYLOADS.get(event_type, {}), **(extra or {}).get(event_type, {}), **payload},
             workflow_id=workflow_id,
             causation_id=cause.headers.id if cause else None,
             prev_hash=cause.content_hash if cause else None,
@@ -374,6 +378,57 @@ def test_a_modified_a_deleted_and_a_reordered_event_are_each_detected_and_named(
     assert text.exit_code == 1
     assert "verification FAILED" in text.stdout
     assert "REORDERED" in text.stdout
+
+
+# -- blobs ---------------------------------------------------------------------------------
+
+
+def test_a_blob_an_event_refers_to_is_checked_against_its_hash(
+    tracker_lab: TrackerLab, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The model's prompt (120 KB) travels as a reference; the audit rehashes the blob."""
+    lab = tracker_lab
+    lab.tracker()
+    store = LocalBlobStore(tmp_path / "blobs")
+    prompt = "Score the risk of this purchase request against the policies. " * 2000
+    ref = store.put(prompt.encode(), "text/plain; charset=utf-8")
+    workflow_id = f"wf-blob-{uuid.uuid4().hex[:8]}"
+    scored = "procurement.v1.RiskScored"
+    ids = _run_workflow(lab, workflow_id, extra={scored: {"prompt": ref.as_avro()}})
+    _settled_trail(lab, workflow_id)
+    stored = [
+        r for r in _workflow_records(lab, workflow_id) if header_dict(r[2])["ce_type"] == scored
+    ]
+    assert len(stored[0][1]) < 1_000, "the event holds the reference, not the 120 KB"
+
+    def audit() -> tuple[int, dict[str, Any]]:
+        result = _audit(lab, workflow_id, "--verify", "--json")
+        return result.exit_code, json.loads(result.stdout)["verification"]
+
+    monkeypatch.delenv("SAGALOG_BLOB_DIR", raising=False)
+    code, verification = audit()
+    assert (code, verification["findings"]) == (0, [])
+    assert "1 blob reference(s) not checked: no blob store is configured" in " ".join(
+        verification["notes"]
+    )
+
+    monkeypatch.setenv("SAGALOG_BLOB_DIR", str(store.root))
+    code, verification = audit()
+    assert (code, verification["findings"], verification["notes"]) == (0, [], [])
+
+    store.path_of(ref).write_bytes(prompt.replace("risk", "RISK", 1).encode())
+    code, verification = audit()
+    assert code == 1
+    assert [(f["kind"], f["event_id"]) for f in verification["findings"]] == [
+        ("blob_modified", ids[scored])
+    ]
+    assert verification["findings"][0]["message"].startswith("RiskScored.prompt: blob ")
+
+    store.path_of(ref).unlink()
+    code, verification = audit()
+    assert code == 1
+    assert [f["kind"] for f in verification["findings"]] == ["blob_missing"]
+    assert str(store.root) in verification["findings"][0]["message"]
 
 
 # -- the real services -------------------------------------------------------------------

@@ -8,6 +8,7 @@ import importlib
 
 import pytest
 
+from sagalog.blobs.store import BlobRef, blob_ref_schema
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.drift import model_drift
 from sagalog.contracts.models import Event
@@ -67,3 +68,43 @@ def test_two_classes_for_one_event_type_are_refused() -> None:
 
         class StepFailedAgain(Event):
             event_type = "sagalog.v1.StepFailed"
+
+
+def test_a_union_of_several_types_is_compared_branch_by_branch(catalog: SchemaCatalog) -> None:
+    from procurement.events import RiskScored
+
+    schema = catalog["procurement.v1.RiskScored"]
+    assert model_drift(RiskScored, schema) == []
+
+    class Swapped(RiskScored):  # the schema's order is string, then BlobRef
+        event_type = "test.v1.Swapped"
+        prompt: BlobRef | str | None = None  # type: ignore[assignment]
+
+    class Fewer(RiskScored):
+        event_type = "test.v1.Fewer"
+        prompt: str | None = None
+
+    swapped = "\n".join(model_drift(Swapped, schema))
+    assert "RiskScored.prompt<0>: the schema says string (str), the class says BlobRef" in swapped
+    assert model_drift(Fewer, schema) == [
+        "procurement.v1.RiskScored.prompt: the schema's union has 2 types besides null, "
+        "the class 1 (str)"
+    ]
+
+
+def test_every_schema_holding_a_blob_reference_declares_it_as_the_blobs_module_does(
+    catalog: SchemaCatalog,
+) -> None:
+    """Avro files cannot include one another: each copy is checked against the one."""
+
+    def refs(node: object) -> list[object]:
+        if isinstance(node, dict):
+            own = [node] if node.get("name") == "BlobRef" else []
+            return own + [r for value in node.values() for r in refs(value)]
+        if isinstance(node, list):
+            return [r for value in node for r in refs(value)]
+        return []
+
+    found = [r for schema in catalog.values() for r in refs(dict(schema.definition))]
+    assert found, "the reference schemas hold a blob reference (RiskScored.prompt)"
+    assert all(r == blob_ref_schema() for r in found)

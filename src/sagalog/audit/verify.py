@@ -20,7 +20,9 @@ Findings name the event (id and position) and say what is wrong:
   the tracker never read;
 - ``broken_link``: a prev-hash or chain link points at nothing the log holds (the
   first one only: every later tracker event inherits the break);
-- ``seal_mismatch``: the record's own chain does not recompute (the record changed).
+- ``seal_mismatch``: the record's own chain does not recompute (the record changed);
+- ``blob_missing``, ``blob_modified``: a payload the event holds by reference is not in
+  the blob store as written (``audit.blobs``).
 
 An event of the workflow after the last sealed one is not a finding: the tracker
 may simply not have read it yet (it is reported as a note).
@@ -45,6 +47,8 @@ class FindingKind(enum.StrEnum):
     INSERTED = "inserted"
     BROKEN_LINK = "broken_link"
     SEAL_MISMATCH = "seal_mismatch"
+    BLOB_MISSING = "blob_missing"
+    BLOB_MODIFIED = "blob_modified"
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,15 @@
 """``sagalog audit``: one workflow's complete history, read from the log, and verified.
 
 Exit codes: 0 the history was shown (with ``--verify``: and nothing was found), 1
-``--verify`` found a modified, missing or reordered event, 2 bad input (an unknown
+``--verify`` found a modified, missing or reordered event, or a blob not as written
+(``audit.blobs``), 2 bad input (an unknown
 workflow id, a missing topic, a malformed ``--from-topic``), 3 Kafka or the registry
 unreachable.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import urllib.parse
@@ -27,6 +29,7 @@ from sagalog.audit import (
     to_text,
     verify,
 )
+from sagalog.audit.blobs import blob_findings, read_with
 from sagalog.cli.context import Project, pass_project
 from sagalog.cli.gateway_client import (
     GatewayClient,
@@ -47,8 +50,9 @@ from sagalog.tracker import TRANSITIONS_TOPIC
     "--verify",
     "check",
     is_flag=True,
-    help="Check every event against its hash and what the tracker sealed; exit 1 on a "
-    "modified, missing or reordered event.",
+    help="Check every event against its hash and what the tracker sealed, and every blob "
+    "it refers to against its hash (SAGALOG_BLOB_DIR); exit 1 on a modified, missing or "
+    "reordered event or blob.",
 )
 @click.option(
     "--from-topic",
@@ -140,9 +144,15 @@ def audit(
     finally:
         consumer.close()
     stats.seconds = time.monotonic() - started
-    verification = (
-        verify(collected.trail.workflow, collected.events, collected.transitions) if check else None
-    )
+    verification = None
+    if check:
+        verification = verify(collected.trail.workflow, collected.events, collected.transitions)
+        found, unchecked = blob_findings(collected.events, read_with(codec), settings.blob_store())
+        verification = dataclasses.replace(
+            verification,
+            findings=(*verification.findings, *found),
+            notes=(*verification.notes, *unchecked),
+        )
     if as_json:
         body = to_json(collected.trail, verification=verification, stats=stats)
         click.echo(json.dumps(body, indent=2, ensure_ascii=False))

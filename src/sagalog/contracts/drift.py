@@ -91,9 +91,22 @@ def _type_drift(avro_type: Any, annotation: Any, *, where: str) -> list[str]:
         if ("null" in avro_type) != optional:
             want = "optional (X | None)" if "null" in avro_type else "required"
             return [f"{where}: the schema makes it {want}, the class does not"]
-        if len(branches) != 1:
-            return [f"{where}: unions of several non-null types are not supported in classes"]
-        return _type_drift(branches[0], inner, where=where)
+        if len(branches) == 1:
+            return _type_drift(branches[0], inner, where=where)
+        # Several branches (a payload inline or as a blob: ``str | BlobRef``): the
+        # class names each, in the schema's order.
+        union = typing.get_origin(inner) in (typing.Union, types.UnionType)
+        args = typing.get_args(inner) if union else (inner,)
+        if len(args) != len(branches):
+            return [
+                f"{where}: the schema's union has {len(branches)} types besides null, the "
+                f"class {len(args)} ({_name(inner)})"
+            ]
+        return [
+            problem
+            for index, (branch, arg) in enumerate(zip(branches, args, strict=True))
+            for problem in _type_drift(branch, arg, where=f"{where}<{index}>")
+        ]
     if _strip_optional(annotation)[1]:
         return [f"{where}: the schema makes it required, the class makes it optional"]
     if isinstance(avro_type, str):
