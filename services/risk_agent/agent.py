@@ -83,17 +83,18 @@ def _latest_event_id(ctx: HandlerContext, event_type: str) -> str:
     return ids[-1] if ids else ""
 
 
-def _offline(
-    facts: RiskInput, ctx: HandlerContext, input_refs: list[str]
-) -> tuple[RiskAssessment, DecisionLineage]:
+Scored = tuple[RiskAssessment, DecisionLineage, str]
+"""The assessment, its lineage and the prompt it was decided on (``RiskScored.prompt``:
+inline when small, a blob when a blob store is set and it is large)."""
+
+
+def _offline(facts: RiskInput, ctx: HandlerContext, input_refs: list[str]) -> Scored:
     prompt = json.dumps(facts.facts(), sort_keys=True, separators=(",", ":"))
     lineage = ctx.decision(model_id=OFFLINE_MODEL_ID, prompt=prompt, input_refs=input_refs)
-    return score_offline(facts), lineage
+    return score_offline(facts), lineage, prompt
 
 
-async def _with_model(
-    facts: RiskInput, ctx: HandlerContext, input_refs: list[str]
-) -> tuple[RiskAssessment, DecisionLineage]:
+async def _with_model(facts: RiskInput, ctx: HandlerContext, input_refs: list[str]) -> Scored:
     assert settings.llm_base_url is not None
     messages = build_messages(facts)
     try:
@@ -109,7 +110,7 @@ async def _with_model(
         )
         assessment = parse_answer(reply["content"])
     except (ModelAnswerError, NonRetryableError) as exc:
-        fallback, lineage = _offline(facts, ctx, input_refs)
+        fallback, lineage, prompt = _offline(facts, ctx, input_refs)
         why = f"The language model {settings.llm_model}'s answer was rejected ({exc})"
         return (
             dataclasses.replace(
@@ -121,13 +122,13 @@ async def _with_model(
                 ),
             ),
             lineage,
+            prompt,
         )
+    prompt = prompt_text(messages)
     lineage = ctx.decision(
-        model_id=f"openai-compatible:{reply['model']}",
-        prompt=prompt_text(messages),
-        input_refs=input_refs,
+        model_id=f"openai-compatible:{reply['model']}", prompt=prompt, input_refs=input_refs
     )
-    return assessment, lineage
+    return assessment, lineage, prompt
 
 
 @agent.handles(
@@ -166,9 +167,9 @@ async def score_risk(event: PoliciesRetrieved, ctx: HandlerContext) -> RiskScore
         *(d.document_id for d in event.documents),
     ]
     if settings.llm_base_url:
-        assessment, lineage = await _with_model(facts, ctx, input_refs)
+        assessment, lineage, prompt = await _with_model(facts, ctx, input_refs)
     else:
-        assessment, lineage = _offline(facts, ctx, input_refs)
+        assessment, lineage, prompt = _offline(facts, ctx, input_refs)
     return RiskScored(
         request_id=request.request_id,
         score=assessment.score,
@@ -176,4 +177,5 @@ async def score_risk(event: PoliciesRetrieved, ctx: HandlerContext) -> RiskScore
         rationale=assessment.rationale,
         factors=list(assessment.factors),
         lineage=lineage,
+        prompt=prompt,
     )

@@ -26,6 +26,7 @@ from procurement.risk import OFFLINE_MODEL_ID, prompt_text
 from risk_agent.llm import chat_completion
 from sagalog.agents.failures import NonRetryableError, RetryableError
 from sagalog.agents.lineage import prompt_hash
+from sagalog.blobs.store import BlobRef, LocalBlobStore
 from sagalog.publisher import EventPublisher, PublishedEvent
 from sagalog.tracker.gates import gate_token
 
@@ -282,11 +283,14 @@ def test_risk_agent_asks_the_model_and_falls_back_on_an_invalid_answer(
             (200, GOOD_ANSWER) if "PR-2001" in prompt else (200, "The request looks fine to me.")
         )
     )
+    blobs = LocalBlobStore(lab.tmp / "blobs")
     lab.start(
         "risk_agent",
         llm_base_url=model.base_url,
         llm_model="fake-risk-1",
         llm_api_key="sk-test",
+        blob_dir=blobs.root,
+        blob_threshold_bytes=300,  # the model's prompt (policies and contracts) as a blob
     )
     out = lab.publisher()
     good = publish_assessed(out, lab.topic, "PR-2001", "wf-good")
@@ -308,6 +312,10 @@ def test_risk_agent_asks_the_model_and_falls_back_on_an_invalid_answer(
     assert lineage["model_id"] == "openai-compatible:fake-risk-1"
     assert lineage["prompt_hash"] == prompt_hash(prompt_text(asked["body"]["messages"]))
     assert lineage["input_refs"] == [good, "POL-001", "CTR-2024-017"]
+    # The prompt itself, over the threshold, is a blob: the lineage's hash names it.
+    ref = BlobRef.from_avro(answered["prompt"])
+    assert lineage["prompt_hash"] == f"sha256:{ref.sha256}"
+    assert blobs.get(ref).decode() == prompt_text(asked["body"]["messages"])
 
     # Not JSON: the offline model decided, and says why.
     assert "answer was rejected" in fell_back["rationale"]
@@ -315,6 +323,10 @@ def test_risk_agent_asks_the_model_and_falls_back_on_an_invalid_answer(
     assert fell_back["lineage"]["model_id"] == OFFLINE_MODEL_ID
     assert fell_back["lineage"]["input_refs"] == [bad, "POL-001", "CTR-2024-017"]
     assert fell_back["level"] == "MEDIUM"  # 7200 EUR on a 5000 EUR threshold, known vendor
+    offline = fell_back["prompt"]  # the facts as JSON: inline or a blob, by their size
+    if isinstance(offline, dict):
+        offline = blobs.get(BlobRef.from_avro(offline)).decode()
+    assert prompt_hash(offline) == fell_back["lineage"]["prompt_hash"]
 
     # Both raw answers are in the log, so a replay or an auditor sees what the model said.
     told = [json.loads(r["payload"]["result_json"]) for r in of_type(records, RECORDED)]

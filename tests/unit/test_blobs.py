@@ -10,7 +10,7 @@ from typing import Any
 import fastavro
 import pytest
 
-from sagalog.blobs.fields import inline, offload, refs_in
+from sagalog.blobs.fields import admits_blobs, inline, offload, refs_in
 from sagalog.blobs.store import (
     BlobMissing,
     BlobModified,
@@ -122,7 +122,7 @@ def _call(store: LocalBlobStore) -> dict[str, Any]:
 def test_offload_keeps_small_payloads_inline_and_stores_the_rest(store: LocalBlobStore) -> None:
     event = _call(store)
 
-    stored = offload(CALL, event, store, threshold=100, media_type=TEXT)
+    stored = offload(CALL, event, store, threshold=100)
 
     assert stored["prompt"] == "short"
     assert stored["documents"][0]["text"] is None
@@ -133,7 +133,7 @@ def test_offload_keeps_small_payloads_inline_and_stores_the_rest(store: LocalBlo
 
 
 def test_references_are_found_by_schema_with_their_paths(store: LocalBlobStore) -> None:
-    stored = offload(CALL, _call(store), store, threshold=100, media_type=TEXT)
+    stored = offload(CALL, _call(store), store, threshold=100)
 
     found = refs_in(CALL, stored)
 
@@ -145,7 +145,7 @@ def test_references_are_found_by_schema_with_their_paths(store: LocalBlobStore) 
 
 def test_inline_gives_back_what_was_offloaded(store: LocalBlobStore) -> None:
     event = _call(store)
-    stored = offload(CALL, event, store, threshold=100, media_type=TEXT)
+    stored = offload(CALL, event, store, threshold=100)
 
     back = inline(CALL, stored, store)
 
@@ -156,7 +156,7 @@ def test_inline_gives_back_what_was_offloaded(store: LocalBlobStore) -> None:
 def test_the_schema_encodes_inline_and_referenced_payloads(store: LocalBlobStore) -> None:
     """fastavro picks the union branch: the walk's output is what the codec writes."""
     parsed = fastavro.parse_schema(CALL)
-    stored = offload(CALL, _call(store), store, threshold=100, media_type=TEXT)
+    stored = offload(CALL, _call(store), store, threshold=100)
     out = io.BytesIO()
 
     fastavro.schemaless_writer(out, parsed, stored)
@@ -164,3 +164,27 @@ def test_the_schema_encodes_inline_and_referenced_payloads(store: LocalBlobStore
 
     assert [path for path, _ in refs_in(CALL, read)] == ["documents[1].text", "answer"]
     assert len(out.getvalue()) < 300, "the 500-byte document travels as its reference"
+
+
+def test_a_binary_payload_is_stored_as_bytes_and_given_back_as_bytes(
+    store: LocalBlobStore,
+) -> None:
+    schema = {
+        "type": "record",
+        "name": "Scan",
+        "fields": [{"name": "image", "type": ["bytes", blob_ref_schema()]}],
+    }
+    image = bytes(range(256)) * 4
+
+    stored = offload(schema, {"image": image}, store, threshold=100)
+
+    assert stored["image"]["media_type"] == "application/octet-stream"
+    assert inline(schema, stored, store) == {"image": image}
+
+
+def test_which_schemas_admit_blobs_is_read_from_the_schema_alone() -> None:
+    assert admits_blobs(CALL)
+    assert admits_blobs({"type": "array", "items": ["null", "sagalog.v1.BlobRef"]})
+    assert not admits_blobs(
+        {"type": "record", "name": "Plain", "fields": [{"name": "text", "type": "string"}]}
+    )

@@ -93,6 +93,8 @@ class Lane:
             codec=codec,
             telemetry=self.telemetry,
             wall_ms=wall_ms,
+            blobs=settings.blob_store(),
+            blob_threshold=settings.blob_threshold_bytes,
         )
         self.codec = codec
         self._store: StateStore | None = None

@@ -18,6 +18,8 @@ from sagalog.agents.records import headers_of
 from sagalog.agents.routing import dead_letter_headers, retry_headers
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.agents.triage import Outcome
+from sagalog.blobs.fields import admits_blobs, offload
+from sagalog.blobs.store import BlobStore
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash, signed
 from sagalog.contracts.headers import EventHeaders
@@ -55,8 +57,13 @@ class RecordBuilder:
         codec: EventCodec,
         telemetry: AgentTelemetry,
         wall_ms: Callable[[], int],
+        blobs: BlobStore | None = None,
+        blob_threshold: int = 0,
     ) -> None:
         self.agent = agent
+        self.blobs = blobs
+        self.blob_threshold = blob_threshold
+        self._admits_blobs: dict[str, bool] = {}
         self.source = f"sagalog/{agent}"
         self.output_topic = output_topic
         self.retry_topic = retry_topic
@@ -79,9 +86,28 @@ class RecordBuilder:
             event.event_type, source=self.source, traceparent=traceparent, prev_hash=cause_hash
         )
         topic = self.output_topic or origin_topic
-        value = self.codec.encode(topic, event.event_type, event.to_avro())
+        value = self.codec.encode(topic, event.event_type, self._offloaded(event))
         key = cause.workflow_id.encode()
         return (topic, key, value, signed(key, value, headers.to_kafka()))
+
+    def _offloaded(self, event: Event) -> dict[str, Any]:
+        """The event's datum, its payloads over the threshold put in the blob store
+        (``sagalog.blobs``) where its schema admits a reference and a store is set."""
+        datum = event.to_avro()
+        if self.blobs is None:
+            return datum
+        event_type = event.event_type
+        admits = self._admits_blobs.get(event_type)
+        if admits is None:
+            schema = self.codec.catalog[event_type].definition
+            admits = self._admits_blobs[event_type] = admits_blobs(schema)
+        if not admits:
+            return datum
+        schema = self.codec.catalog[event_type].definition
+        offloaded: dict[str, Any] = offload(
+            schema, datum, self.blobs, threshold=self.blob_threshold
+        )
+        return offloaded
 
     def retry(
         self,

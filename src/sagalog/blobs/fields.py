@@ -38,18 +38,38 @@ def refs_in(schema: Schema, datum: Any) -> list[tuple[str, BlobRef]]:
     return found
 
 
-def offload(
-    schema: Schema, datum: Any, store: BlobStore, *, threshold: int, media_type: str
-) -> Any:
+TEXT = "text/plain; charset=utf-8"
+BINARY = "application/octet-stream"
+
+
+def admits_blobs(schema: Schema) -> bool:
+    """Whether any field of ``schema`` may hold a blob reference (decides once per
+    event type whether its outputs are walked at all)."""
+    if isinstance(schema, str):
+        return schema == BLOB_REF
+    if isinstance(schema, list):
+        return any(admits_blobs(branch) for branch in schema)
+    if not isinstance(schema, dict):
+        return False
+    if schema.get("type") == "record":
+        full = _full_name(str(schema.get("name", "")), str(schema.get("namespace", "")))
+        if full == BLOB_REF:
+            return True
+        return any(admits_blobs(f["type"]) for f in schema.get("fields", ()))
+    return any(admits_blobs(schema[part]) for part in ("type", "items", "values") if part in schema)
+
+
+def offload(schema: Schema, datum: Any, store: BlobStore, *, threshold: int) -> Any:
     """``datum`` with every payload over ``threshold`` bytes in a field that admits a
-    reference put into ``store`` and replaced by its reference. A text payload is
-    stored as UTF-8."""
+    reference put into ``store`` and replaced by its reference: text as UTF-8
+    (``text/plain``), bytes as they are (``application/octet-stream``)."""
 
     def put(path: str, value: str | bytes) -> Any:
+        text = isinstance(value, str)
         data = value.encode("utf-8") if isinstance(value, str) else value
         if len(data) <= threshold:
             return value
-        return store.put(data, media_type).as_avro()
+        return store.put(data, TEXT if text else BINARY).as_avro()
 
     return _Walk(on_payload=put).walk(schema, datum, "", "")
 
