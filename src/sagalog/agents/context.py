@@ -16,7 +16,7 @@ import datetime as dt
 import hashlib
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from sagalog.agents.intents import (
 )
 from sagalog.agents.lineage import DecisionLineage, decision_lineage
 from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.blobs.store import BlobModified, BlobRef, BlobStore
 from sagalog.contracts.headers import EventHeaders
 from sagalog.events import EffectRecorded
 from sagalog.position import RecordPosition
@@ -70,6 +71,9 @@ class HandlerContext:
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
     recorded: list[EffectRecorded] = field(default_factory=list)
     effects_called: int = 0
+    blobs: BlobStore | None = None
+    """The blob store the agent's outputs are offloaded to (``SAGALOG_BLOB_DIR``), from
+    which ``content`` reads a field held as a blob."""
     failed_probe: DependencyUnavailable | None = None
     """Set when a call of this handler probed a half-open breaker and failed, or failed
     as an outage opened the breaker: if the handler then fails retryably, the runtime
@@ -88,6 +92,33 @@ class HandlerContext:
     @property
     def workflow_id(self) -> str:
         return self.headers.workflow_id
+
+    def content(self, value: str | bytes | BlobRef | Mapping[str, Any] | None) -> Any:
+        """A field that may hold a blob (``docs/blobs.md``), as its content: a payload
+        inline is returned as it is, a reference (a ``BlobRef``, or its record as the
+        workflow's context holds it) is read from the blob store and checked against
+        its hash: text for a ``text/*`` media type, bytes otherwise.
+
+        Raises:
+            NonRetryableError: no blob store is configured, or the blob no longer
+                hashes to its reference; no retry mends either, so the event is
+                dead-lettered with the reason.
+            BlobMissing: the store has no such blob yet; retried with backoff (a shared
+                volume may not have it yet), then dead-lettered.
+        """
+        if value is None or isinstance(value, (str, bytes)):
+            return value
+        ref = value if isinstance(value, BlobRef) else BlobRef.from_avro(value)
+        if self.blobs is None:
+            raise NonRetryableError(
+                f"workflow {self.workflow_id}: the event holds {ref}, and agent "
+                f"{self.agent} has no blob store: set SAGALOG_BLOB_DIR to the directory its "
+                "writers use"
+            )
+        try:
+            return ref.content(self.blobs.get(ref))
+        except BlobModified as exc:
+            raise NonRetryableError(str(exc)) from exc
 
     @property
     def event_id(self) -> str:

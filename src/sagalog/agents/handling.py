@@ -140,6 +140,7 @@ class HandlerRunner:
             delivery=item.delivered,
             store=self.store,
             flow=self.flow,
+            blobs=self.builder.blobs,
         )
         timeout = spec.timeout_s or self.settings.step_timeout_s
         started = self.clock()

@@ -83,8 +83,7 @@ def inline(schema: Schema, datum: Any, store: BlobStore) -> Any:
     """
 
     def fetch(path: str, ref: BlobRef) -> Any:
-        data = store.get(ref)
-        return data.decode("utf-8") if ref.media_type.startswith("text/") else data
+        return ref.content(store.get(ref))
 
     return _Walk(on_ref=fetch).walk(schema, datum, "", "")
 

@@ -88,6 +88,11 @@ class BlobRef(BaseModel):
     def as_avro(self) -> dict[str, Any]:
         return self.model_dump()
 
+    def content(self, data: bytes) -> str | bytes:
+        """``data`` (this blob's bytes) as the writer had it: text for a ``text/*``
+        media type (``offload`` stores text as UTF-8), bytes otherwise."""
+        return data.decode("utf-8") if self.media_type.startswith("text/") else data
+
     def __str__(self) -> str:
         return f"blob {self.sha256[:16]}... ({self.size:,} bytes, {self.media_type})"
 
