@@ -16,6 +16,7 @@ from procurement.events import PoliciesRetrieved, RequestClassified, RequestSubm
 from procurement.exceptions import ModelAnswerError
 from procurement.risk import (
     OFFLINE_MODEL_ID,
+    SYSTEM_PROMPT,
     RiskAssessment,
     RiskInput,
     build_messages,
@@ -23,7 +24,7 @@ from procurement.risk import (
     prompt_text,
     score_offline,
 )
-from risk_agent.llm import chat_completion
+from risk_agent.llm import chat_completion, request_parameters
 from sagalog.agents import Agent, AgentSettings, DecisionLineage, HandlerContext, NonRetryableError
 
 
@@ -88,13 +89,20 @@ Scored = tuple[RiskAssessment, DecisionLineage, str]
 inline when small, a blob when a blob store is set and it is large)."""
 
 
-def _offline(facts: RiskInput, ctx: HandlerContext, input_refs: list[str]) -> Scored:
+Inputs = dict[str, str]
+"""What the prompt was built from, by the ids in ``input_refs``: the request's payload
+(canonical JSON) and each document's text; the lineage keeps their hashes."""
+
+
+def _offline(facts: RiskInput, ctx: HandlerContext, inputs: Inputs) -> Scored:
     prompt = json.dumps(facts.facts(), sort_keys=True, separators=(",", ":"))
-    lineage = ctx.decision(model_id=OFFLINE_MODEL_ID, prompt=prompt, input_refs=input_refs)
+    lineage = ctx.decision(
+        model_id=OFFLINE_MODEL_ID, prompt=prompt, input_refs=list(inputs), inputs=inputs
+    )
     return score_offline(facts), lineage, prompt
 
 
-async def _with_model(facts: RiskInput, ctx: HandlerContext, input_refs: list[str]) -> Scored:
+async def _with_model(facts: RiskInput, ctx: HandlerContext, inputs: Inputs) -> Scored:
     assert settings.llm_base_url is not None
     messages = build_messages(facts)
     try:
@@ -110,7 +118,7 @@ async def _with_model(facts: RiskInput, ctx: HandlerContext, input_refs: list[st
         )
         assessment = parse_answer(reply["content"])
     except (ModelAnswerError, NonRetryableError) as exc:
-        fallback, lineage, prompt = _offline(facts, ctx, input_refs)
+        fallback, lineage, prompt = _offline(facts, ctx, inputs)
         why = f"The language model {settings.llm_model}'s answer was rejected ({exc})"
         return (
             dataclasses.replace(
@@ -126,7 +134,12 @@ async def _with_model(facts: RiskInput, ctx: HandlerContext, input_refs: list[st
         )
     prompt = prompt_text(messages)
     lineage = ctx.decision(
-        model_id=f"openai-compatible:{reply['model']}", prompt=prompt, input_refs=input_refs
+        model_id=f"openai-compatible:{reply['model']}",
+        prompt=prompt,
+        input_refs=list(inputs),
+        parameters=request_parameters(settings.llm_model, json_mode=settings.llm_json_mode),
+        template=SYSTEM_PROMPT,
+        inputs=inputs,
     )
     return assessment, lineage, prompt
 
@@ -138,9 +151,8 @@ async def _with_model(facts: RiskInput, ctx: HandlerContext, input_refs: list[st
     timeout_s=settings.llm_timeout_s + 5 if settings.llm_base_url else None,
 )
 async def score_risk(event: PoliciesRetrieved, ctx: HandlerContext) -> RiskScored:
-    request = RequestSubmitted.from_avro(
-        _required(ctx, RequestSubmitted.event_type, event.request_id)
-    )
+    submitted = _required(ctx, RequestSubmitted.event_type, event.request_id)
+    request = RequestSubmitted.from_avro(submitted)
     classified = RequestClassified.from_avro(
         _required(ctx, RequestClassified.event_type, event.request_id)
     )
@@ -162,14 +174,16 @@ async def score_risk(event: PoliciesRetrieved, ctx: HandlerContext) -> RiskScore
         ),
         contracts=contracts,
     )
-    input_refs = [
-        _latest_event_id(ctx, RequestSubmitted.event_type),
-        *(d.document_id for d in event.documents),
-    ]
+    inputs: Inputs = {
+        _latest_event_id(ctx, RequestSubmitted.event_type): json.dumps(
+            submitted, sort_keys=True, separators=(",", ":"), default=str
+        ),
+        **{d.document_id: d.body for d in facts.documents},
+    }
     if settings.llm_base_url:
-        assessment, lineage, prompt = await _with_model(facts, ctx, input_refs)
+        assessment, lineage, prompt = await _with_model(facts, ctx, inputs)
     else:
-        assessment, lineage, prompt = _offline(facts, ctx, input_refs)
+        assessment, lineage, prompt = _offline(facts, ctx, inputs)
     return RiskScored(
         request_id=request.request_id,
         score=assessment.score,

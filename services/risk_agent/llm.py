@@ -23,6 +23,15 @@ from procurement.exceptions import ModelAnswerError
 from sagalog.agents import NonRetryableError, RetryableError
 
 
+def request_parameters(model: str, *, json_mode: bool = True) -> dict[str, Any]:
+    """Everything the request sends besides the messages: what a decision's lineage
+    records as the model's parameters."""
+    parameters: dict[str, Any] = {"model": model, "temperature": 0}
+    if json_mode:
+        parameters["response_format"] = {"type": "json_object"}
+    return parameters
+
+
 def chat_completion(
     base_url: str,
     model: str,
@@ -38,9 +47,7 @@ def chat_completion(
     Returns:
         ``{"content": <the answer text>, "model": <the model that answered>}``.
     """
-    body: dict[str, Any] = {"model": model, "messages": list(messages), "temperature": 0}
-    if json_mode:
-        body["response_format"] = {"type": "json_object"}
+    body = {**request_parameters(model, json_mode=json_mode), "messages": list(messages)}
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"

@@ -21,8 +21,9 @@ from typing import Any
 
 import pytest
 
+from procurement.corpus import CORPUS_DIR, load_documents
 from procurement.exceptions import ModelAnswerError
-from procurement.risk import OFFLINE_MODEL_ID, prompt_text
+from procurement.risk import OFFLINE_MODEL_ID, SYSTEM_PROMPT, prompt_text
 from risk_agent.llm import chat_completion
 from sagalog.agents.failures import NonRetryableError, RetryableError
 from sagalog.agents.lineage import prompt_hash
@@ -312,6 +313,16 @@ def test_risk_agent_asks_the_model_and_falls_back_on_an_invalid_answer(
     assert lineage["model_id"] == "openai-compatible:fake-risk-1"
     assert lineage["prompt_hash"] == prompt_hash(prompt_text(asked["body"]["messages"]))
     assert lineage["input_refs"] == [good, "POL-001", "CTR-2024-017"]
+    # The call's parameters, the instructions' version and each input, by hash.
+    assert lineage["parameters"] == {
+        "model": '"fake-risk-1"',
+        "temperature": "0",
+        "response_format": '{"type":"json_object"}',
+    }
+    assert lineage["template_hash"] == prompt_hash(SYSTEM_PROMPT)
+    assert sorted(lineage["input_hashes"]) == sorted([good, "POL-001", "CTR-2024-017"])
+    policy = next(d for d in load_documents(CORPUS_DIR) if d.document_id == "POL-001")
+    assert lineage["input_hashes"]["POL-001"] == prompt_hash(policy.body)
     # The prompt itself, over the threshold, is a blob: the lineage's hash names it.
     ref = BlobRef.from_avro(answered["prompt"])
     assert lineage["prompt_hash"] == f"sha256:{ref.sha256}"

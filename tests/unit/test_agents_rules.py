@@ -79,6 +79,30 @@ def test_decision_lineage() -> None:
     )
     assert lineage.prompt_hash == prompt_hash("score this")
     assert lineage.prompt_hash.startswith("sha256:") and len(lineage.prompt_hash) == 71
+    assert (lineage.parameters, lineage.template_hash, lineage.input_hashes) == ({}, None, {})
+
+
+def test_decision_lineage_names_parameters_template_and_each_input_by_hash() -> None:
+    at = dt.datetime(2026, 12, 6, tzinfo=dt.UTC)
+    lineage = decision_lineage(
+        model_id="gpt-x",
+        prompt="score this",
+        input_refs=["e1", "POL-001"],
+        decided_at=at,
+        parameters={"temperature": 0, "response_format": {"type": "json_object"}},
+        template="You are a risk analyst.",
+        inputs={"e1": '{"amount":"7200.00"}', "POL-001": b"Policy text"},
+    )
+
+    assert lineage.parameters == {
+        "temperature": "0",
+        "response_format": '{"type":"json_object"}',
+    }, "JSON text: the same prompt at another temperature is another decision"
+    assert lineage.template_hash == prompt_hash("You are a risk analyst.")
+    assert lineage.input_hashes == {
+        "e1": prompt_hash('{"amount":"7200.00"}'),
+        "POL-001": prompt_hash("Policy text"),
+    }
 
 
 def test_lineage_model_matches_its_avro_record() -> None:

@@ -279,18 +279,30 @@ class HandlerContext:
         )
 
     def decision(
-        self, *, model_id: str, prompt: str, input_refs: Sequence[str] = ()
+        self,
+        *,
+        model_id: str,
+        prompt: str,
+        input_refs: Sequence[str] = (),
+        parameters: Mapping[str, Any] | None = None,
+        template: str | None = None,
+        inputs: Mapping[str, str | bytes] | None = None,
     ) -> DecisionLineage:
         """Lineage for a model call made while handling this event.
 
         ``input_refs`` default to the triggering event id; pass document or event ids
-        the prompt was built from.
+        the prompt was built from, and in ``inputs`` their content, to be hashed.
+        ``parameters`` are the call's settings besides the messages; ``template``
+        the prompt's fixed instructions.
         """
         return decision_lineage(
             model_id=model_id,
             prompt=prompt,
             input_refs=list(input_refs) or [self.event_id],
             decided_at=self.clock(),
+            parameters=parameters,
+            template=template,
+            inputs=inputs,
         )
 
 

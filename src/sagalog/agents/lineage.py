@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 LINEAGE_AVRO_TYPE = {
     "type": "record",
@@ -23,12 +25,16 @@ LINEAGE_AVRO_TYPE = {
         {"name": "prompt_hash", "type": "string"},
         {"name": "input_refs", "type": {"type": "array", "items": "string"}},
         {"name": "decided_at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "parameters", "type": {"type": "map", "values": "string"}, "default": {}},
+        {"name": "template_hash", "type": ["null", "string"], "default": None},
+        {"name": "input_hashes", "type": {"type": "map", "values": "string"}, "default": {}},
     ],
 }
 
 
 class DecisionLineage(BaseModel):
-    """Which model decided, on what prompt (by hash), from which inputs."""
+    """Which model decided, with which parameters, on what prompt from which template,
+    from which inputs (each by its hash, so the audit can tell a changed input)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -36,20 +42,43 @@ class DecisionLineage(BaseModel):
     prompt_hash: str
     input_refs: list[str]
     decided_at: dt.datetime
+    parameters: dict[str, str] = Field(default_factory=dict)
+    """The call's settings besides the messages (temperature, response format), each
+    as JSON text: the same prompt at another temperature is another decision."""
+    template_hash: str | None = None
+    """The hash of the prompt's template (its fixed instructions), so decisions made
+    under one version of the instructions can be told from another's."""
+    input_hashes: dict[str, str] = Field(default_factory=dict)
+    """``input_refs`` entries with the hash of the content the prompt was built from."""
 
 
-def prompt_hash(prompt: str) -> str:
-    """A stable fingerprint of a prompt: sha256 of its UTF-8 bytes, hex."""
-    return "sha256:" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+def prompt_hash(prompt: str | bytes) -> str:
+    """A stable fingerprint of a prompt (or any input): sha256 of its UTF-8 bytes, hex."""
+    data = prompt.encode("utf-8") if isinstance(prompt, str) else prompt
+    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def decision_lineage(
-    *, model_id: str, prompt: str, input_refs: Sequence[str], decided_at: dt.datetime
+    *,
+    model_id: str,
+    prompt: str,
+    input_refs: Sequence[str],
+    decided_at: dt.datetime,
+    parameters: Mapping[str, Any] | None = None,
+    template: str | None = None,
+    inputs: Mapping[str, str | bytes] | None = None,
 ) -> DecisionLineage:
-    """Lineage of one model decision; ``input_refs`` name events or documents used."""
+    """Lineage of one model decision; ``input_refs`` name events or documents used,
+    ``inputs`` the content of those the prompt was built from (hashed, not kept)."""
     return DecisionLineage(
         model_id=model_id,
         prompt_hash=prompt_hash(prompt),
         input_refs=list(input_refs),
         decided_at=decided_at,
+        parameters={
+            name: json.dumps(value, sort_keys=True, separators=(",", ":"))
+            for name, value in (parameters or {}).items()
+        },
+        template_hash=None if template is None else prompt_hash(template),
+        input_hashes={ref: prompt_hash(content) for ref, content in (inputs or {}).items()},
     )

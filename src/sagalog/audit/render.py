@@ -115,6 +115,9 @@ def _entry_json(entry: TrailEntry) -> dict[str, Any]:
             "prompt_hash": model.prompt_hash,
             "input_refs": list(model.input_refs),
             "decided_at": model.decided_at,
+            "parameters": model.parameters,
+            "template_hash": model.template_hash,
+            "input_hashes": model.input_hashes,
             "outcome": model.outcome,
         }
     return body
@@ -184,12 +187,15 @@ def _event_lines(number: int, entry: TrailEntry, *, headers: bool) -> list[str]:
     if entry.model is not None:
         model = entry.model
         outcome = ", ".join(
-            f"{k}={v}" for k, v in model.outcome.items() if isinstance(v, (str, int, float))
+            f"{k}={_short(v)}" for k, v in model.outcome.items() if isinstance(v, (str, int, float))
         )
         lines.append(
             f"     MODEL {model.model_id} decided at {model.decided_at}: {outcome}\n"
             f"           prompt {model.prompt_hash}; inputs {', '.join(model.input_refs) or '-'}"
         )
+        if model.template_hash or model.parameters:
+            settings = ", ".join(f"{k}={v}" for k, v in model.parameters.items()) or "-"
+            lines.append(f"           template {model.template_hash or '-'}; parameters {settings}")
     effect = _effect_line(entry)
     if effect:
         lines.append(effect)
@@ -232,6 +238,13 @@ def _verification_lines(verification: Verification) -> list[str]:
 
 def _iso(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _short(value: str | float) -> str:
+    """A payload value for one line: a long text (a prompt) by its length only; --json
+    has it whole."""
+    text = str(value)
+    return text if len(text) <= 200 else f"<{len(text):,} characters>"
 
 
 def _effect_line(entry: TrailEntry) -> str | None:

@@ -62,6 +62,9 @@ class ModelDecision:
     input_refs: tuple[str, ...]
     decided_at: str | None
     outcome: dict[str, Any]  # the rest of the payload: score, level, rationale, ...
+    parameters: dict[str, str] = field(default_factory=dict)
+    template_hash: str | None = None
+    input_hashes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,9 @@ def _model(payload: Mapping[str, Any] | None) -> ModelDecision | None:
         input_refs=tuple(str(r) for r in lineage.get("input_refs") or ()),
         decided_at=_text(lineage.get("decided_at")),
         outcome={k: v for k, v in payload.items() if k != "lineage"},
+        parameters={str(k): str(v) for k, v in (lineage.get("parameters") or {}).items()},
+        template_hash=_text(lineage.get("template_hash")),
+        input_hashes={str(k): str(v) for k, v in (lineage.get("input_hashes") or {}).items()},
     )
 
 
