@@ -45,6 +45,9 @@ from sagalog.contracts.registry import SchemaRegistry
 from sagalog.devstack import DevStackSettings, LocalStack
 from sagalog.errors import DestructiveChangeRefused, SagalogError
 from sagalog.flows.states import TERMINAL_STATES
+from sagalog.personal import ERASED
+from sagalog.personal.cipher import personal_data
+from sagalog.personal.erasure import erase_subject
 from sagalog.settings import ClientSettings
 from sagalog.topic_names import records_changelog
 from sagalog.topology.apply import TopologyClient
@@ -141,6 +144,8 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
         summary = summarize(requests, ends, driver, gateway, time.monotonic() - started)
         print_summary(summary)
         example = next((r for r in requests if r.plan is Plan.FAIL), None)
+        if example is not None:
+            summary["erased"] = erase_requester(settings, catalog, example)
         summary["audit_verified"] = example is None or print_audit(
             settings, catalog, config, example
         )
@@ -239,7 +244,11 @@ def print_audit(
             timeout_s=settings.connect_timeout_s,
             stats=stats,
         )
-        codec = EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
+        codec = EventCodec(
+            catalog=catalog,
+            registry=SchemaRegistry(settings),
+            personal=personal_data(settings, reveal=True),
+        )
         collected = collect(
             consumer,
             codec,
@@ -260,6 +269,30 @@ def print_audit(
         f"--tracker-app-id {config.tracker_app_id})"
     )
     return verification.ok
+
+
+def erase_requester(
+    settings: ClientSettings, catalog: SchemaCatalog, request: Request
+) -> dict[str, Any] | None:
+    """Exercise the right to erasure on the example workflow's requester, as
+    ``sagalog erase`` does: their address reads as erased in every workflow they
+    submitted, and the audit below still verifies (``docs/personal-data.md``)."""
+    if not settings.personal_data_key_file:
+        say("personal data is written in clear: no SAGALOG_PERSONAL_DATA_KEY_FILE is set")
+        return None
+    requester = str(request.payload["requester"])
+    done = erase_subject(
+        settings,
+        catalog,
+        requester,
+        reason=f"demo: the requester of {request.workflow_id} asked to be forgotten",
+        requested_by="demo",
+    )
+    say(
+        f"erased {requester} (subject {done.subject_id}, {len(done.key_ids)} key(s)): the "
+        f"audit below shows the address as {ERASED} and still verifies"
+    )
+    return {"subject_id": done.subject_id, "keys": len(done.key_ids)}
 
 
 def _dur(ms: int) -> str:

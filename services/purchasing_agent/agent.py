@@ -113,9 +113,14 @@ def erp_call(
     requests (the tracker asks again when a cancellation is slow) must still find one
     order and one cancellation in the ERP. The runtime's key still guards the local
     ledger, so a redelivered event does not call at all.
+
+    The result kept (and so recorded in the log) is the order's id and operation only:
+    the ERP echoes the request, and the request holds the requester's address in clear,
+    which must enter the log sealed or not at all (``docs/personal-data.md``).
     """
     del idempotency_key  # replaced by the business key, which is as stable and broader
-    return perform(erp_url, operation, body, idempotency_key=key)
+    answer = perform(erp_url, operation, body, idempotency_key=key)
+    return {name: answer[name] for name in ("id", "operation") if name in answer}
 
 
 @agent.handles(GateDecided, step="create_purchase_order", dependencies=["erp"])
@@ -147,7 +152,7 @@ async def create_purchase_order(
             "vendor": request.vendor,
             "amount": str(request.amount),
             "currency": request.currency,
-            "requester": request.requester,
+            "requester": ctx.reveal(request.requester),  # the ERP needs the address
             "approved_by": event.decided_by,
         },
         key=_business_key("purchase-order", ctx.workflow_id),

@@ -128,3 +128,15 @@ class AuthorizationError(SagalogError):
     """
 
     exit_code = ExitCode.AUTHORIZATION
+
+
+class PersonalDataError(SagalogError):
+    """Personal data cannot be sealed or opened: no key-encryption key is configured
+    where one is needed, the key file is unreadable, or an envelope does not open under
+    its key (altered bytes). The message names the file, the subject or the record.
+
+    Configure ``SAGALOG_PERSONAL_DATA_KEY_FILE`` (``sagalog dev env`` does for the local
+    stack); an envelope that does not open is never shown as a value.
+    """
+
+    exit_code = ExitCode.CONFIGURATION

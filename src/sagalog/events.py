@@ -113,6 +113,19 @@ class WorkflowMigrated(Event):
     requested_by: str
 
 
+class SubjectErased(Event):
+    """A data subject's personal-data keys were deleted (``sagalog erase``): what was
+    sealed for them reads as erased from now on (``sagalog.personal``)."""
+
+    event_type = "sagalog.v1.SubjectErased"
+
+    subject_id: str
+    key_ids: list[str]
+    key_topic: str
+    reason: str
+    requested_by: str
+
+
 class WorkflowCancelled(Event):
     """An operator cancelled a running workflow; the tracker compensates it."""
 

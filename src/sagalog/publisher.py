@@ -31,6 +31,7 @@ from sagalog.contracts.models import Event
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.contracts.validation import to_avro_datum
 from sagalog.errors import SagalogError, ServiceUnavailableError
+from sagalog.personal.cipher import personal_data
 from sagalog.settings import ClientSettings
 from sagalog.tracing import starting_traceparent
 
@@ -70,7 +71,10 @@ class EventPublisher:
         self.source = source
         self.tracer = trace.get_tracer("sagalog.publisher")
         self.catalog = catalog
-        self.codec = codec or EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
+        self._own_codec = codec is None
+        self.codec = codec or EventCodec(
+            catalog=catalog, registry=SchemaRegistry(settings), personal=personal_data(settings)
+        )
         self.producer = Producer(
             settings.producer_config(
                 **{
@@ -254,3 +258,5 @@ class EventPublisher:
 
     def close(self) -> None:
         self.producer.flush(timeout=self.settings.connect_timeout_s)
+        if self._own_codec and self.codec.personal is not None:
+            self.codec.personal.close()

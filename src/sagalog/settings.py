@@ -22,7 +22,8 @@ from pydantic_settings import (
 )
 
 from sagalog import client_config
-from sagalog.blobs.store import LocalBlobStore
+from sagalog.blobs.store import BlobStore, LocalBlobStore
+from sagalog.errors import ConfigurationError
 
 
 class ClientSettings(BaseSettings):
@@ -84,8 +85,42 @@ class ClientSettings(BaseSettings):
         "to this size, and as a blob above it.",
     )
 
-    def blob_store(self) -> LocalBlobStore | None:
-        """The blob store ``blob_dir`` names, or None when none is configured."""
+    personal_data_key_file: str | None = Field(
+        default=None,
+        description="The key-encryption key of personal data (sagalog.personal), a file "
+        "every writer and entitled reader of the same workflows shares: fields a schema "
+        "marks sagalog.personal are written encrypted per data subject, and `sagalog "
+        "erase` makes a subject's unreadable. Unset: they are written in clear, with a "
+        "warning.",
+    )
+
+    blob_url: str | None = Field(
+        default=None,
+        description="The blob store as an S3-compatible bucket, s3://<bucket>[/<prefix>], "
+        "instead of blob_dir; credentials come from boto3's chain (AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY, a profile, an instance role).",
+    )
+    blob_endpoint_url: str | None = Field(
+        default=None,
+        description="The S3 API of a store other than AWS (MinIO, Ceph, R2), e.g. "
+        "http://minio:9000.",
+    )
+
+    def blob_store(self) -> BlobStore | None:
+        """The blob store ``blob_url`` or ``blob_dir`` names, or None when none is.
+
+        Raises:
+            ConfigurationError: both are set, or the URL is not an s3:// URL.
+        """
+        if self.blob_url and self.blob_dir:
+            raise ConfigurationError(
+                f"both SAGALOG_BLOB_DIR ({self.blob_dir}) and SAGALOG_BLOB_URL "
+                f"({self.blob_url}) are set: a workflow's blobs live in one store; unset one"
+            )
+        if self.blob_url:
+            from sagalog.blobs.s3 import S3BlobStore  # boto3 loads only where it is used
+
+            return S3BlobStore.from_url(self.blob_url, endpoint_url=self.blob_endpoint_url)
         return None if self.blob_dir is None else LocalBlobStore(self.blob_dir)
 
     @classmethod

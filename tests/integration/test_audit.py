@@ -8,9 +8,12 @@ import secrets
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner, Result
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -18,7 +21,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from demo.driver import Driver
 from demo.fleet import Fleet, FleetConfig
 from demo.scenario import FAILING_VENDOR, build_mix
-from sagalog.blobs.store import LocalBlobStore
+from sagalog.blobs.s3 import S3BlobStore
+from sagalog.blobs.store import BlobRef, BlobStore, LocalBlobStore
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 from sagalog.cli.main import cli
 from sagalog.contracts.hash_chain import signed
@@ -28,9 +32,10 @@ from sagalog.topic_names import records_changelog
 from sagalog.tracker import gate_token
 
 from .gateway_harness import API_KEY, GatewayLab, gateway_lab  # noqa: F401
-from .project import REPO, Project
-from .test_reference_workflow import TOPOLOGY as REFERENCE_TOPOLOGY
-from .tracker_harness import FORWARD, PAYLOADS, PROCUREMENT, SECRET, TrackerLab
+from .project import Project
+from .s3_server import S3Server, s3_server  # noqa: F401
+from .test_reference_workflow import apply_reference_project
+from .tracker_harness import FORWARD, PAYLOADS, SECRET, TrackerLab
 
 SUBMITTED = "procurement.v1.RequestSubmitted"
 GATE_OPENED = "sagalog.v1.GateOpened"
@@ -383,15 +388,51 @@ def test_a_modified_a_deleted_and_a_reordered_event_are_each_detected_and_named(
 # -- blobs ---------------------------------------------------------------------------------
 
 
+@dataclass
+class BlobPlace:
+    """A blob store of a kind, the settings that name it, and how to harm a blob in it."""
+
+    store: BlobStore
+    environment: dict[str, str]
+    damage: Callable[[BlobRef, bytes], object]
+    remove: Callable[[BlobRef], object]
+    where: str
+
+
+@pytest.fixture(params=["directory", "s3"])
+def blob_place(request: pytest.FixtureRequest, tmp_path: Path) -> BlobPlace:
+    if request.param == "directory":
+        local = LocalBlobStore(tmp_path / "blobs")
+        return BlobPlace(
+            local,
+            {"SAGALOG_BLOB_DIR": str(local.root)},
+            lambda ref, data: local.path_of(ref).write_bytes(data),
+            lambda ref: local.path_of(ref).unlink(),
+            str(local.root),
+        )
+    server: S3Server = request.getfixturevalue("s3_server")
+    url = f"s3://{server.bucket}/audit"
+    bucket = S3BlobStore.from_url(url, endpoint_url=server.endpoint_url)
+    return BlobPlace(
+        bucket,
+        {"SAGALOG_BLOB_URL": url, "SAGALOG_BLOB_ENDPOINT_URL": server.endpoint_url},
+        lambda ref, data: bucket.client.put_object(
+            Bucket=server.bucket, Key=bucket.key_of(ref), Body=data
+        ),
+        lambda ref: bucket.client.delete_object(Bucket=server.bucket, Key=bucket.key_of(ref)),
+        str(bucket),
+    )
+
+
 def test_a_blob_an_event_refers_to_is_checked_against_its_hash(
-    tracker_lab: TrackerLab, tmp_path: Path, monkeypatch: Any
+    tracker_lab: TrackerLab, blob_place: BlobPlace, monkeypatch: Any
 ) -> None:
-    """The model's prompt (120 KB) travels as a reference; the audit rehashes the blob."""
+    """The model's prompt (120 KB) travels as a reference; the audit rehashes the blob,
+    in a local directory and in an S3-compatible bucket."""
     lab = tracker_lab
     lab.tracker()
-    store = LocalBlobStore(tmp_path / "blobs")
     prompt = "Score the risk of this purchase request against the policies. " * 2000
-    ref = store.put(prompt.encode(), "text/plain; charset=utf-8")
+    ref = blob_place.store.put(prompt.encode(), "text/plain; charset=utf-8")
     workflow_id = f"wf-blob-{uuid.uuid4().hex[:8]}"
     scored = "procurement.v1.RiskScored"
     ids = _run_workflow(lab, workflow_id, extra={scored: {"prompt": ref.as_avro()}})
@@ -405,18 +446,20 @@ def test_a_blob_an_event_refers_to_is_checked_against_its_hash(
         result = _audit(lab, workflow_id, "--verify", "--json")
         return result.exit_code, json.loads(result.stdout)["verification"]
 
-    monkeypatch.delenv("SAGALOG_BLOB_DIR", raising=False)
+    for name in ("SAGALOG_BLOB_DIR", "SAGALOG_BLOB_URL", "SAGALOG_BLOB_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
     code, verification = audit()
     assert (code, verification["findings"]) == (0, [])
     assert "1 blob reference(s) not checked: no blob store is configured" in " ".join(
         verification["notes"]
     )
 
-    monkeypatch.setenv("SAGALOG_BLOB_DIR", str(store.root))
+    for name, value in blob_place.environment.items():
+        monkeypatch.setenv(name, value)
     code, verification = audit()
     assert (code, verification["findings"], verification["notes"]) == (0, [], [])
 
-    store.path_of(ref).write_bytes(prompt.replace("risk", "RISK", 1).encode())
+    blob_place.damage(ref, prompt.replace("risk", "RISK", 1).encode())
     code, verification = audit()
     assert code == 1
     assert [(f["kind"], f["event_id"]) for f in verification["findings"]] == [
@@ -424,11 +467,11 @@ def test_a_blob_an_event_refers_to_is_checked_against_its_hash(
     ]
     assert verification["findings"][0]["message"].startswith("RiskScored.prompt: blob ")
 
-    store.path_of(ref).unlink()
+    blob_place.remove(ref)
     code, verification = audit()
     assert code == 1
     assert [f["kind"] for f in verification["findings"]] == ["blob_missing"]
-    assert str(store.root) in verification["findings"][0]["message"]
+    assert blob_place.where in verification["findings"][0]["message"]
 
 
 # -- the real services -------------------------------------------------------------------
@@ -442,16 +485,7 @@ def test_the_reference_workflow_run_by_its_services_verifies_clean_despite_a_cra
     so batches are read again), every workflow's log verifies clean, through the
     gateway and through the changelog."""
     s = project.suffix
-    project.write_topology(
-        REFERENCE_TOPOLOGY.replace("%s", ", ".join([*PROCUREMENT, "sagalog.v1.WebhookReceived"]))
-    )
-    flows = project.root / "topology" / "flows"
-    flows.mkdir()
-    flow = (REPO / "topology" / "flows" / "procurement.v1.yaml").read_text()
-    (flows / "procurement.v1.yaml").write_text(
-        flow.replace("topic: procurement.events", f"topic: procurement.events.{s}")
-    )
-    project.apply()
+    apply_reference_project(project)
     api_key = secrets.token_urlsafe(16)
     fleet = Fleet(
         FleetConfig(

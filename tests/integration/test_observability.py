@@ -32,8 +32,7 @@ from sagalog.metrics import exported_names
 from .otlp_receiver import OtlpReceiver, ReceivedSpan
 from .project import REPO, Project
 from .prometheus import Prometheus, require_prometheus
-from .test_reference_workflow import TOPOLOGY
-from .tracker_harness import PROCUREMENT
+from .test_reference_workflow import apply_reference_project
 
 POISONS = 3
 
@@ -46,16 +45,7 @@ def test_promql_counts_the_reference_run_and_each_workflow_is_one_trace(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)  # the fleet inherits
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")
     s = project.suffix
-    project.write_topology(
-        TOPOLOGY.replace("%s", ", ".join([*PROCUREMENT, "sagalog.v1.WebhookReceived"]))
-    )
-    flows = project.root / "topology" / "flows"
-    flows.mkdir()
-    flow = (REPO / "topology" / "flows" / "procurement.v1.yaml").read_text()
-    (flows / "procurement.v1.yaml").write_text(
-        flow.replace("topic: procurement.events", f"topic: procurement.events.{s}")
-    )
-    project.apply()
+    apply_reference_project(project)
     api_key = secrets.token_urlsafe(16)
     topic, deadletters = f"procurement.events.{s}", f"deadletter.{s}"
     fleet = Fleet(

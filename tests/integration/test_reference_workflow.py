@@ -42,12 +42,13 @@ topics:
 """
 
 
-def test_every_workflow_ends_as_planned_and_every_effect_happens_once_despite_crashes(
-    project: Project, tmp_path: Path
-) -> None:
+def apply_reference_project(project: Project, *, more_topics: str = "") -> None:
+    """The procurement flow on this project's own topics (``TOPOLOGY`` plus
+    ``more_topics``, YAML entries under ``topics:``), applied to the cluster."""
     s = project.suffix
     project.write_topology(
         TOPOLOGY.replace("%s", ", ".join([*PROCUREMENT, "sagalog.v1.WebhookReceived"]))
+        + more_topics
     )
     flows = project.root / "topology" / "flows"
     flows.mkdir()
@@ -56,6 +57,13 @@ def test_every_workflow_ends_as_planned_and_every_effect_happens_once_despite_cr
         flow.replace("topic: procurement.events", f"topic: procurement.events.{s}")
     )
     project.apply()
+
+
+def test_every_workflow_ends_as_planned_and_every_effect_happens_once_despite_crashes(
+    project: Project, tmp_path: Path
+) -> None:
+    s = project.suffix
+    apply_reference_project(project)
     api_key = secrets.token_urlsafe(16)
     fleet = Fleet(
         FleetConfig(

@@ -13,6 +13,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from procurement.events import BudgetReserved, Priority, RequestSubmitted
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
+from sagalog.personal.cipher import personal_data
 from sagalog.publisher import EventPublisher
 from sagalog.tail import tail
 
@@ -51,7 +52,12 @@ def test_typed_event_round_trip_with_headers(project: Project) -> None:
     assert first.partition == second.partition  # one workflow, one partition
     assert second.offset == first.offset + 1
 
-    codec = EventCodec(catalog=project.catalog, registry=SchemaRegistry(project.settings))
+    # Read as `sagalog tail` reads: the requester's address (personal data) opened.
+    codec = EventCodec(
+        catalog=project.catalog,
+        registry=SchemaRegistry(project.settings),
+        personal=personal_data(project.settings, reveal=True),
+    )
     records = list(tail(project.settings, codec, topic, max_records=2, idle_timeout_s=20))
     assert [r.event_type for r in records] == [
         "procurement.v1.RequestSubmitted",

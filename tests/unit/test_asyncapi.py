@@ -60,7 +60,7 @@ def test_the_official_parser_accepts_the_generated_document(
     code, result = parse(document, tmp_path)
     assert code == 0 and result["valid"], result["errors"]
     assert result["errors"] == [] and result["warnings"] == []
-    assert (result["channels"], result["messages"]) == (5, 25)
+    assert (result["channels"], result["messages"]) == (7, 26)
 
 
 def test_the_check_fails_on_a_broken_avro_payload(document: dict[str, Any], tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_the_cli_writes_yaml_or_json(tmp_path: Path) -> None:
         cli, ["--project-dir", str(REPO), "topology", "asyncapi", "-o", str(out)]
     )
     assert result.exit_code == 0, result.output
-    assert "25 message(s)" in result.output
+    assert "26 message(s)" in result.output
     assert json.loads(out.read_text())["asyncapi"] == "3.0.0"
     shown = runner.invoke(cli, ["--project-dir", str(REPO), "topology", "asyncapi"])
     assert yaml.safe_load(shown.output)["asyncapi"] == "3.0.0"

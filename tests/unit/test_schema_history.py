@@ -100,3 +100,28 @@ def test_outside_git_only_layout_is_checked(tmp_path: Path) -> None:
     report = check_schemas(tmp_path / "schemas")
     assert report.ok
     assert "not in a git repository" in report.warnings[0]
+
+
+def test_marking_a_field_personal_passes_and_unmarking_it_is_refused(repo: Path) -> None:
+    customer = {"name": "customer", "type": "string", "sagalog.personal": "customer"}
+    marked = {**V1, "fields": [V1["fields"][0], customer]}
+    write(repo, marked)
+    assert check_schemas(repo / "schemas").ok  # adding the mark is compatible
+    git(repo, "commit", "-qam", "v2: customer is personal data")
+    write(repo, V1)
+    report = check_schemas(repo / "schemas")
+    assert not report.ok and report.incompatibilities == []
+    [problem] = report.personal_data
+    assert "shop.v1.OrderPlaced: field 'customer' is marked sagalog.personal" in problem
+    result = CliRunner().invoke(cli, ["--project-dir", str(repo), "schemas", "check"])
+    assert result.exit_code == 4
+    assert "personal data: shop.v1.OrderPlaced: field 'customer'" in result.output
+
+
+def test_a_wrong_personal_mark_is_refused_at_load_naming_the_file(repo: Path) -> None:
+    order = {"name": "order_id", "type": "string", "sagalog.personal": "nobody"}
+    write(repo, {**V1, "fields": [order, V1["fields"][1]]})
+    result = CliRunner().invoke(cli, ["--project-dir", str(repo), "schemas", "check"])
+    assert result.exit_code != 0
+    assert "shop/v1/order_placed.avsc" in result.output
+    assert "'order_id'" in result.output and "'nobody'" in result.output

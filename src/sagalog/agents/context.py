@@ -33,7 +33,10 @@ from sagalog.agents.lineage import DecisionLineage, decision_lineage
 from sagalog.agents.state_store import StateStore, WorkflowContext
 from sagalog.blobs.store import BlobModified, BlobRef, BlobStore
 from sagalog.contracts.headers import EventHeaders
+from sagalog.errors import PersonalDataError
 from sagalog.events import EffectRecorded
+from sagalog.personal.cipher import PersonalData
+from sagalog.personal.envelope import parse as parse_envelope
 from sagalog.position import RecordPosition
 from sagalog.tail import jsonable
 
@@ -72,8 +75,11 @@ class HandlerContext:
     recorded: list[EffectRecorded] = field(default_factory=list)
     effects_called: int = 0
     blobs: BlobStore | None = None
-    """The blob store the agent's outputs are offloaded to (``SAGALOG_BLOB_DIR``), from
-    which ``content`` reads a field held as a blob."""
+    """The blob store the agent's outputs are offloaded to (``SAGALOG_BLOB_DIR`` or
+    ``SAGALOG_BLOB_URL``), from which ``content`` reads a field held as a blob."""
+    personal_data: PersonalData | None = None
+    """The agent's personal-data keys (``SAGALOG_PERSONAL_DATA_KEY_FILE``), with which
+    ``reveal`` opens a personal field; outputs are sealed by the codec either way."""
     failed_probe: DependencyUnavailable | None = None
     """Set when a call of this handler probed a half-open breaker and failed, or failed
     as an outage opened the breaker: if the handler then fails retryably, the runtime
@@ -112,12 +118,36 @@ class HandlerContext:
         if self.blobs is None:
             raise NonRetryableError(
                 f"workflow {self.workflow_id}: the event holds {ref}, and agent "
-                f"{self.agent} has no blob store: set SAGALOG_BLOB_DIR to the directory its "
-                "writers use"
+                f"{self.agent} has no blob store: set SAGALOG_BLOB_DIR or SAGALOG_BLOB_URL "
+                "to the store its writers use"
             )
         try:
             return ref.content(self.blobs.get(ref))
         except BlobModified as exc:
+            raise NonRetryableError(str(exc)) from exc
+
+    def reveal(self, value: Any) -> Any:
+        """A personal-data field (``docs/personal-data.md``) in clear: its envelope
+        opened with the subject's key, ``ERASED`` when the subject was erased, and a
+        value in clear as it is. Call it only where the plaintext is needed (an e-mail
+        to send, a system of record to fill): copying the field to an output needs no
+        key, since the envelope passes through.
+
+        Raises:
+            NonRetryableError: the value is sealed and the agent has no key, or the
+                envelope does not open (altered); no retry mends either.
+        """
+        if self.personal_data is None:
+            if parse_envelope(value) is None:
+                return value
+            raise NonRetryableError(
+                f"workflow {self.workflow_id}: agent {self.agent} reads a personal-data "
+                "field and has no key: set SAGALOG_PERSONAL_DATA_KEY_FILE to the file its "
+                "writers use"
+            )
+        try:
+            return self.personal_data.open_value(value)
+        except PersonalDataError as exc:
             raise NonRetryableError(str(exc)) from exc
 
     @property

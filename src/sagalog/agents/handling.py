@@ -141,6 +141,7 @@ class HandlerRunner:
             store=self.store,
             flow=self.flow,
             blobs=self.builder.blobs,
+            personal_data=self.builder.codec.personal,
         )
         timeout = spec.timeout_s or self.settings.step_timeout_s
         started = self.clock()

@@ -18,7 +18,7 @@ from sagalog.agents.records import headers_of
 from sagalog.agents.routing import dead_letter_headers, retry_headers
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.agents.triage import Outcome
-from sagalog.blobs.fields import admits_blobs, offload
+from sagalog.blobs.fields import Schema, admits_blobs, offload
 from sagalog.blobs.store import BlobStore
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash, signed
@@ -63,7 +63,7 @@ class RecordBuilder:
         self.agent = agent
         self.blobs = blobs
         self.blob_threshold = blob_threshold
-        self._admits_blobs: dict[str, bool] = {}
+        self._blob_schemas: dict[str, Schema | None] = {}
         self.source = f"sagalog/{agent}"
         self.output_topic = output_topic
         self.retry_topic = retry_topic
@@ -97,15 +97,14 @@ class RecordBuilder:
         if self.blobs is None:
             return datum
         event_type = event.event_type
-        admits = self._admits_blobs.get(event_type)
-        if admits is None:
-            schema = self.codec.catalog[event_type].definition
-            admits = self._admits_blobs[event_type] = admits_blobs(schema)
-        if not admits:
+        if event_type not in self._blob_schemas:
+            definition = self.codec.catalog[event_type].definition
+            self._blob_schemas[event_type] = definition if admits_blobs(definition) else None
+        blob_schema = self._blob_schemas[event_type]
+        if blob_schema is None:
             return datum
-        schema = self.codec.catalog[event_type].definition
         offloaded: dict[str, Any] = offload(
-            schema, datum, self.blobs, threshold=self.blob_threshold
+            blob_schema, datum, self.blobs, threshold=self.blob_threshold
         )
         return offloaded
 

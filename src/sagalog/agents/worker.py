@@ -59,6 +59,7 @@ from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import ConfigurationError, ServiceUnavailableError
 from sagalog.health import Health, HealthBook, Verdict
 from sagalog.health_server import HealthServer, serve_health
+from sagalog.personal.cipher import personal_data
 from sagalog.tracing import configure_tracing
 
 Member = tuple[Agent, AgentSettings]
@@ -104,7 +105,11 @@ class AgentWorker:
         self.catalog = catalog or SchemaCatalog.load(Path(settings.project_dir) / "schemas")
         for agent, _ in members:
             agent.check(self.catalog)
-        self.codec = EventCodec(catalog=self.catalog, registry=SchemaRegistry(settings))
+        self.codec = EventCodec(
+            catalog=self.catalog,
+            registry=SchemaRegistry(settings),
+            personal=personal_data(settings),
+        )
         self.clock = clock
         self.wall_ms = wall_ms
         self.lanes = [
@@ -297,6 +302,8 @@ class AgentWorker:
             if self._uncommitted_since is not None and self.clients.consumer is not None:
                 self._commit([])  # the skipped records' offsets, so no one reads them again
         self.clients.close()
+        if self.codec.personal is not None:
+            self.codec.personal.close()
         for lane in self.lanes:
             if lane.store is not None:
                 lane.store.close()

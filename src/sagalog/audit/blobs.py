@@ -22,9 +22,7 @@ from sagalog.audit.reading import LoggedEvent
 from sagalog.audit.verify import Finding, FindingKind
 from sagalog.blobs.fields import Schema, refs_in
 from sagalog.blobs.store import BlobMissing, BlobModified, BlobStore
-from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_ID, H_TYPE
-from sagalog.errors import SagalogError
 
 Read = Callable[[bytes | None], tuple[Schema, dict[str, Any]] | None]
 """A record body's schema (the JSON the walk needs) and payload; None: it does not decode
@@ -56,24 +54,9 @@ def blob_findings(
     if unchecked:
         notes.append(
             f"{unchecked} blob reference(s) not checked: no blob store is configured "
-            "(set SAGALOG_BLOB_DIR to the writers' blob directory)"
+            "(set SAGALOG_BLOB_DIR or SAGALOG_BLOB_URL to the writers' store)"
         )
     return findings, notes
-
-
-def read_with(codec: EventCodec) -> Read:
-    """``Read`` through ``codec``: the payload as this process reads it, and the schema
-    it was read with (its own, or the writer's where it has none)."""
-
-    def read(value: bytes | None) -> tuple[Schema, dict[str, Any]] | None:
-        try:
-            decoded = codec.decode(value)
-            reader = codec.reader(decoded.schema_id)
-        except SagalogError:
-            return None
-        return reader.reader_definition or reader.writer_definition, decoded.payload
-
-    return read
 
 
 def _finding(kind: FindingKind, event: LoggedEvent, path: str, exc: Exception) -> Finding:

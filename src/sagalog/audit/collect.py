@@ -19,6 +19,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
+from sagalog.audit.blobs import Read
 from sagalog.audit.exceptions import AuditError, UnknownWorkflowError
 from sagalog.audit.lookup import WorkflowSeal, partition_for, record_from_changelog
 from sagalog.audit.reading import (
@@ -31,6 +32,7 @@ from sagalog.audit.reading import (
     watermarks,
 )
 from sagalog.audit.trail import AuditTrail, Decoded, build_trail
+from sagalog.blobs.fields import Schema
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_ID
 from sagalog.errors import SagalogError
@@ -63,6 +65,8 @@ class Collected:
     trail: AuditTrail
     events: tuple[LoggedEvent, ...]
     transitions: tuple[LoggedEvent, ...]
+    read: Read
+    """An event's payload and the schema it was read with (None: it does not decode)."""
 
 
 def parse_substitutes(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -125,7 +129,8 @@ def collect(
 ) -> Collected:
     """Read the workflow's events and transitions and assemble its trail."""
     notes = list(notes or [])
-    decode = _decoder(codec)
+    reader = _Reader(codec)
+    decode = reader.decode
     events = _events(consumer, workflow, sources.substitutes, timeout_s=timeout_s, stats=stats)
     missing = _missing(workflow.sealed, events)
     transitions: list[LoggedEvent] = []
@@ -153,7 +158,9 @@ def collect(
             "that did not seal events"
         )
     trail = build_trail(workflow, events, transitions, decode=decode, missing=missing, notes=notes)
-    return Collected(trail=trail, events=tuple(events), transitions=tuple(transitions))
+    return Collected(
+        trail=trail, events=tuple(events), transitions=tuple(transitions), read=reader.read
+    )
 
 
 def _events(
@@ -280,20 +287,33 @@ def _whole_topic(
     return found
 
 
-def _decoder(codec: EventCodec) -> Callable[[bytes | None], Decoded]:
-    cache: dict[bytes, Decoded] = {}
+class _Reader:
+    """Each record body decoded once, for the trail (payload or reason) and for the blob
+    check (payload and the schema it was read with)."""
 
-    def decode(value: bytes | None) -> Decoded:
+    def __init__(self, codec: EventCodec) -> None:
+        self._codec = codec
+        self._cache: dict[bytes, tuple[Schema, dict[str, Any]] | str] = {}
+
+    def _read(self, value: bytes) -> tuple[Schema, dict[str, Any]] | str:
+        found = self._cache.get(value)
+        if found is None:
+            try:
+                decoded = self._codec.decode(value)
+                reader = self._codec.reader(decoded.schema_id)
+                schema = reader.reader_definition or reader.writer_definition
+                found = (schema, decoded.payload)
+            except SagalogError as exc:
+                found = str(exc)
+            self._cache[value] = found
+        return found
+
+    def decode(self, value: bytes | None) -> Decoded:
         if value is None:
             return None, "no value (a deletion marker)"
-        if value in cache:
-            return cache[value]
-        try:
-            payload: dict[str, Any] | None = codec.decode(value).payload
-            result: Decoded = (payload, None)
-        except SagalogError as exc:
-            result = (None, str(exc))
-        cache[value] = result
-        return result
+        found = self._read(value)
+        return (None, found) if isinstance(found, str) else (found[1], None)
 
-    return decode
+    def read(self, value: bytes | None) -> tuple[Schema, dict[str, Any]] | None:
+        found = None if value is None else self._read(value)
+        return None if found is None or isinstance(found, str) else found

@@ -189,10 +189,23 @@ def _fits(branch: Schema, datum: Any) -> bool:
     if datum is None:
         return kind == "null"
     if isinstance(datum, dict):
-        return kind in ("record", "map") or (kind not in _SCALARS and kind is not None)
+        return kind is not None and kind not in _NOT_RECORDS
     if isinstance(datum, list):
         return kind == "array"
     return kind not in ("null", "record", "array", "map")
 
 
-_SCALARS = {"null", "boolean", "int", "long", "float", "double", "bytes", "string", "array"}
+_NOT_RECORDS = {
+    "null",
+    "boolean",
+    "int",
+    "long",
+    "float",
+    "double",
+    "bytes",
+    "string",
+    "array",
+    "enum",
+    "fixed",
+}
+"""Kinds a dict datum cannot be: a dict fits a record, a map or a named reference."""

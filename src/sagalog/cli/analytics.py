@@ -25,6 +25,7 @@ from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import SchemaError
+from sagalog.personal.cipher import personal_data
 from sagalog.tracker import TRANSITIONS_TOPIC
 
 
@@ -102,7 +103,11 @@ def analytics(
         require_parquet()
     now_ms = time.time_ns() // 1_000_000
     time_range = parse_time_range(since, until, now_ms=now_ms)
-    codec = EventCodec(catalog=_catalog(project), registry=SchemaRegistry(project.settings))
+    codec = EventCodec(
+        catalog=_catalog(project),
+        registry=SchemaRegistry(project.settings),
+        personal=personal_data(project.settings, reveal=True),
+    )
     reading = _Progress(f"reading {topic}")
     try:
         log = read_transitions(

@@ -29,7 +29,7 @@ from sagalog.audit import (
     to_text,
     verify,
 )
-from sagalog.audit.blobs import blob_findings, read_with
+from sagalog.audit.blobs import blob_findings
 from sagalog.cli.context import Project, pass_project
 from sagalog.cli.gateway_client import (
     GatewayClient,
@@ -39,6 +39,7 @@ from sagalog.cli.gateway_client import (
 )
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
+from sagalog.personal.cipher import personal_data
 from sagalog.topic_names import records_changelog
 from sagalog.tracker import TRANSITIONS_TOPIC
 
@@ -51,8 +52,8 @@ from sagalog.tracker import TRANSITIONS_TOPIC
     "check",
     is_flag=True,
     help="Check every event against its hash and what the tracker sealed, and every blob "
-    "it refers to against its hash (SAGALOG_BLOB_DIR); exit 1 on a modified, missing or "
-    "reordered event or blob.",
+    "it refers to against its hash (SAGALOG_BLOB_DIR or SAGALOG_BLOB_URL); exit 1 on a "
+    "modified, missing or reordered event or blob.",
 )
 @click.option(
     "--from-topic",
@@ -128,7 +129,11 @@ def audit(
                 timeout_s=settings.connect_timeout_s,
                 stats=stats,
             )
-        codec = EventCodec(catalog=project.catalog, registry=SchemaRegistry(settings))
+        codec = EventCodec(
+            catalog=project.catalog,
+            registry=SchemaRegistry(settings),
+            personal=personal_data(settings, reveal=True),
+        )
         collected = collect(
             consumer,
             codec,
@@ -147,7 +152,7 @@ def audit(
     verification = None
     if check:
         verification = verify(collected.trail.workflow, collected.events, collected.transitions)
-        found, unchecked = blob_findings(collected.events, read_with(codec), settings.blob_store())
+        found, unchecked = blob_findings(collected.events, collected.read, settings.blob_store())
         verification = dataclasses.replace(
             verification,
             findings=(*verification.findings, *found),

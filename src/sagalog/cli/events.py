@@ -12,6 +12,7 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_HASH, header_dict
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import EventValidationError
+from sagalog.personal.cipher import personal_data
 from sagalog.publisher import EventPublisher
 from sagalog.tail import tail
 
@@ -115,7 +116,11 @@ def tail_command(
     Reads committed records only and joins no consumer group, so it never moves a
     service's offsets. Records that do not decode are printed with an "error" field.
     """
-    codec = EventCodec(catalog=project.catalog, registry=SchemaRegistry(project.settings))
+    codec = EventCodec(
+        catalog=project.catalog,
+        registry=SchemaRegistry(project.settings),
+        personal=personal_data(project.settings, reveal=True),
+    )
     for record in tail(
         project.settings,
         codec,

@@ -17,6 +17,7 @@ from sagalog.cli.audit import audit
 from sagalog.cli.clock import clock
 from sagalog.cli.context import Project
 from sagalog.cli.dlq import dlq
+from sagalog.cli.erase import erase
 from sagalog.cli.events import publish, tail_command
 from sagalog.cli.flows import flows
 from sagalog.cli.migrate import migrate
@@ -93,6 +94,7 @@ cli.add_command(dlq)
 cli.add_command(clock)
 cli.add_command(analytics)
 cli.add_command(audit)
+cli.add_command(erase)
 cli.add_command(replay)
 cli.add_command(new)
 

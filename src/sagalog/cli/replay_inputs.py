@@ -22,4 +22,7 @@ def tracker_flows(project: Project, settings: ReplaySettings) -> FlowRegistry:
 
 
 def event_codec(project: Project) -> EventCodec:
+    """The codec of a replay: it reads the log as the tracker does, personal fields
+    sealed, so the rebuilt state compares equal to the live one and a replay needs no
+    personal-data key (``sagalog.personal``)."""
     return EventCodec(catalog=project.catalog, registry=SchemaRegistry(project.settings))

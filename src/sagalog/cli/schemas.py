@@ -32,8 +32,9 @@ def check(project: Project, as_json: bool) -> None:
     """Check every schema against every committed earlier version.
 
     The rule is FULL_TRANSITIVE: new code reads every old event (backward) and
-    services still on an older schema read new events (forward). Exits 4 when a
-    schema breaks it, naming the schema, the field and the rule.
+    services still on an older schema read new events (forward). A field once marked
+    as personal data (sagalog.personal) must stay marked. Exits 4 when a schema breaks
+    either, naming the schema, the field and the rule; a wrong mark fails at load.
     """
     report = check_schemas(project.root / "schemas")
     if as_json:
@@ -46,6 +47,7 @@ def check(project: Project, as_json: bool) -> None:
                     "incompatibilities": [str(i) for i in report.incompatibilities],
                     "deleted": report.deleted,
                     "warnings": report.warnings,
+                    "personal_data": report.personal_data,
                 },
                 indent=2,
             )
@@ -57,6 +59,8 @@ def check(project: Project, as_json: bool) -> None:
             click.echo(f"checked {name} against {versions} committed version(s)")
         for problem in report.incompatibilities:
             click.secho(f"incompatible: {problem}", fg="red", err=True)
+        for unmarked in report.personal_data:
+            click.secho(f"personal data: {unmarked}", fg="red", err=True)
         for path, commit in sorted(report.deleted.items()):
             click.secho(
                 f"deleted: {path} was removed in commit {commit}; old events of that type can "

@@ -19,6 +19,7 @@ from typing import Any
 import fastavro
 
 from sagalog.errors import SchemaError
+from sagalog.personal.fields import schema_problems
 
 _SNAKE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
@@ -87,8 +88,8 @@ def load_schema_file(path: Path, *, root: Path) -> EventSchema:
     """Load and check one schema file against the layout rules.
 
     Raises:
-        SchemaError: when the file is unreadable, not Avro, or its name or namespace
-            does not mirror its path.
+        SchemaError: when the file is unreadable, not Avro, its name or namespace
+            does not mirror its path, or a personal-data mark is wrong.
     """
     relative = path.relative_to(root)
     definition, parsed = parse_schema_text(path.read_text(encoding="utf-8"), origin=str(relative))
@@ -106,6 +107,9 @@ def load_schema_file(path: Path, *, root: Path) -> EventSchema:
             f"{relative}: record '{record_name}' must live in '{file_name_for(record_name)}'; "
             "rename the file or the record"
         )
+    problems = schema_problems(definition)
+    if problems:
+        raise SchemaError(f"{relative}: " + "; ".join(problems))
     full_name = f"{namespace}.{record_name}"
     text = json.dumps(definition, separators=(",", ":"), sort_keys=False)
     return EventSchema(

@@ -14,16 +14,24 @@ which costs more than the decoding itself.
 from __future__ import annotations
 
 import io
+import logging
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.registry import SchemaRegistry, same_schema, subject_for
 from sagalog.errors import SchemaError
+from sagalog.personal.envelope import parse as parse_envelope
+from sagalog.personal.fields import PersonalField, personal_fields
+
+if TYPE_CHECKING:
+    from sagalog.personal.cipher import PersonalData
+
+log = logging.getLogger(__name__)
 
 MAGIC_BYTE = 0
 _PREFIX = struct.Struct(">bI")
@@ -61,11 +69,27 @@ class SchemaReader:
 
 
 class EventCodec:
-    """Encode and decode event payloads against the catalog and the registry."""
+    """Encode and decode event payloads against the catalog and the registry.
 
-    def __init__(self, *, catalog: SchemaCatalog, registry: SchemaRegistry) -> None:
+    Fields a schema marks as personal data (``sagalog.personal``) are sealed on encode
+    when ``personal`` is given, and opened on decode when it also reveals; with no
+    ``personal`` they are written as they come, with one warning per event type.
+    Types without such fields pay one dict lookup.
+    """
+
+    def __init__(
+        self,
+        *,
+        catalog: SchemaCatalog,
+        registry: SchemaRegistry,
+        personal: PersonalData | None = None,
+    ) -> None:
         self.catalog = catalog
         self.registry = registry
+        self.personal = personal
+        self._personal_out: dict[str, tuple[PersonalField, ...]] = {}
+        self._personal_in: dict[int, tuple[PersonalField, ...]] = {}
+        self._warned: set[str] = set()
         self._prefixes: dict[tuple[str, str], bytes] = {}
         self._writers: dict[str, Any] = {}
         self._readers: dict[int, SchemaReader] = {}
@@ -85,6 +109,12 @@ class EventCodec:
 
     def encode(self, topic: str, event_type: str, datum: Mapping[str, Any]) -> bytes:
         """Encode a datum already valid for ``event_type`` (see ``to_avro_datum``)."""
+        fields = self._personal_out.get(event_type)
+        if fields is None:
+            definition = self.catalog[event_type].definition
+            fields = self._personal_out[event_type] = personal_fields(definition)
+        if fields:
+            datum = self._sealed(event_type, fields, datum)
         buffer = io.BytesIO()
         buffer.write(self._prefix(topic, event_type))
         writer = self._writers.get(event_type)
@@ -135,7 +165,30 @@ class EventCodec:
                 f"({reader.event_type}): {exc.__class__.__name__}: {exc}"
             ) from exc
         assert isinstance(payload, dict)
+        if self.personal is not None and self.personal.reveal:
+            fields = self._personal_in.get(schema_id)
+            if fields is None:
+                definition = reader.reader_definition or reader.writer_definition
+                fields = self._personal_in[schema_id] = personal_fields(definition)
+            if fields:
+                payload = self.personal.open_fields(fields, payload)
         return DecodedPayload(event_type=reader.event_type, schema_id=schema_id, payload=payload)
+
+    def _sealed(
+        self, event_type: str, fields: tuple[PersonalField, ...], datum: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        if self.personal is not None:
+            return self.personal.seal_fields(fields, datum)
+        clear = [f.name for f in fields if _in_clear(datum.get(f.name))]
+        if clear and event_type not in self._warned:
+            self._warned.add(event_type)
+            log.warning(
+                "%s: personal-data field(s) %s written in clear: no personal-data key is "
+                "configured (set SAGALOG_PERSONAL_DATA_KEY_FILE; `sagalog dev env` does)",
+                event_type,
+                ", ".join(clear),
+            )
+        return datum
 
     def _reader_for(self, schema_id: int) -> SchemaReader:
         definition = self.registry.writer_schema(schema_id)
@@ -150,3 +203,7 @@ class EventCodec:
             return SchemaReader(event_type, schema_id, writer, None, definition, None)
         reader = fastavro.parse_schema(dict(current.definition))
         return SchemaReader(event_type, schema_id, writer, reader, definition, current.definition)
+
+
+def _in_clear(value: Any) -> bool:
+    return isinstance(value, str) and parse_envelope(value) is None

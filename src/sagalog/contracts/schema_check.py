@@ -8,6 +8,7 @@ from pathlib import Path
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.compatibility import Incompatibility, check
 from sagalog.contracts.history import SchemaHistory
+from sagalog.personal.fields import ATTRIBUTE, unmarked
 
 
 @dataclass
@@ -18,10 +19,11 @@ class SchemaCheckReport:
     incompatibilities: list[Incompatibility] = field(default_factory=list)
     deleted: dict[str, str] = field(default_factory=dict)  # path -> commit that deleted it
     warnings: list[str] = field(default_factory=list)
+    personal_data: list[str] = field(default_factory=list)  # marks dropped since a version
 
     @property
     def ok(self) -> bool:
-        return not self.incompatibilities and not self.deleted
+        return not self.incompatibilities and not self.deleted and not self.personal_data
 
 
 def check_schemas(root: Path) -> SchemaCheckReport:
@@ -47,5 +49,12 @@ def check_schemas(root: Path) -> SchemaCheckReport:
         earlier = history.versions(root / schema.path)
         report.checked[name] = len(earlier)
         report.incompatibilities += check(name, schema.definition, earlier)
+        for version in earlier:
+            report.personal_data += [
+                f"{name}: field '{field}' is marked {ATTRIBUTE} in {version.label} and no "
+                "longer is: its new values would be written in clear beside sealed old ones; "
+                "keep the mark"
+                for field in unmarked(version.definition, schema.definition)
+            ]
     report.deleted = history.deleted(root)
     return report
