@@ -84,6 +84,9 @@ def test_the_reference_workflow_ends_as_planned_on_three_secure_brokers(
     assert summary["audit_verified"], output[-4000:]
     assert summary["service_exits"] == {}, summary["service_exits"]
     assert summary["logins"] == "per service", summary.get("logins")
+    # Requesters' addresses were sealed (the purchasing agent opened them for the ERP
+    # under its derived READ on the key topic), and one requester was erased.
+    assert summary["erased"] is not None and summary["erased"]["keys"] == 1, summary
 
     # No password of the stack is in any service's log (nor in the demo's own output).
     passwords = [cluster.admin_credential().password.get_secret_value()] + [

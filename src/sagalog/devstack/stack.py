@@ -242,15 +242,18 @@ class LocalStack:
                 variable("personal_data_key_file"): str(self.personal_data_key()),
             }
         name = principal or ADMIN
-        return client_environment(
-            nodes=self.nodes,
-            secure=True,
-            schema_registry_url=self.settings.schema_registry_url,
-            ca_certificate=self.security.ca_certificate,
-            scram=None if mtls else self.security.service(name),
-            certificate=self.security.client_certificate(name) if mtls else None,
-            registry_login=self.security.admin(),
-        )
+        return {
+            **client_environment(
+                nodes=self.nodes,
+                secure=True,
+                schema_registry_url=self.settings.schema_registry_url,
+                ca_certificate=self.security.ca_certificate,
+                scram=None if mtls else self.security.service(name),
+                certificate=self.security.client_certificate(name) if mtls else None,
+                registry_login=self.security.admin(),
+            ),
+            variable("personal_data_key_file"): str(self.personal_data_key()),
+        }
 
     def personal_data_key(self) -> Path:
         """The stack's personal-data key file (``sagalog.personal``), made on first use."""
