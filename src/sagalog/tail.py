@@ -17,8 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
 
+from sagalog.assigned_reader import assigned_consumer, not_ours
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_WORKFLOW_ID, header_dict
 from sagalog.errors import SagalogError, SchemaError
@@ -93,15 +94,10 @@ def tail(
     Raises:
         SagalogError: the topic does not exist.
     """
-    consumer = Consumer(
-        settings.kafka_config(
-            **{
-                "group.id": f"sagalog-tail-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "enable.partition.eof": False,
-            }
-        )
+    consumer = assigned_consumer(
+        settings,
+        f"sagalog-tail-{uuid.uuid4()}",
+        **{"isolation.level": "read_committed", "enable.partition.eof": False},
     )
     try:
         metadata = consumer.list_topics(topic, timeout=settings.connect_timeout_s)
@@ -123,7 +119,7 @@ def tail(
                 continue
             error = message.error()
             if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
+                if error.code() == KafkaError._PARTITION_EOF or not_ours(error):
                     continue
                 raise SagalogError(f"reading {topic} failed: {error.str()}")
             last = time.monotonic()

@@ -19,7 +19,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from demo.driver import Driver
-from demo.fleet import Fleet, FleetConfig
+from demo.fleet import Fleet
 from demo.scenario import FAILING_VENDOR, build_mix
 from sagalog.blobs.s3 import S3BlobStore
 from sagalog.blobs.store import BlobRef, BlobStore, LocalBlobStore
@@ -34,7 +34,7 @@ from sagalog.tracker import gate_token
 from .gateway_harness import API_KEY, GatewayLab, gateway_lab  # noqa: F401
 from .project import Project
 from .s3_server import S3Server, s3_server  # noqa: F401
-from .test_reference_workflow import apply_reference_project
+from .test_reference_workflow import apply_reference_project, reference_fleet_config
 from .tracker_harness import FORWARD, PAYLOADS, SECRET, TrackerLab
 
 SUBMITTED = "procurement.v1.RequestSubmitted"
@@ -487,20 +487,7 @@ def test_the_reference_workflow_run_by_its_services_verifies_clean_despite_a_cra
     s = project.suffix
     apply_reference_project(project)
     api_key = secrets.token_urlsafe(16)
-    fleet = Fleet(
-        FleetConfig(
-            run_dir=tmp_path / "run",
-            settings=project.settings,
-            gate_secret=secrets.token_urlsafe(32),
-            api_key=api_key,
-            topic=f"procurement.events.{s}",
-            transitions_topic=f"transitions.{s}",
-            alerts_topic=f"alerts.{s}",
-            deadletter_topic=f"deadletter.{s}",
-            tracker_app_id=f"saga-tracker-{s}",
-            agent_suffix=f"-{s}",
-        )
-    )
+    fleet = Fleet(reference_fleet_config(project, tmp_path / "run", api_key=api_key))
     requests = build_mix(f"aud{s[:6]}", 10, seed=5)
     try:
         fleet.start_all()

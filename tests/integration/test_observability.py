@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from demo.driver import Driver
-from demo.fleet import Fleet, FleetConfig
+from demo.fleet import Fleet
 from demo.scenario import FAILING_VENDOR, Plan, Request, build_mix
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 from sagalog.metrics import exported_names
@@ -32,7 +32,7 @@ from sagalog.metrics import exported_names
 from .otlp_receiver import OtlpReceiver, ReceivedSpan
 from .project import REPO, Project
 from .prometheus import Prometheus, require_prometheus
-from .test_reference_workflow import apply_reference_project
+from .test_reference_workflow import apply_reference_project, reference_fleet_config
 
 POISONS = 3
 
@@ -48,20 +48,7 @@ def test_promql_counts_the_reference_run_and_each_workflow_is_one_trace(
     apply_reference_project(project)
     api_key = secrets.token_urlsafe(16)
     topic, deadletters = f"procurement.events.{s}", f"deadletter.{s}"
-    fleet = Fleet(
-        FleetConfig(
-            run_dir=tmp_path / "run",
-            settings=project.settings,
-            gate_secret=secrets.token_urlsafe(32),
-            api_key=api_key,
-            topic=topic,
-            transitions_topic=f"transitions.{s}",
-            alerts_topic=f"alerts.{s}",
-            deadletter_topic=deadletters,
-            tracker_app_id=f"saga-tracker-{s}",
-            agent_suffix=f"-{s}",
-        )
-    )
+    fleet = Fleet(reference_fleet_config(project, tmp_path / "run", api_key=api_key))
     requests = build_mix(f"m{s[:6]}", 24, seed=5)
     prometheus: Prometheus | None = None
     try:

@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from demo.driver import Driver
-from demo.fleet import Fleet, FleetConfig
+from demo.fleet import Fleet
 from demo.scenario import FAILING_VENDOR, Plan, build_mix
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 from sagalog.cluster import connect_admin
@@ -31,7 +31,7 @@ from sagalog.personal import ERASED
 from sagalog.personal.keys import LocalKeyService
 
 from .project import REPO, Project
-from .test_reference_workflow import apply_reference_project
+from .test_reference_workflow import apply_reference_project, reference_fleet_config
 
 ERASURES = """
   erasures.{s}:
@@ -59,17 +59,8 @@ def test_an_erased_requester_reads_as_erased_everywhere_and_the_log_still_verifi
     api_key, gate_secret = secrets.token_urlsafe(16), secrets.token_urlsafe(32)
     monkeypatch.setenv("SAGALOG_TRACKER_GATE_SECRET", gate_secret)  # the replay checks gates
     fleet = Fleet(
-        FleetConfig(
-            run_dir=tmp_path / "run",
-            settings=settings,
-            gate_secret=gate_secret,
-            api_key=api_key,
-            topic=topic,
-            transitions_topic=f"transitions.{s}",
-            alerts_topic=f"alerts.{s}",
-            deadletter_topic=f"deadletter.{s}",
-            tracker_app_id=app_id,
-            agent_suffix=f"-{s}",
+        reference_fleet_config(
+            project, tmp_path / "run", api_key=api_key, gate_secret=gate_secret, settings=settings
         )
     )
     try:

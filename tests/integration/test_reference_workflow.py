@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from demo.driver import Driver
 from demo.fleet import Fleet, FleetConfig
@@ -59,26 +60,36 @@ def apply_reference_project(project: Project, *, more_topics: str = "") -> None:
     project.apply()
 
 
+def reference_fleet_config(
+    project: Project, run_dir: Path, *, api_key: str, gate_secret: str | None = None, **more: Any
+) -> FleetConfig:
+    """The procurement fleet on the topics ``apply_reference_project`` declared,
+    under ``project``'s settings unless ``more`` names others."""
+    s = project.suffix
+    return FleetConfig(
+        **{
+            "run_dir": run_dir,
+            "settings": project.settings,
+            "gate_secret": gate_secret or secrets.token_urlsafe(32),
+            "api_key": api_key,
+            "topic": f"procurement.events.{s}",
+            "transitions_topic": f"transitions.{s}",
+            "alerts_topic": f"alerts.{s}",
+            "deadletter_topic": f"deadletter.{s}",
+            "tracker_app_id": f"saga-tracker-{s}",
+            "agent_suffix": f"-{s}",
+            **more,
+        }
+    )
+
+
 def test_every_workflow_ends_as_planned_and_every_effect_happens_once_despite_crashes(
     project: Project, tmp_path: Path
 ) -> None:
     s = project.suffix
     apply_reference_project(project)
     api_key = secrets.token_urlsafe(16)
-    fleet = Fleet(
-        FleetConfig(
-            run_dir=tmp_path / "run",
-            settings=project.settings,
-            gate_secret=secrets.token_urlsafe(32),
-            api_key=api_key,
-            topic=f"procurement.events.{s}",
-            transitions_topic=f"transitions.{s}",
-            alerts_topic=f"alerts.{s}",
-            deadletter_topic=f"deadletter.{s}",
-            tracker_app_id=f"saga-tracker-{s}",
-            agent_suffix=f"-{s}",
-        )
-    )
+    fleet = Fleet(reference_fleet_config(project, tmp_path / "run", api_key=api_key))
     requests = build_mix(f"e2e{s[:6]}", 40, seed=3)
     try:
         fleet.start_all()

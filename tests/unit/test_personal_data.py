@@ -886,3 +886,16 @@ def test_the_key_topic_is_declared_as_the_runtime_creates_it() -> None:
     assert declared is not None
     assert declared.partitions == 1
     assert declared.kafka_config() == KEY_TOPIC_CONFIG
+
+
+def test_the_erasures_topic_is_declared_in_the_topology() -> None:
+    """`sagalog erase` writes to ERASURES_TOPIC by default: the topology must declare it."""
+    from sagalog.contracts.catalog import SchemaCatalog as Catalog
+    from sagalog.personal.erasure import ERASURES_TOPIC
+    from sagalog.topology.loader import load_topology
+
+    root = Path(__file__).resolve().parents[2]
+    topology = load_topology(root / "topology", known_schemas=Catalog.load(root / "schemas"))
+    declared = topology.topic(ERASURES_TOPIC)
+    assert declared is not None
+    assert "sagalog.v1.SubjectErased" in declared.schemas

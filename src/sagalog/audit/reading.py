@@ -22,6 +22,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from sagalog.agents.records import headers_of
+from sagalog.assigned_reader import assigned_consumer, not_ours
 from sagalog.audit.exceptions import AuditError
 from sagalog.contracts.headers import header_dict
 from sagalog.errors import ServiceUnavailableError
@@ -83,20 +84,17 @@ class ReadStats:
 def audit_consumer(settings: ClientSettings) -> Consumer:
     """A consumer for point reads and short ranges: no group, no commits, no waiting
     for a fetch to fill (a point read wants one record now)."""
-    config = settings.kafka_config(
+    return assigned_consumer(
+        settings,
+        f"sagalog-audit-{uuid.uuid4().hex}",
         **{
-            "group.id": f"sagalog-audit-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
             "enable.partition.eof": True,
             "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
             "fetch.wait.max.ms": 10,
             "max.partition.fetch.bytes": 4 * 1024 * 1024,
-        }
+        },
     )
-    config.pop("partitioner", None)  # a producer setting: librdkafka warns about it here
-    return Consumer(config)
 
 
 def partitions_of(consumer: Consumer, topic: str, *, timeout_s: float) -> int:
@@ -299,6 +297,6 @@ def _kind(message: Message, topic: str, partition: int) -> str:
         return "record"
     if error.code() == KafkaError._PARTITION_EOF:
         return "end"
-    if error.retriable() and not error.fatal():
+    if (error.retriable() and not error.fatal()) or not_ours(error):
         return "skip"
     raise AuditError(f"reading {topic}/{partition} failed: {error.str()}")

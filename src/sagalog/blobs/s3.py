@@ -21,7 +21,7 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
-from sagalog.blobs.store import BlobMissing, BlobModified, BlobRef
+from sagalog.blobs.store import BlobMissing, BlobRef
 from sagalog.errors import ConfigurationError, ServiceUnavailableError
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
@@ -106,14 +106,7 @@ class S3BlobStore:
                     "the store the writer used"
                 ) from None
             raise self._failure(exc, key) from exc
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != ref.sha256 or len(data) != ref.size:
-            raise BlobModified(
-                f"{ref} was modified in the blob store: {self}{key.removeprefix(self.prefix)} "
-                f"holds {len(data):,} bytes hashing to {actual[:16]}...; the log's event "
-                "refers to the original, which only a version or a backup can give back"
-            )
-        return data
+        return ref.verified(data, f"{self}{key.removeprefix(self.prefix)}", "a version or a backup")
 
     def _intact(self, key: str, ref: BlobRef, data: bytes) -> bool:
         """Whether the object is there whole, without reading it back: its size, the

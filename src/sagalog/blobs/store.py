@@ -93,6 +93,24 @@ class BlobRef(BaseModel):
         media type (``offload`` stores text as UTF-8), bytes otherwise."""
         return data.decode("utf-8") if self.media_type.startswith("text/") else data
 
+    def verified(self, data: bytes, where: str, restore: str) -> bytes:
+        """``data`` if it is this blob's bytes, as read from ``where`` (a path, an
+        object's address); every store checks what it reads the same way.
+
+        Raises:
+            BlobModified: ``data`` does not hash to this reference, or is not its size;
+                the message says what ``where`` holds and how to get the original
+                (``restore``).
+        """
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != self.sha256 or len(data) != self.size:
+            raise BlobModified(
+                f"{self} was modified in the blob store: {where} holds {len(data):,} bytes "
+                f"hashing to {actual[:16]}...; the log's event refers to the original, "
+                f"which only {restore} can give back"
+            )
+        return data
+
     def __str__(self) -> str:
         return f"blob {self.sha256[:16]}... ({self.size:,} bytes, {self.media_type})"
 
@@ -166,14 +184,7 @@ class LocalBlobStore:
                 "it from a backup of that directory, or point the setting at the store "
                 "the writer used"
             ) from None
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != ref.sha256 or len(data) != ref.size:
-            raise BlobModified(
-                f"{ref} was modified in the blob store: {path} holds {len(data):,} bytes "
-                f"hashing to {actual[:16]}...; the log's event refers to the original, "
-                "which only a backup can give back"
-            )
-        return data
+        return ref.verified(data, str(path), "a backup")
 
 
 def _intact(path: Path, ref: BlobRef) -> bool:

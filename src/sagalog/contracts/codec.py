@@ -179,8 +179,10 @@ class EventCodec:
     ) -> Mapping[str, Any]:
         if self.personal is not None:
             return self.personal.seal_fields(fields, datum)
+        if event_type in self._warned:  # warned once: no need to look at each value again
+            return datum
         clear = [f.name for f in fields if _in_clear(datum.get(f.name))]
-        if clear and event_type not in self._warned:
+        if clear:
             self._warned.add(event_type)
             log.warning(
                 "%s: personal-data field(s) %s written in clear: no personal-data key is "

@@ -31,6 +31,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from sagalog.assigned_reader import assigned_consumer, not_ours
 from sagalog.authorization import authorization_error, is_authorization_failure
 from sagalog.cluster import connect_admin, internal_topic
 from sagalog.errors import PersonalDataError, ServiceUnavailableError
@@ -122,17 +123,11 @@ class SubjectKeys:
         """
         if not self._partitions:
             self._partitions = self._ensure_topic()
-        config = self.settings.kafka_config(
-            **{
-                "group.id": "sagalog-personal-keys",
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "fetch.wait.max.ms": 10,
-                "enable.partition.eof": True,
-            }
+        consumer = assigned_consumer(
+            self.settings,
+            "sagalog-personal-keys",
+            **{"fetch.wait.max.ms": 10, "enable.partition.eof": True},
         )
-        config.pop("partitioner", None)
-        consumer = Consumer(config)
         try:
             consumer.assign(
                 [
@@ -184,10 +179,7 @@ class SubjectKeys:
     def _apply(self, message: Message) -> None:
         error = message.error()
         if error is not None:
-            if error.code() in (KafkaError._PARTITION_EOF, KafkaError.GROUP_AUTHORIZATION_FAILED):
-                # The group: librdkafka looks its coordinator up for any consumer, but
-                # the ring only assigns and never commits, so a reader needs no right
-                # on it (seen on the secure stack: every catch-up failed without this).
+            if error.code() == KafkaError._PARTITION_EOF or not_ours(error):
                 return
             if is_authorization_failure(error):
                 raise authorization_error(
