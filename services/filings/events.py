@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from sagalog.agents.lineage import DecisionLineage
 from sagalog.contracts.models import Event
 
 
@@ -25,3 +26,13 @@ class SignatureCaptured(Event):
     filing_number: str
     signed_by: str
     signed_at: dt.datetime
+
+
+class FilingDrafted(Event):
+    """A model drafted the filing's text, under the drafting agent's budget."""
+
+    event_type = "filings.v1.FilingDrafted"
+
+    filing_number: str
+    draft: str
+    lineage: DecisionLineage

@@ -76,6 +76,12 @@ class ModelCall:
 class ModelBook:
     calls: list[ModelCall] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: int = 0
+    """Requests taken and not answered yet (a test kills a client while one is out)."""
+
+    def taken(self, change: int) -> None:
+        with self.lock:
+            self.in_flight += change
 
     def log(self, call: ModelCall) -> None:
         with self.lock:
@@ -230,6 +236,13 @@ class _Handler(JsonHandler):
         if self.path not in ROUTES:
             self._reply(HTTPStatus.NOT_FOUND, {"error": {"message": f"no route {self.path}"}})
             return
+        self.server.book.taken(1)
+        try:
+            self._chat(body)
+        finally:
+            self.server.book.taken(-1)
+
+    def _chat(self, body: dict[str, Any]) -> None:
         arrived_at = time.time()
         key = self.headers.get("Idempotency-Key") or ""
         model = str(body.get("model") or "")

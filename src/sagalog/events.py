@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import enum
 
+from pydantic import BaseModel, ConfigDict
+
 from sagalog.contracts.models import Event
 
 
@@ -172,6 +174,20 @@ class CompensationCompleted(Event):
     compensation: str
 
 
+class BudgetSpend(BaseModel):
+    """A model call's claim on a budget, as the log carries it (``budgets.book.Spend``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ledger: str
+    reservation: str
+    reserved_at: dt.datetime
+    estimate_tokens: int
+    estimate_micros: int
+    tokens: int | None = None
+    cost_micros: int | None = None
+
+
 class EffectRecorded(Event):
     """An agent confirmed a side effect outside Kafka, with the intent it wrote down
     before the call and, when that call went unanswered (a crash), how it was settled
@@ -187,6 +203,7 @@ class EffectRecorded(Event):
     arguments_sha256: str | None = None
     intended_at: dt.datetime | None = None
     reconciliation: str | None = None
+    spends: list[BudgetSpend] | None = None
 
 
 class TrackerAlert(Event):

@@ -138,6 +138,21 @@ ROCKSDB_SIZE = Family(
     "Bytes a service's RocksDB stores take on disk",
     ("service", "table"),
 )
+BUDGET_TOKENS = Family(
+    "sagalog_budget_tokens",
+    "gauge",
+    "Tokens a budget holds on this agent instance over the last minute, by kind: "
+    "settled (what the model reported), reserved (calls not answered yet), limit (this "
+    "instance's share of the limit)",
+    ("agent", "ledger", "kind"),
+)
+BUDGET_MONEY = Family(
+    "sagalog_budget_money_micros",
+    "gauge",
+    "Money a budget holds on this agent instance today (UTC), in millionths of the "
+    "currency, by kind: settled, reserved, limit (this instance's share)",
+    ("agent", "ledger", "kind"),
+)
 
 FAMILIES = (
     TRANSITIONS,
@@ -152,6 +167,8 @@ FAMILIES = (
     TRACKER_RECORD_READS,
     WORKFLOWS,
     ROCKSDB_SIZE,
+    BUDGET_TOKENS,
+    BUDGET_MONEY,
 )
 
 # -- observed as they happen ------------------------------------------------------------

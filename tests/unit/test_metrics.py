@@ -17,6 +17,10 @@ from sagalog import metrics
 from sagalog.agents import exported_metrics as agent_metrics
 from sagalog.agents.circuit_breaker import BreakerState
 from sagalog.agents.telemetry import AgentStats
+from sagalog.budgets.book import BudgetBook, Spend
+from sagalog.budgets.declaration import Budget
+from sagalog.budgets.estimate import Price
+from sagalog.budgets.ledger import Usage
 from sagalog.consumer_lag import consumer_lag, held_open
 from sagalog.events import StateTransition
 from sagalog.health import Verdict
@@ -56,11 +60,25 @@ def test_a_family_is_read_at_each_scrape_until_its_source_is_removed() -> None:
         rate_waited_s={"ledger": 0.5},
     )
     clients = SimpleNamespace(lag={("orders.events", 1): 7})
+    now_ms = 1_800_000_000_000
+    claims = [
+        Spend("model", "k1", now_ms - 1000, Usage(90, 20), Usage(60, 15)),
+        Spend("model", "k2", now_ms - 500, Usage(80, 30)),
+    ]
+    budget = Budget.of(
+        "model",
+        tokens_per_minute=900,
+        money_per_day="1.00",
+        price=Price.per_million(input="1", output="2"),
+    )
+    book = BudgetBook({"model": budget}, lambda held: claims)
+    book.rebalance([("orders.events", 1)], assigned=1, total=3)
     undo = agent_metrics.export(
-        lanes=[("budget-unit", stats, flow)],  # type: ignore[list-item]
+        lanes=[("budget-unit", stats, flow, book)],  # type: ignore[list-item]
         host="budget-unit",
         stats=stats,
         clients=clients,  # type: ignore[arg-type]
+        wall_ms=lambda: now_ms,
     )
     try:
         stats.handled += 2  # counted after the export began: read at the scrape
@@ -79,6 +97,15 @@ def test_a_family_is_read_at_each_scrape_until_its_source_is_removed() -> None:
         assert lag[key] == 7
         waited = _samples(text, "sagalog_rate_limit_wait_seconds_total")
         assert waited[(("agent", "budget-unit"), ("dependency", "ledger"))] == 0.5
+        tokens = _samples(text, "sagalog_budget_tokens")
+        money = _samples(text, "sagalog_budget_money_micros")
+        series = (("agent", "budget-unit"), ("kind", "{}"), ("ledger", "model"))
+
+        def of(kind: str) -> tuple[tuple[str, str], ...]:
+            return tuple((k, v.format(kind)) for k, v in series)
+
+        assert [tokens[of(k)] for k in ("settled", "reserved", "limit")] == [60, 80, 300]
+        assert [money[of(k)] for k in ("settled", "reserved", "limit")] == [15, 30, 333_333]
     finally:
         undo()
     assert not _samples(metrics.render()[0], "sagalog_agent_records_total")
@@ -215,7 +242,7 @@ def test_every_exported_name_follows_the_conventions() -> None:
     assert all(name.startswith("sagalog_") for name in names)
     counters = {f.exported for f in metrics.FAMILIES if f.kind == "counter"}
     assert all(name.endswith("_total") for name in counters)
-    units = ("_seconds", "_bytes", "_records", "_state", "_total")
+    units = ("_seconds", "_bytes", "_records", "_state", "_total", "_tokens", "_micros")
     counted_in_themselves = {"sagalog_workflows"}  # a gauge of workflows: its unit is its name
     assert all(any(u in name for u in units) or name in counted_in_themselves for name in names), (
         sorted(names)

@@ -18,6 +18,8 @@ own code and tests import them by path, and they may change without notice.
 from sagalog.agents.context import HandlerContext
 from sagalog.agents.declaration import Agent
 from sagalog.agents.failures import (
+    BudgetRefused,
+    BudgetWait,
     DependencyUnavailable,
     HandlerError,
     NonRetryableError,
@@ -25,24 +27,33 @@ from sagalog.agents.failures import (
     StepTimeout,
 )
 from sagalog.agents.lineage import DecisionLineage, decision_lineage, prompt_hash
+from sagalog.agents.model_client import ChatModel, post_chat
 from sagalog.agents.running import run
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import WorkflowContext
+from sagalog.budgets.declaration import Budget
+from sagalog.budgets.estimate import Price
 from sagalog.priority import Priority
 
 __all__ = [
     "Agent",
     "AgentSettings",
+    "Budget",
+    "BudgetRefused",
+    "BudgetWait",
+    "ChatModel",
     "DecisionLineage",
     "DependencyUnavailable",
     "HandlerContext",
     "HandlerError",
     "NonRetryableError",
+    "Price",
     "Priority",
     "RetryableError",
     "StepTimeout",
     "WorkflowContext",
     "decision_lineage",
+    "post_chat",
     "prompt_hash",
     "run",
 ]

@@ -66,13 +66,22 @@ class Assignment:
         self.joined = False
         for lane in self.lanes:
             lane.flow.rebalance(assigned=0, total=self.partitions)
+            if lane.store is not None:
+                lane.budgets.rebalance((), assigned=0, total=self.partitions)
 
     def _share_rate_limits(self, held: Sequence[TopicPartition]) -> None:
-        """Each lane's rate limits, shared by the partitions of its first input held here."""
+        """Each lane's rate limits and budgets, shared by the partitions of its first
+        input held here; its budgets count the claims of every input partition held."""
         for lane in self.lanes:
             first = lane.agent.topics[0]
             assigned = sum(1 for tp in held if tp.topic == first)
             lane.flow.rebalance(assigned=assigned, total=self.partitions)
+            if lane.store is not None:
+                lane.budgets.rebalance(
+                    [(tp.topic, tp.partition) for tp in held if tp.topic in lane.agent.topics],
+                    assigned=assigned,
+                    total=self.partitions,
+                )
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         consumer.assign(partitions)
@@ -161,7 +170,9 @@ class Assignment:
                     lane.store,
                     behind,
                     read_ahead_kb=self.settings.rebuild_read_ahead_kb,
+                    on_event=lane.fold_spends if lane.agent.budgets else None,
                 )
+                lane.budgets.invalidate()
         consumer.resume([TopicPartition(t, p) for t, p in targets])
         self.telemetry.log("hydrate", f"folded {folded} event(s) into the projection", outcome="ok")
 

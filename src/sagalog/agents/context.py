@@ -16,11 +16,17 @@ import datetime as dt
 import hashlib
 import inspect
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from sagalog.agents.failures import DependencyUnavailable, NonRetryableError
+from sagalog.agents.failures import (
+    BudgetRefused,
+    BudgetWait,
+    DependencyUnavailable,
+    NonRetryableError,
+)
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.intents import (
     EffectIntent,
@@ -32,8 +38,11 @@ from sagalog.agents.intents import (
 from sagalog.agents.lineage import DecisionLineage, decision_lineage
 from sagalog.agents.state_store import StateStore, WorkflowContext
 from sagalog.blobs.store import BlobModified, BlobRef, BlobStore
+from sagalog.budgets.book import BudgetBook, Spend, logged_claim
+from sagalog.budgets.estimate import Price, estimate
+from sagalog.budgets.ledger import BudgetExceeded, Exhausted, Usage
 from sagalog.contracts.headers import EventHeaders
-from sagalog.errors import PersonalDataError
+from sagalog.errors import ConfigurationError, PersonalDataError
 from sagalog.events import EffectRecorded
 from sagalog.personal.cipher import PersonalData
 from sagalog.personal.envelope import parse as parse_envelope
@@ -80,6 +89,16 @@ class HandlerContext:
     personal_data: PersonalData | None = None
     """The agent's personal-data keys (``SAGALOG_PERSONAL_DATA_KEY_FILE``), with which
     ``reveal`` opens a personal field; outputs are sealed by the codec either way."""
+    budgets: BudgetBook | None = None
+    """The agent's budgets on this instance (``Agent(budgets=...)``), which
+    ``model_call`` reserves in."""
+    on_budget_exhausted: str = "wait"
+    """What the step's flow says to do when a budget runs out: ``wait`` or ``fail``."""
+    origin: RecordPosition | None = None
+    """Where the event was first consumed (its input partition, also for a retry):
+    the partition a model call's budget claim belongs to."""
+    monotonic: Callable[[], float] = time.monotonic
+    """The runtime's clock, in which a deferral's ``retry_at`` is given."""
     failed_probe: DependencyUnavailable | None = None
     """Set when a call of this handler probed a half-open breaker and failed, or failed
     as an outage opened the breaker: if the handler then fails retryably, the runtime
@@ -187,11 +206,29 @@ class HandlerContext:
             Exception: whatever ``call`` or ``lookup`` raises; the runtime classifies
                 and retries it.
         """
+        key = self._next_key(name)
+        return await self._effect(name, key, call, args, kwargs, dependency, lookup)
+
+    def _next_key(self, name: str) -> str:
         occurrence = self._occurrences.get(name, 0)
         self._occurrences[name] = occurrence + 1
-        key = idempotency_key(
+        return idempotency_key(
             agent=self.agent, event_id=self.event_id, effect=name, occurrence=occurrence
         )
+
+    async def _effect(
+        self,
+        name: str,
+        key: str,
+        call: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        dependency: str | None,
+        lookup: Callable[..., Any] | None,
+        spends: Callable[[Any], list[Spend]] | None = None,
+    ) -> Any:
+        """``effect`` with its key chosen; ``spends(result)``, for a model call, are the
+        budget claims its ``EffectRecorded`` carries."""
         recorded = self.store.effect_result(key)
         if recorded is not None:
             if self.delivery is not None and recorded.get("delivery") == str(self.delivery):
@@ -205,6 +242,7 @@ class HandlerContext:
                     recorded["result"],
                     intent=None if intent is None else EffectIntent.from_dict(intent),
                     reconciliation=recorded.get("reconciliation"),
+                    spends=[Spend.from_dict(d) for d in recorded.get("spends", ())],
                 )
             return recorded["result"]
         dependency = dependency or name.split(".", 1)[0]
@@ -276,15 +314,141 @@ class HandlerContext:
         reconciliation = (
             None if settlement is None else describe(settlement, intent, arguments_sha256=digest)
         )
+        claims = [] if spends is None else spends(result)
         self.store.record_effect(
             key,
             result,
             delivery="" if self.delivery is None else str(self.delivery),
             intent=intent,
             reconciliation=reconciliation,
+            spends=[c.as_dict() for c in claims],
         )
-        self._record(name, key, result, intent=intent, reconciliation=reconciliation)
+        self._record(name, key, result, intent=intent, reconciliation=reconciliation, spends=claims)
         return result
+
+    async def model_call(
+        self,
+        budget: str,
+        call: Callable[..., Any],
+        *,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        name: str | None = None,
+        dependency: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A chat call to a model, under ``budget``, as an effect (``effect``).
+
+        Before the call, its estimate (the prompt counted with the model's tokenizer,
+        plus all of ``max_tokens``: ``budgets.estimate``) is reserved in the budget's
+        ledger under the effect's idempotency key, and kept with the event's input
+        partition. The answer's ``usage`` settles it; the claim goes to the log in
+        the call's ``EffectRecorded``. A redelivered event gets the recorded answer
+        and counts nothing; a call repeated because its first answer was lost (a
+        crash) is a second spend, counted as one: the model may have served both.
+
+        ``call(model=, messages=, max_tokens=, [tools=,] idempotency_key=, **kwargs)``
+        reaches the model and returns its answer: the JSON of an OpenAI-compatible
+        chat completion as a dict (or an object with a ``usage``).
+
+        Raises:
+            BudgetWait: no room in the window now and the flow says ``wait``: the
+                event is deferred, without an attempt, to when the window has room.
+            BudgetRefused: no room now and the flow says ``fail``: the step fails.
+            NonRetryableError: the budget is not declared, the call is wrong
+                (``max_tokens``, a message), or its estimate alone is over this
+                instance's share of the limit: it could never be made.
+        """
+        effect = name or f"model.{budget}"
+        key = self._next_key(effect)
+        arguments: dict[str, Any] = {
+            "model": model,
+            "messages": list(messages),
+            "max_tokens": max_tokens,
+            **({} if tools is None else {"tools": list(tools)}),
+            **kwargs,
+        }
+        if self.store.effect_result(key) is not None:  # done before: nothing to reserve
+            return await self._effect(effect, key, call, (), arguments, dependency, None)
+        claim, price = self._reserve(budget, key, messages, model, max_tokens, tools)
+        origin = self.origin
+        assert origin is not None, "a model call is made while handling a consumed event"
+
+        def settle(result: Any) -> list[Spend]:
+            settled = replace(claim, actual=reported_usage(result, price) or claim.estimate)
+            assert self.budgets is not None
+            self.budgets.settle(settled, now_ms=self._now_ms())
+            self.store.record_spend(origin.topic, origin.partition, settled)
+            others = self.store.spends_of(origin.topic, origin.partition, key)
+            return [settled, *(s for s in others if s.reservation != claim.reservation)]
+
+        try:
+            return await self._effect(
+                effect, key, call, (), arguments, dependency, None, spends=settle
+            )
+        except NonRetryableError:
+            # Refused by the model's API (a 4xx): nothing was served, nothing spent.
+            assert self.budgets is not None
+            self.budgets.release(claim, now_ms=self._now_ms())
+            self.store.drop_spend(origin.topic, origin.partition, claim)
+            raise
+
+    def _reserve(
+        self,
+        budget: str,
+        key: str,
+        messages: Sequence[Mapping[str, Any]],
+        model: str,
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] | None,
+    ) -> tuple[Spend, Price]:
+        """Reserve a model call's estimate, and keep the claim: synced here when no
+        intent will be (a repeat of a call whose answer was lost)."""
+        book = self.budgets
+        declared = None if book is None else book.budgets.get(budget)
+        if book is None or declared is None:
+            known = ", ".join(sorted(book.budgets)) if book is not None else ""
+            raise NonRetryableError(
+                f"agent {self.agent} makes a model call under budget '{budget}', which it "
+                f"does not declare (declared: {known or 'none'}); add it to "
+                "Agent(budgets=[Budget.of(...)])"
+            )
+        origin = self.origin
+        assert origin is not None, "a model call is made while handling a consumed event"
+        try:
+            ledger = declared.ledger_key(self)
+            guess = estimate(
+                messages, model=model, max_tokens=max_tokens, price=declared.price, tools=tools
+            )
+        except ConfigurationError as exc:
+            raise NonRetryableError(f"model call under budget '{budget}': {exc}") from exc
+        repeat = self.store.effect_intent(key) is not None  # its first answer was lost
+        reservation = key
+        if repeat:
+            earlier = self.store.spends_of(origin.topic, origin.partition, key)
+            reservation = f"{key}#{len(earlier)}" if earlier else key
+        now = self._now_ms()
+        claim = Spend(ledger, reservation, now, guess)
+        try:
+            decision = book.reserve(claim, now_ms=now)
+        except BudgetExceeded as exc:
+            raise NonRetryableError(str(exc)) from exc
+        if isinstance(decision, Exhausted):
+            if self.on_budget_exhausted == "fail":
+                raise BudgetRefused(
+                    f"budget '{ledger}' is exhausted ({decision}); the flow says "
+                    f"on_budget_exhausted: fail for step '{self.step}'"
+                )
+            wait_s = max(0.0, (decision.retry_at_ms - now) / 1000)
+            raise BudgetWait(ledger, str(decision), retry_at=self.monotonic() + wait_s)
+        claim = replace(claim, at_ms=decision.reservation.at_ms)
+        self.store.record_spend(origin.topic, origin.partition, claim, sync=repeat)
+        return claim, declared.price
+
+    def _now_ms(self) -> int:
+        return int(self.clock().timestamp() * 1000)
 
     def _record(
         self,
@@ -294,6 +458,7 @@ class HandlerContext:
         *,
         intent: EffectIntent | None,
         reconciliation: str | None,
+        spends: Sequence[Spend] = (),
     ) -> None:
         self.recorded.append(
             EffectRecorded(
@@ -305,6 +470,7 @@ class HandlerContext:
                 arguments_sha256=None if intent is None else intent.arguments_sha256,
                 intended_at=None if intent is None else intent.intended_at,
                 reconciliation=reconciliation,
+                spends=[logged_claim(spend) for spend in spends] or None,
             )
         )
 
@@ -345,3 +511,21 @@ async def _invoke(function: Callable[..., Any], *args: Any, **kwargs: Any) -> An
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+def reported_usage(answer: Any, price: Price) -> Usage | None:
+    """The usage a model's answer reports (OpenAI's ``usage``: ``prompt_tokens`` and
+    ``completion_tokens``), priced; None when it reports none."""
+    usage = answer.get("usage") if isinstance(answer, Mapping) else getattr(answer, "usage", None)
+    if usage is None:
+        return None
+
+    def field_of(name: str) -> int:
+        value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
+        return int(value or 0)
+
+    prompt, completion = field_of("prompt_tokens"), field_of("completion_tokens")
+    return Usage(
+        tokens=prompt + completion,
+        micros=price.cost_micros(input_tokens=prompt, output_tokens=completion),
+    )

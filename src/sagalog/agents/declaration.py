@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sagalog.budgets.declaration import Budget
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.models import Event
 from sagalog.errors import ConfigurationError
@@ -83,6 +84,7 @@ class Agent:
         topics: Sequence[str],
         output_topic: str | None = None,
         workflow_context: Sequence[type[Event] | str] | None = None,
+        budgets: Sequence[Budget] = (),
     ) -> None:
         """Args:
         name: names the consumer group, the instances' transactional ids and the
@@ -98,6 +100,8 @@ class Agent:
             outside it raises ``ConfigurationError``; ``history`` lists only these
             types. Changing the list so that it names a type the projection did not
             keep rebuilds the projection from the log on the next start.
+        budgets: the budgets its model calls are made under (``ctx.model_call``),
+            each shared by all the agent's instances (``sagalog.budgets``).
         """
         if not name or not all(c.isalnum() or c in "-_" for c in name):
             raise ConfigurationError(
@@ -114,6 +118,13 @@ class Agent:
             if workflow_context is None
             else frozenset(t if isinstance(t, str) else t.event_type for t in workflow_context)
         )
+        self.budgets: dict[str, Budget] = {}
+        for budget in budgets:
+            if budget.name in self.budgets:
+                raise ConfigurationError(
+                    f"agent '{name}' declares budget '{budget.name}' twice; names must differ"
+                )
+            self.budgets[budget.name] = budget
         self.handlers: dict[str, HandlerSpec] = {}
         self.compensations: dict[str, HandlerSpec] = {}
 

@@ -83,3 +83,20 @@ def is_retryable(error: BaseException) -> bool:
     if isinstance(error, (TimeoutError, asyncio.TimeoutError, ConnectionError, OSError)):
         return True
     return not isinstance(error, _NON_RETRYABLE)
+
+
+class BudgetWait(DependencyUnavailable):
+    """A model call's budget has no room now, and its step's flow says ``wait``: the
+    event is deferred, spending no attempt, until the window has room again."""
+
+    def __init__(self, ledger: str, why: str, *, retry_at: float) -> None:
+        super().__init__(f"budget {ledger}", retry_at=retry_at)
+        self.args = (
+            f"budget '{ledger}' is exhausted ({why}); the step waits for the window to "
+            "refill (on_budget_exhausted: wait)",
+        )
+
+
+class BudgetRefused(NonRetryableError):
+    """A model call's budget has no room now, and its step's flow says ``fail``: the
+    step fails at once and the workflow compensates."""

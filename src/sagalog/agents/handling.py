@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from sagalog.agents.state_store import StateStore, WorkflowContext
 from sagalog.agents.telemetry import AgentTelemetry, current_traceparent
 from sagalog.agents.triage import PARKED_BEHIND, Outcome, after_failure
 from sagalog.backoff import RetryPolicy
+from sagalog.budgets.book import BudgetBook
 from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
 from sagalog.position import RecordPosition
@@ -65,11 +66,17 @@ class HandlerRunner:
         clock: Callable[[], float],
         wall_ms: Callable[[], int],
         give_up: Callable[[], bool],
+        budgets: BudgetBook | None = None,
+        budget_policies: Mapping[str, str] | None = None,
     ) -> None:
         """Args:
         give_up: whether the shutdown budget is spent; the batch is then abandoned
             uncommitted (and redelivered).
+        budgets: the agent's budgets on this instance, for ``ctx.model_call``.
+        budget_policies: step -> ``on_budget_exhausted`` (a step not named waits).
         """
+        self.budgets = budgets
+        self.budget_policies = dict(budget_policies or {})
         self.agent = agent
         self.settings = settings
         self.store = store
@@ -142,6 +149,10 @@ class HandlerRunner:
             flow=self.flow,
             blobs=self.builder.blobs,
             personal_data=self.builder.codec.personal,
+            budgets=self.budgets,
+            on_budget_exhausted=self.budget_policies.get(spec.step, "wait"),
+            origin=item.origin,
+            monotonic=self.clock,
         )
         timeout = spec.timeout_s or self.settings.step_timeout_s
         started = self.clock()

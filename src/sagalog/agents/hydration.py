@@ -10,7 +10,7 @@ local store is a cache of it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -33,6 +33,7 @@ def hydrate(
     *,
     read_ahead_kb: int = 8192,
     idle_timeout_s: float = 30.0,
+    on_event: Callable[[EventHeaders, bytes | None, RecordPosition], None] | None = None,
 ) -> int:
     """Fold each partition's events from its checkpoint up to the target offset.
 
@@ -40,6 +41,8 @@ def hydrate(
         targets: (topic, partition) -> the offset to reach (exclusive): the committed one.
         read_ahead_kb: librdkafka's fetch queue per partition (``queued.max.messages.kbytes``):
             the rebuild's memory peak against its speed.
+        on_event: called with each event's headers, body and position as it is
+            folded (the budgets read their claims from ``EffectRecorded``).
 
     Returns:
         How many events were folded in.
@@ -89,7 +92,7 @@ def hydrate(
                     continue
                 if key not in remaining:
                     continue
-                _fold(store, message, position)
+                _fold(store, message, position, on_event)
                 folded += 1
                 store.set_checkpoint(key[0], key[1], position.offset + 1)
                 if position.offset + 1 >= remaining[key]:
@@ -102,11 +105,18 @@ def hydrate(
     return folded
 
 
-def _fold(store: StateStore, message: Any, position: RecordPosition) -> None:
+def _fold(
+    store: StateStore,
+    message: Any,
+    position: RecordPosition,
+    on_event: Callable[[EventHeaders, bytes | None, RecordPosition], None] | None,
+) -> None:
     try:
         headers = EventHeaders.from_kafka(headers_of(message))
     except EventValidationError:
         return  # the live path dead-lettered it; nothing to fold
+    if on_event is not None:
+        on_event(headers, message.value(), position)
     if not store.keeps(headers.type):
         return
     store.project(

@@ -17,7 +17,7 @@ alone or co-hosted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,15 @@ from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.backoff import RetryPolicy
+from sagalog.budgets.book import BudgetBook, claim_of
 from sagalog.contracts.codec import EventCodec
+from sagalog.contracts.headers import EventHeaders
+from sagalog.errors import SagalogError
+from sagalog.events import EffectRecorded
+from sagalog.position import RecordPosition
 from sagalog.topic_names import retry_topic_for
+
+EFFECT_RECORDED = EffectRecorded.event_type
 
 
 class Lane:
@@ -47,6 +54,7 @@ class Lane:
         codec: the process's codec (one schema registry client for every lane).
         instance: the process's instance id, in the lane's log lines and spans.
         give_up: whether the process's shutdown budget is spent.
+        budget_policies: step -> ``on_budget_exhausted`` from the flows.
     """
 
     def __init__(
@@ -59,8 +67,10 @@ class Lane:
         clock: Callable[[], float],
         wall_ms: Callable[[], int],
         give_up: Callable[[], bool],
+        budget_policies: Mapping[str, str] | None = None,
     ) -> None:
         self.agent = agent
+        self.budget_policies = dict(budget_policies or {})
         self.settings = settings
         self.clock = clock
         self.wall_ms = wall_ms
@@ -111,6 +121,7 @@ class Lane:
     @store.setter
     def store(self, store: StateStore) -> None:
         self._store = store
+        self.budgets = BudgetBook(self.agent.budgets, store.spends)
         self.intake = Intake(
             agent=self.agent,
             store=store,
@@ -129,6 +140,8 @@ class Lane:
             clock=self.clock,
             wall_ms=self.wall_ms,
             give_up=self.give_up,
+            budgets=self.budgets,
+            budget_policies=self.budget_policies,
         )
 
     def open_store(self, data_dir: Path, instance_id: str) -> StateStore:
@@ -138,6 +151,20 @@ class Lane:
         )
         self.store = store
         return store
+
+    def fold_spends(self, headers: EventHeaders, body: bytes | None, at: RecordPosition) -> None:
+        """Keep the budget claims of this agent's ``EffectRecorded`` read while a
+        partition is rebuilt: they count in the ledgers of the instance that holds
+        the partition now."""
+        if headers.type != EFFECT_RECORDED or headers.source != self.builder.source:
+            return
+        assert self._store is not None
+        try:
+            recorded = EffectRecorded.from_avro(self.codec.decode(body).payload)
+        except SagalogError:
+            return  # the live path dead-lettered what does not decode
+        for logged in recorded.spends or ():
+            self._store.record_spend(at.topic, at.partition, claim_of(logged))
 
     # -- one batch ------------------------------------------------------------------
 

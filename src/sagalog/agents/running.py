@@ -47,9 +47,11 @@ def run_together(members: Sequence[Member], settings: AgentSettings) -> None:
     agent is checked against the project before any starts.
     """
     try:
-        for agent, _ in members:
-            check_agent_in_project(agent, Path(settings.project_dir))
-        worker = AgentWorker(members, settings)
+        policies = {
+            agent.name: check_agent_in_project(agent, Path(settings.project_dir))
+            for agent, _ in members
+        }
+        worker = AgentWorker(members, settings, budget_policies=policies)
         worker.run()
     except (
         ConfigurationError,

@@ -14,6 +14,11 @@ Three kinds of records, each with its own consistency rule:
   carries the same fact to any other instance. Before each call, its **intent**
   (synced too), so a crash during the call leaves a trace to reconcile
   (``sagalog.agents.intents``); the result replaces it in one atomic write.
+- **Budget claims** (``sagalog.budgets.book``): each model call's reservation, kept
+  with its input partition, synced with the call's intent and settled with its
+  result; an instance's ledgers are rebuilt from the claims of the partitions it
+  holds. The log carries them too (``EffectRecorded.spends``), folded in here when a
+  partition's projection is rebuilt.
 - **Parked workflows**: events waiting in the retry topic, keyed by workflow, so later
   events of the same workflow queue behind them and a workflow's order holds.
 
@@ -35,6 +40,7 @@ from typing import Any
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from sagalog.agents.intents import EffectIntent
+from sagalog.budgets.book import Spend
 from sagalog.errors import ConfigurationError
 from sagalog.position import RecordPosition
 from sagalog.rocksdb_options import bounded_options
@@ -45,6 +51,7 @@ _LEDGER = "l:"
 _INTENT = "i:"
 _PARKED = "r:"
 _CHECKPOINT = "o:"
+_SPEND = "b:"
 _FOLDED = "m:folded"  # the event types the projection keeps, sorted; absent or "*": all
 _REBUILT_PREFIXES = (_PROJECTION, _SEEN, _CHECKPOINT)
 
@@ -322,6 +329,7 @@ class StateStore:
         delivery: str = "",
         intent: EffectIntent | None = None,
         reconciliation: str | None = None,
+        spends: list[dict[str, Any]] | None = None,
     ) -> None:
         """Record a confirmed effect at once (not batched: the effect has happened),
         with the record whose handling made it (see ``HandlerContext.effect``), and
@@ -333,11 +341,44 @@ class StateStore:
             entry["intent"] = intent.as_dict()
         if reconciliation is not None:
             entry["reconciliation"] = reconciliation
+        if spends:
+            entry["spends"] = spends
         batch = WriteBatch(raw_mode=False)
         batch.put(_LEDGER + key, entry)
         batch.delete(_INTENT + key)
         self.db.write(batch)
         self.db.flush_wal(True)
+
+    # -- budget claims ---------------------------------------------------------------
+
+    def record_spend(self, topic: str, partition: int, spend: Spend, *, sync: bool = False) -> None:
+        """Keep a model call's claim with its input partition; ``sync`` for one that
+        must outlive a crash during the call and is not synced with the call's intent."""
+        self.db.put(f"{_SPEND}{topic}:{partition}:{spend.reservation}", spend.as_dict())
+        if sync:
+            self.db.flush_wal(True)
+
+    def drop_spend(self, topic: str, partition: int, spend: Spend) -> None:
+        self.db.delete(f"{_SPEND}{topic}:{partition}:{spend.reservation}")
+
+    def spends(self, held: frozenset[tuple[str, int]] | None = None) -> Iterator[Spend]:
+        """The claims kept for the partitions in ``held`` (None: every partition)."""
+        for key in self.keys(_SPEND):
+            topic, partition, _ = key[len(_SPEND) :].split(":", 2)
+            if held is None or (topic, int(partition)) in held:
+                yield Spend.from_dict(self._entry(key))
+
+    def spends_of(self, topic: str, partition: int, idempotency_key: str) -> list[Spend]:
+        """The claims of one effect: its first call's, and its repeats' (``<key>#<n>``)."""
+        prefix = f"{_SPEND}{topic}:{partition}:{idempotency_key}"
+        return [Spend.from_dict(self._entry(key)) for key in self.keys(prefix)]
+
+    def forget_spends_before(self, at_ms: int) -> int:
+        """Drop the claims no budget window holds any more; how many were dropped."""
+        old = [k for k in self.keys(_SPEND) if int(self._entry(k)["at_ms"]) < at_ms]
+        for key in old:
+            self.db.delete(key)
+        return len(old)
 
     # -- parked workflows ----------------------------------------------------------------
 
@@ -364,6 +405,11 @@ class StateStore:
                 self.db.delete(_PARKED + workflow_id)
 
     # -- plumbing ------------------------------------------------------------------------
+
+    def _entry(self, key: str) -> dict[str, Any]:
+        value = self.db[key]
+        assert isinstance(value, dict), f"{key} holds {type(value).__name__}, not a record"
+        return value
 
     def keys(self, prefix: str) -> Iterator[str]:
         for key in self.db.keys(from_key=prefix):

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -82,6 +82,9 @@ class AgentWorker:
             with its own settings.
         settings: the process's: the cluster, the instance id, the data folder, the
             batching and the transaction (and, alone, the agent's own).
+        budget_policies: agent -> step -> what the step's flow says to do when a
+            budget runs out (``check_agent_in_project`` reads them); a step not
+            named waits.
     """
 
     def __init__(
@@ -92,6 +95,7 @@ class AgentWorker:
         catalog: SchemaCatalog | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        budget_policies: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         members: list[Member] = [(agents, settings)] if isinstance(agents, Agent) else [*agents]
         if not members:
@@ -121,6 +125,7 @@ class AgentWorker:
                 clock=clock,
                 wall_ms=wall_ms,
                 give_up=self._shutdown_budget_spent,
+                budget_policies=(budget_policies or {}).get(agent.name, {}),
             )
             for agent, own in members
         ]
@@ -245,10 +250,13 @@ class AgentWorker:
         self._open_stores()
         self.health_server = serve_health(self.settings, live=self._live, ready=self._ready)
         unexport = exported_metrics.export(
-            lanes=[(lane.name, lane.telemetry.stats, lane.flow) for lane in self.lanes],
+            lanes=[
+                (lane.name, lane.telemetry.stats, lane.flow, lane.budgets) for lane in self.lanes
+            ],
             host=self.name,
             stats=self.stats,
             clients=self.clients,
+            wall_ms=self.wall_ms,
         )
         self.clients.connect()
         served = "" if self.health_server is None else f"; health on :{self.health_server.port}"

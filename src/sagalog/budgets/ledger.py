@@ -201,6 +201,16 @@ class Ledger:
         self._by_key[key] = settled
         return settled
 
+    def restore(self, reservation: Reservation) -> None:
+        """Put back a reservation made earlier (read from the store or the log when an
+        instance takes a partition over): counted as it was, not checked against the
+        limit; a key held already keeps the settled one of the two."""
+        held = self._by_key.get(reservation.key)
+        if held is None:
+            self._add(reservation)
+        elif held.actual is None and reservation.actual is not None:
+            self._by_key[reservation.key] = replace(held, actual=reservation.actual)
+
     def release(self, key: str) -> None:
         """Drop an unsettled reservation: its call was never made (refused before
         sending). A settled one stays: it was spent."""

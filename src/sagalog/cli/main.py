@@ -14,6 +14,7 @@ import click
 from sagalog import __version__
 from sagalog.cli.analytics import analytics
 from sagalog.cli.audit import audit
+from sagalog.cli.budgets import budgets
 from sagalog.cli.clock import clock
 from sagalog.cli.context import Project
 from sagalog.cli.dlq import dlq
@@ -95,6 +96,7 @@ cli.add_command(clock)
 cli.add_command(analytics)
 cli.add_command(audit)
 cli.add_command(erase)
+cli.add_command(budgets)
 cli.add_command(replay)
 cli.add_command(new)
 

@@ -218,10 +218,14 @@ def check_agent_contract(agent: AgentDeclaration, flows: Iterable[Flow]) -> None
         )
 
 
-def check_agent_in_project(agent: AgentDeclaration, project_dir: Path) -> None:
+def check_agent_in_project(agent: AgentDeclaration, project_dir: Path) -> dict[str, str]:
     """Refuse ``agent`` if it does not fit the flows of the project at ``project_dir``
     (``schemas/`` and ``topology/``), as an agent's start does; a project without
     ``topology/flows`` has nothing to fit.
+
+    Returns:
+        What each of the agent's steps does when a budget runs out
+        (``exhaustion_policies``); a step no flow names waits.
 
     Raises:
         AgentContractError: a mismatch, as ``check_agent_contract`` says it.
@@ -229,10 +233,34 @@ def check_agent_in_project(agent: AgentDeclaration, project_dir: Path) -> None:
     """
     directory = project_dir / "topology" / "flows"
     if not directory.is_dir():
-        return
+        return {}
     catalog = SchemaCatalog.load(project_dir / "schemas")
     topology = load_topology(project_dir / "topology", known_schemas=catalog)
-    check_agent_contract(agent, load_flows(directory, catalog=catalog, topology=topology))
+    flows = load_flows(directory, catalog=catalog, topology=topology)
+    check_agent_contract(agent, flows)
+    return exhaustion_policies(agent.name, flows)
+
+
+def exhaustion_policies(agent: str, flows: Iterable[Flow]) -> dict[str, str]:
+    """Step name -> ``on_budget_exhausted`` for the steps ``agent`` runs in ``flows``.
+
+    Raises:
+        AgentContractError: two flow versions give one step of the agent different
+            policies: the agent serves both with one handler, so they must agree.
+    """
+    policies: dict[str, tuple[str, str]] = {}
+    for flow in flows:
+        for step in flow.steps:
+            if step.agent != agent:
+                continue
+            earlier = policies.setdefault(step.name, (step.on_budget_exhausted, flow.label))
+            if earlier[0] != step.on_budget_exhausted:
+                raise AgentContractError(
+                    f"agent '{agent}': step '{step.name}' says on_budget_exhausted: "
+                    f"{earlier[0]} in {earlier[1]} and {step.on_budget_exhausted} in "
+                    f"{flow.label}; one handler serves both, so make them agree"
+                )
+    return {name: policy for name, (policy, _) in policies.items()}
 
 
 def _step_mismatches(agent: AgentDeclaration, flow: Flow, step: Step) -> Iterable[ContractMismatch]:

@@ -143,6 +143,12 @@ class Step(_Frozen):
     effect: Literal["external", "none"] = "external"
     compensation: Compensation | None = None
     irreversible: Irreversible | None = None
+    on_budget_exhausted: Literal["wait", "fail"] = Field(
+        default="wait",
+        description="When a model call's budget has no room (sagalog.budgets): wait "
+        "(deferred until the window refills, no attempt spent) or fail (the step fails "
+        "and the workflow compensates).",
+    )
 
     @model_validator(mode="before")
     @classmethod

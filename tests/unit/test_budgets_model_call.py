@@ -1,0 +1,293 @@
+"""``ctx.model_call``: reserve before the call, settle to the reported usage, never
+count one call twice, and do what the flow says when the budget has no room; the
+book's share of a budget and the claims it folds (``sagalog.budgets.book``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sagalog.agents.circuit_breaker import BreakerPolicy
+from sagalog.agents.context import HandlerContext, idempotency_key, reported_usage
+from sagalog.agents.declaration import Agent
+from sagalog.agents.failures import BudgetRefused, BudgetWait, NonRetryableError
+from sagalog.agents.flow_control import FlowControl
+from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.budgets.book import BudgetBook, Spend, claim_of, logged_claim
+from sagalog.budgets.declaration import Budget
+from sagalog.budgets.estimate import Price, estimate
+from sagalog.budgets.ledger import BudgetLimits, Granted, Usage
+from sagalog.contracts.headers import EventHeaders
+from sagalog.errors import ConfigurationError
+from sagalog.flows.agent_contract import AgentContractError, exhaustion_policies
+from sagalog.position import RecordPosition
+
+from .fakes import FakeClock
+
+NOW = dt.datetime(2026, 12, 6, 9, 0, tzinfo=dt.UTC)
+NOW_MS = int(NOW.timestamp() * 1000)
+ORIGIN = RecordPosition("filings.events", 1, 40)
+MESSAGES = [{"role": "user", "content": "Summarise the filing in one sentence."}]
+PRICE = Price.per_million(input="2.50", output="10.00")
+KEY = idempotency_key(agent="drafter", event_id="e1", effect="model.openai", occurrence=0)
+
+
+class Crash(BaseException):
+    """The process dying inside the call."""
+
+
+class Model:
+    """A model that counts what it serves, and reports usage as OpenAI does."""
+
+    def __init__(self, *, completion: int = 7, crash_once: bool = False) -> None:
+        self.served: list[str] = []
+        self.completion = completion
+        self.crash_once = crash_once
+        self.refuse = False
+
+    def chat(self, **request: Any) -> dict[str, Any]:
+        if self.refuse:
+            raise NonRetryableError("400: the model refused the request")
+        self.served.append(request["idempotency_key"])
+        prompt = (
+            estimate(request["messages"], model=request["model"], max_tokens=1, price=PRICE).tokens
+            - 1
+        )
+        if self.crash_once:
+            self.crash_once = False
+            raise Crash
+        return {
+            "choices": [{"message": {"role": "assistant", "content": "A filing."}}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": self.completion},
+        }
+
+
+def _book(store: StateStore, *, tokens_per_minute: int = 10_000) -> BudgetBook:
+    budget = Budget.of("openai", tokens_per_minute=tokens_per_minute, price=PRICE)
+    return BudgetBook({"openai": budget}, store.spends)
+
+
+def _context(
+    store: StateStore, book: BudgetBook, *, policy: str = "wait", event_id: str = "e1"
+) -> HandlerContext:
+    return HandlerContext(
+        agent="drafter",
+        step="draft",
+        headers=EventHeaders(id=event_id, type="t", source="s", workflow_id="wf-1"),
+        attempt=1,
+        workflow=WorkflowContext("wf-1"),
+        store=store,
+        flow=FlowControl(
+            breaker_policy=BreakerPolicy(failure_threshold=5, open_for_s=10.0),
+            rate_limits={},
+            max_rate_wait_s=1.0,
+            clock=FakeClock(),
+        ),
+        clock=lambda: NOW,
+        budgets=book,
+        on_budget_exhausted=policy,
+        origin=ORIGIN,
+        monotonic=lambda: 100.0,
+        delivery=ORIGIN,
+    )
+
+
+def _call(ctx: HandlerContext, model: Model, *, max_tokens: int = 50) -> Any:
+    return asyncio.run(
+        ctx.model_call(
+            "openai", model.chat, model="gpt-4o-mini", messages=MESSAGES, max_tokens=max_tokens
+        )
+    )
+
+
+def _reported(ledger_report: list[Any]) -> tuple[int, int]:
+    (only,) = ledger_report
+    return only.settled.tokens, only.reserved.tokens
+
+
+def test_a_call_reserves_its_estimate_and_settles_to_the_reported_usage(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "db")
+    book, model = _book(store), Model(completion=7)
+    ctx = _context(store, book)
+    guess = estimate(MESSAGES, model="gpt-4o-mini", max_tokens=50, price=PRICE)
+
+    answer = _call(ctx, model)
+
+    used = reported_usage(answer, PRICE)
+    assert used is not None and used.tokens < guess.tokens  # 7 of the 50 reserved
+    assert model.served == [KEY]
+    assert _reported(book.report(now_ms=NOW_MS)) == (used.tokens, 0)
+    (recorded,) = ctx.recorded
+    (logged,) = recorded.spends or []
+    assert (logged.ledger, logged.reservation) == ("openai", KEY)
+    assert (logged.estimate_tokens, logged.tokens) == (guess.tokens, used.tokens)
+    assert logged.cost_micros == used.micros > 0
+    # What the log carries is what the store keeps, and what another instance folds.
+    (kept,) = store.spends()
+    assert claim_of(logged) == kept
+
+
+def test_a_redelivered_event_gets_the_recorded_answer_and_counts_nothing(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "db")
+    book, model = _book(store), Model()
+    first = _call(_context(store, book), model)
+    before = book.report(now_ms=NOW_MS)
+
+    again = _call(_context(store, book), model)
+
+    assert again == first and model.served == [KEY]
+    assert book.report(now_ms=NOW_MS) == before
+
+
+def test_a_call_repeated_after_a_crash_is_a_second_spend_counted_once(tmp_path: Path) -> None:
+    """The model served the first call, whose answer died with the process: the repeat
+    is served again, so both count; neither counts twice across further restarts."""
+    store = StateStore(tmp_path / "db")
+    model = Model(crash_once=True)
+    with contextlib.suppress(Crash):
+        _call(_context(store, _book(store)), model)
+    store.close()
+    store = StateStore(tmp_path / "db")  # the restarted process
+    book = _book(store)
+    ctx = _context(store, book)
+
+    _call(ctx, model)
+
+    assert model.served == [KEY, KEY]
+    claims = {s.reservation: s for s in store.spends()}
+    assert set(claims) == {KEY, f"{KEY}#1"}
+    assert claims[KEY].actual is None  # its usage was never reported: the estimate stands
+    assert claims[f"{KEY}#1"].actual is not None
+    settled, reserved = _reported(book.report(now_ms=NOW_MS))
+    assert reserved == claims[KEY].estimate.tokens
+    assert settled == claims[f"{KEY}#1"].counted.tokens
+    (recorded,) = ctx.recorded
+    assert {s.reservation for s in recorded.spends or []} == {KEY, f"{KEY}#1"}
+
+
+def test_no_room_waits_until_the_window_has_room_when_the_flow_says_wait(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "db")
+    guess = estimate(MESSAGES, model="gpt-4o-mini", max_tokens=50, price=PRICE).tokens
+    book, model = _book(store, tokens_per_minute=guess + 5), Model(completion=50)
+    _call(_context(store, book, event_id="e0"), model)
+
+    with pytest.raises(BudgetWait) as waited:
+        _call(_context(store, book, event_id="e1"), model)
+
+    assert waited.value.retry_at == pytest.approx(100.0 + 60.0)  # when e0 leaves the window
+    assert "budget 'openai' is exhausted" in str(waited.value)
+    assert len(model.served) == 1
+    assert not any(s.reservation == KEY for s in store.spends())
+
+
+def test_no_room_fails_the_step_when_the_flow_says_fail(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "db")
+    guess = estimate(MESSAGES, model="gpt-4o-mini", max_tokens=50, price=PRICE).tokens
+    book, model = _book(store, tokens_per_minute=guess + 5), Model(completion=50)
+    _call(_context(store, book, event_id="e0"), model)
+
+    with pytest.raises(BudgetRefused, match="on_budget_exhausted: fail for step 'draft'"):
+        _call(_context(store, book, policy="fail"), model)
+    assert len(model.served) == 1
+
+
+def test_a_call_that_could_never_fit_or_names_no_budget_is_not_retried(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "db")
+    book, model = _book(store, tokens_per_minute=10), Model()
+    with pytest.raises(NonRetryableError, match="can never fit 10 tokens per minute"):
+        _call(_context(store, book), model)
+    ctx = _context(store, book)
+    with pytest.raises(NonRetryableError, match="budget 'other', which it does not declare"):
+        asyncio.run(ctx.model_call("other", model.chat, model="m", messages=MESSAGES, max_tokens=5))
+    with pytest.raises(NonRetryableError, match="max_tokens=0"):
+        _call(_context(store, book, event_id="e2"), model, max_tokens=0)
+    assert model.served == []
+
+
+def test_a_call_the_model_refuses_gives_its_reservation_back(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "db")
+    book, model = _book(store), Model()
+    model.refuse = True
+    with pytest.raises(NonRetryableError):
+        _call(_context(store, book), model)
+    assert _reported(book.report(now_ms=NOW_MS)) == (0, 0)
+    assert list(store.spends()) == []
+
+
+def _claim(key: str, tokens: int, at_ms: int = NOW_MS, ledger: str = "openai") -> Spend:
+    return Spend(ledger, key, at_ms, Usage(tokens=tokens))
+
+
+def test_an_instance_holds_its_share_and_counts_the_claims_of_its_partitions() -> None:
+    kept = {("t", 0): [_claim("a", 300)], ("t", 1): [_claim("b", 200)]}
+
+    def load(held: frozenset[tuple[str, int]] | None) -> list[Spend]:
+        return [s for p, claims in kept.items() if held is None or p in held for s in claims]
+
+    book = BudgetBook({"openai": Budget.of("openai", tokens_per_minute=900)}, load)
+    book.rebalance([("t", 0)], assigned=1, total=3)
+
+    (report,) = book.report(now_ms=NOW_MS)
+    assert report.limits == BudgetLimits(tokens_per_minute=300)
+    assert report.reserved.tokens == 300  # partition 1's claim belongs to another instance
+    refused = book.reserve(_claim("c", 1), now_ms=NOW_MS + 1)
+    assert not isinstance(refused, Granted)
+
+    book.rebalance([("t", 0), ("t", 1)], assigned=2, total=3)  # partition 1 moved here
+    assert book.report(now_ms=NOW_MS)[0].reserved.tokens == 500
+    assert isinstance(book.reserve(_claim("c", 100), now_ms=NOW_MS + 1), Granted)
+
+
+def test_claims_of_undeclared_budgets_and_old_claims_are_not_counted() -> None:
+    claims = [
+        _claim("gone", 5, ledger="retired/x"),
+        _claim("old", 5, at_ms=NOW_MS - 2 * 86_400_000),
+        _claim("a", 7, ledger="openai/acme"),
+    ]
+    budget = Budget.of("openai", tokens_per_minute=100, key=lambda ctx: "acme")
+    book = BudgetBook({"openai": budget}, lambda held: claims)
+    assert [(r.ledger, r.reserved.tokens) for r in book.report(now_ms=NOW_MS)] == [
+        ("openai", 0),
+        ("openai/acme", 7),
+    ]
+
+
+def test_a_logged_claim_reads_back_as_it_was_kept() -> None:
+    pending = _claim("k", 40)
+    settled = Spend("openai/acme", "k#1", NOW_MS, Usage(40, 300), Usage(12, 90))
+    assert claim_of(logged_claim(pending)) == pending
+    assert claim_of(logged_claim(settled)) == settled
+
+
+def test_a_budget_is_declared_with_a_limit_and_a_price_for_money() -> None:
+    with pytest.raises(ConfigurationError, match="limits nothing"):
+        Budget.of("openai")
+    with pytest.raises(ConfigurationError, match="gives no price"):
+        Budget.of("openai", money_per_day="25.00")
+    with pytest.raises(ConfigurationError, match="lowercase"):
+        Budget.of("Open AI", tokens_per_minute=5)
+    keyed = Budget.of("openai", tokens_per_minute=5, key=lambda ctx: ctx)
+    assert keyed.ledger_key("acme") == "openai/acme"
+    with pytest.raises(ConfigurationError, match="non-empty text without '/'"):
+        keyed.ledger_key("a/b")
+    with pytest.raises(ConfigurationError, match="declares budget 'openai' twice"):
+        Agent("drafter", topics=["t"], budgets=[keyed, keyed])
+
+
+def test_the_flows_say_what_each_step_does_when_the_budget_runs_out() -> None:
+    from types import SimpleNamespace
+
+    def flow(label: str, policy: str) -> Any:
+        step = SimpleNamespace(name="draft", agent="drafter", on_budget_exhausted=policy)
+        other = SimpleNamespace(name="file", agent="filer", on_budget_exhausted="fail")
+        return SimpleNamespace(label=label, steps=(step, other))
+
+    assert exhaustion_policies("drafter", [flow("filing v1", "fail")]) == {"draft": "fail"}
+    assert exhaustion_policies("nobody", [flow("filing v1", "fail")]) == {}
+    with pytest.raises(AgentContractError, match="wait in filing v1 and fail in filing v2"):
+        exhaustion_policies("drafter", [flow("filing v1", "wait"), flow("filing v2", "fail")])
