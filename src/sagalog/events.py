@@ -186,6 +186,7 @@ class BudgetSpend(BaseModel):
     estimate_micros: int
     tokens: int | None = None
     cost_micros: int | None = None
+    answered_at: dt.datetime | None = None
 
 
 class EffectRecorded(Event):

@@ -12,22 +12,20 @@ from typing import Any
 
 import pytest
 
-from sagalog.agents.circuit_breaker import BreakerPolicy
 from sagalog.agents.context import HandlerContext, idempotency_key, reported_usage
 from sagalog.agents.declaration import Agent
 from sagalog.agents.failures import BudgetRefused, BudgetWait, NonRetryableError
-from sagalog.agents.flow_control import FlowControl
-from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.agents.state_store import StateStore
 from sagalog.budgets.book import BudgetBook, Spend, claim_of, logged_claim
 from sagalog.budgets.declaration import Budget
 from sagalog.budgets.estimate import Price, estimate
-from sagalog.budgets.ledger import BudgetLimits, Granted, Usage
-from sagalog.contracts.headers import EventHeaders
+from sagalog.budgets.ledger import BudgetExceeded, BudgetLimits, Granted, Usage
 from sagalog.errors import ConfigurationError
 from sagalog.flows.agent_contract import AgentContractError, exhaustion_policies
 from sagalog.position import RecordPosition
 
-from .fakes import FakeClock
+from .fakes import drafting_context
+from .timing import VirtualTimeLoop, run_virtual
 
 NOW = dt.datetime(2026, 12, 6, 9, 0, tzinfo=dt.UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
@@ -73,27 +71,15 @@ def _book(store: StateStore, *, tokens_per_minute: int = 10_000) -> BudgetBook:
 
 
 def _context(
-    store: StateStore, book: BudgetBook, *, policy: str = "wait", event_id: str = "e1"
+    store: StateStore,
+    book: BudgetBook,
+    *,
+    policy: str = "wait",
+    event_id: str = "e1",
+    **more: Any,
 ) -> HandlerContext:
-    return HandlerContext(
-        agent="drafter",
-        step="draft",
-        headers=EventHeaders(id=event_id, type="t", source="s", workflow_id="wf-1"),
-        attempt=1,
-        workflow=WorkflowContext("wf-1"),
-        store=store,
-        flow=FlowControl(
-            breaker_policy=BreakerPolicy(failure_threshold=5, open_for_s=10.0),
-            rate_limits={},
-            max_rate_wait_s=1.0,
-            clock=FakeClock(),
-        ),
-        clock=lambda: NOW,
-        budgets=book,
-        on_budget_exhausted=policy,
-        origin=ORIGIN,
-        monotonic=lambda: 100.0,
-        delivery=ORIGIN,
+    return drafting_context(
+        store, book, now=NOW, event_id=event_id, on_budget_exhausted=policy, **more
     )
 
 
@@ -128,8 +114,8 @@ def test_a_call_reserves_its_estimate_and_settles_to_the_reported_usage(tmp_path
     assert (logged.estimate_tokens, logged.tokens) == (guess.tokens, used.tokens)
     assert logged.cost_micros == used.micros > 0
     # What the log carries is what the store keeps, and what another instance folds.
-    (kept,) = store.spends()
-    assert claim_of(logged) == kept
+    ((partition, kept),) = store.spends()
+    assert partition == ORIGIN.partition and claim_of(logged) == kept
 
 
 def test_a_redelivered_event_gets_the_recorded_answer_and_counts_nothing(tmp_path: Path) -> None:
@@ -159,7 +145,7 @@ def test_a_call_repeated_after_a_crash_is_a_second_spend_counted_once(tmp_path: 
     _call(ctx, model)
 
     assert model.served == [KEY, KEY]
-    claims = {s.reservation: s for s in store.spends()}
+    claims = {s.reservation: s for _, s in store.spends()}
     assert set(claims) == {KEY, f"{KEY}#1"}
     assert claims[KEY].actual is None  # its usage was never reported: the estimate stands
     assert claims[f"{KEY}#1"].actual is not None
@@ -182,7 +168,7 @@ def test_no_room_waits_until_the_window_has_room_when_the_flow_says_wait(tmp_pat
     assert waited.value.retry_at == pytest.approx(100.0 + 60.0)  # when e0 leaves the window
     assert "budget 'openai' is exhausted" in str(waited.value)
     assert len(model.served) == 1
-    assert not any(s.reservation == KEY for s in store.spends())
+    assert not any(s.reservation == KEY for _, s in store.spends())
 
 
 def test_no_room_fails_the_step_when_the_flow_says_fail(tmp_path: Path) -> None:
@@ -223,34 +209,41 @@ def _claim(key: str, tokens: int, at_ms: int = NOW_MS, ledger: str = "openai") -
     return Spend(ledger, key, at_ms, Usage(tokens=tokens))
 
 
-def test_an_instance_holds_its_share_and_counts_the_claims_of_its_partitions() -> None:
-    kept = {("t", 0): [_claim("a", 300)], ("t", 1): [_claim("b", 200)]}
+def test_each_partition_holds_its_part_of_the_budget_whoever_holds_it() -> None:
+    """900 tokens a minute over 3 partitions: 300 each. The claims of a partition come
+    with it to its next holder, and an instance that held every partition and spent
+    on one of them cannot lend the others' parts to it."""
+    kept = {0: [_claim("a", 300)], 1: [_claim("b", 200)]}
 
-    def load(held: frozenset[tuple[str, int]] | None) -> list[Spend]:
-        return [s for p, claims in kept.items() if held is None or p in held for s in claims]
+    def load(held: frozenset[int] | None) -> list[tuple[int, Spend]]:
+        return [(p, s) for p, claims in kept.items() if held is None or p in held for s in claims]
 
     book = BudgetBook({"openai": Budget.of("openai", tokens_per_minute=900)}, load)
-    book.rebalance([("t", 0)], assigned=1, total=3)
-
+    book.rebalance([0, 1, 2], total=3)
     (report,) = book.report(now_ms=NOW_MS)
-    assert report.limits == BudgetLimits(tokens_per_minute=300)
-    assert report.reserved.tokens == 300  # partition 1's claim belongs to another instance
-    refused = book.reserve(_claim("c", 1), now_ms=NOW_MS + 1)
-    assert not isinstance(refused, Granted)
+    assert report.limits == BudgetLimits(tokens_per_minute=900)
+    assert (report.reserved.tokens, report.calls) == (500, 2)
+    assert not isinstance(book.reserve(_claim("c", 1), 0, now_ms=NOW_MS + 1), Granted)
+    assert isinstance(book.reserve(_claim("c", 100), 1, now_ms=NOW_MS + 1), Granted)
+    assert isinstance(book.reserve(_claim("d", 300), 2, now_ms=NOW_MS + 1), Granted)
+    with pytest.raises(BudgetExceeded, match="can never fit 300 tokens per minute"):
+        book.reserve(_claim("e", 301), 2, now_ms=NOW_MS + 1)
 
-    book.rebalance([("t", 0), ("t", 1)], assigned=2, total=3)  # partition 1 moved here
-    assert book.report(now_ms=NOW_MS)[0].reserved.tokens == 500
-    assert isinstance(book.reserve(_claim("c", 100), now_ms=NOW_MS + 1), Granted)
+    book.rebalance([1], total=3)  # partitions 0 and 2 went to other instances
+    (report,) = book.report(now_ms=NOW_MS + 2)
+    assert report.limits == BudgetLimits(tokens_per_minute=300)
+    assert report.reserved.tokens == 200  # partition 0's claim went with it
 
 
 def test_claims_of_undeclared_budgets_and_old_claims_are_not_counted() -> None:
     claims = [
-        _claim("gone", 5, ledger="retired/x"),
-        _claim("old", 5, at_ms=NOW_MS - 2 * 86_400_000),
-        _claim("a", 7, ledger="openai/acme"),
+        (0, _claim("gone", 5, ledger="retired/x")),
+        (0, _claim("old", 5, at_ms=NOW_MS - 2 * 86_400_000)),
+        (1, _claim("a", 7, ledger="openai/acme")),
     ]
     budget = Budget.of("openai", tokens_per_minute=100, key=lambda ctx: "acme")
     book = BudgetBook({"openai": budget}, lambda held: claims)
+    book.rebalance([0, 1], total=2)
     assert [(r.ledger, r.reserved.tokens) for r in book.report(now_ms=NOW_MS)] == [
         ("openai", 0),
         ("openai/acme", 7),
@@ -291,3 +284,39 @@ def test_the_flows_say_what_each_step_does_when_the_budget_runs_out() -> None:
     assert exhaustion_policies("nobody", [flow("filing v1", "fail")]) == {}
     with pytest.raises(AgentContractError, match="wait in filing v1 and fail in filing v2"):
         exhaustion_policies("drafter", [flow("filing v1", "wait"), flow("filing v2", "fail")])
+
+
+def test_a_window_with_room_within_the_rate_wait_is_waited_for_in_place(tmp_path: Path) -> None:
+    """A refill a moment away is waited for, as a rate-limit slot is (deferring through
+    the retry topic costs a round trip per refill); one further off is deferred."""
+    store = StateStore(tmp_path / "db")
+    guess = estimate(MESSAGES, model="gpt-4o-mini", max_tokens=50, price=PRICE).tokens
+    book, model = _book(store, tokens_per_minute=guess + 5), Model(completion=50)
+    served_at: list[float] = []
+
+    async def attempt(loop: VirtualTimeLoop) -> None:
+        def now() -> dt.datetime:
+            return NOW + dt.timedelta(seconds=loop.time())
+
+        async def chat(**request: Any) -> dict[str, Any]:  # async: no thread, virtual time
+            served_at.append(loop.time())
+            return model.chat(**request)
+
+        first = _context(store, book, event_id="e0", clock=now)
+        await first.model_call("openai", chat, model="gpt-4o-mini", messages=MESSAGES,
+                               max_tokens=50)  # fmt: skip
+        # e0 leaves the window 60 s after its answer: 0.5 s from here is within the
+        # rate wait (1 s), 30 s is not.
+        loop_at = loop.time()
+        await asyncio.sleep(59.5)
+        await _context(store, book, event_id="e1", clock=now).model_call(
+            "openai", chat, model="gpt-4o-mini", messages=MESSAGES, max_tokens=50
+        )
+        assert served_at[-1] == pytest.approx(loop_at + 60.0)
+        with pytest.raises(BudgetWait):
+            await _context(store, book, event_id="e2", clock=now).model_call(
+                "openai", chat, model="gpt-4o-mini", messages=MESSAGES, max_tokens=50
+            )
+
+    run_virtual(attempt)
+    assert len(served_at) == 2

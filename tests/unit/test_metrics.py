@@ -62,8 +62,8 @@ def test_a_family_is_read_at_each_scrape_until_its_source_is_removed() -> None:
     clients = SimpleNamespace(lag={("orders.events", 1): 7})
     now_ms = 1_800_000_000_000
     claims = [
-        Spend("model", "k1", now_ms - 1000, Usage(90, 20), Usage(60, 15)),
-        Spend("model", "k2", now_ms - 500, Usage(80, 30)),
+        (1, Spend("model", "k1", now_ms - 1000, Usage(90, 20), Usage(60, 15))),
+        (1, Spend("model", "k2", now_ms - 500, Usage(80, 30))),
     ]
     budget = Budget.of(
         "model",
@@ -72,7 +72,7 @@ def test_a_family_is_read_at_each_scrape_until_its_source_is_removed() -> None:
         price=Price.per_million(input="1", output="2"),
     )
     book = BudgetBook({"model": budget}, lambda held: claims)
-    book.rebalance([("orders.events", 1)], assigned=1, total=3)
+    book.rebalance([1], total=3)
     undo = agent_metrics.export(
         lanes=[("budget-unit", stats, flow, book)],  # type: ignore[list-item]
         host="budget-unit",

@@ -31,6 +31,7 @@ from sagalog.agents.model_client import ChatModel, post_chat
 from sagalog.agents.running import run
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import WorkflowContext
+from sagalog.agents.tool_loop import LoopResult, Tool, ToolLoopError, run_tool_loop
 from sagalog.budgets.declaration import Budget
 from sagalog.budgets.estimate import Price
 from sagalog.priority import Priority
@@ -46,14 +47,18 @@ __all__ = [
     "DependencyUnavailable",
     "HandlerContext",
     "HandlerError",
+    "LoopResult",
     "NonRetryableError",
     "Price",
     "Priority",
     "RetryableError",
     "StepTimeout",
+    "Tool",
+    "ToolLoopError",
     "WorkflowContext",
     "decision_lineage",
     "post_chat",
     "prompt_hash",
     "run",
+    "run_tool_loop",
 ]

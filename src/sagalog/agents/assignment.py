@@ -67,19 +67,18 @@ class Assignment:
         for lane in self.lanes:
             lane.flow.rebalance(assigned=0, total=self.partitions)
             if lane.store is not None:
-                lane.budgets.rebalance((), assigned=0, total=self.partitions)
+                lane.budgets.rebalance((), total=self.partitions)
 
     def _share_rate_limits(self, held: Sequence[TopicPartition]) -> None:
-        """Each lane's rate limits and budgets, shared by the partitions of its first
-        input held here; its budgets count the claims of every input partition held."""
+        """Each lane's rate limits, shared by the partitions of its first input held
+        here, and its budgets' ledgers, one per input partition held."""
         for lane in self.lanes:
             first = lane.agent.topics[0]
             assigned = sum(1 for tp in held if tp.topic == first)
             lane.flow.rebalance(assigned=assigned, total=self.partitions)
             if lane.store is not None:
                 lane.budgets.rebalance(
-                    [(tp.topic, tp.partition) for tp in held if tp.topic in lane.agent.topics],
-                    assigned=assigned,
+                    {tp.partition for tp in held if tp.topic in lane.agent.topics},
                     total=self.partitions,
                 )
 

@@ -40,7 +40,7 @@ from sagalog.agents.state_store import StateStore, WorkflowContext
 from sagalog.blobs.store import BlobModified, BlobRef, BlobStore
 from sagalog.budgets.book import BudgetBook, Spend, logged_claim
 from sagalog.budgets.estimate import Price, estimate
-from sagalog.budgets.ledger import BudgetExceeded, Exhausted, Usage
+from sagalog.budgets.ledger import BudgetExceeded, Exhausted, Granted, Usage
 from sagalog.contracts.headers import EventHeaders
 from sagalog.errors import ConfigurationError, PersonalDataError
 from sagalog.events import EffectRecorded
@@ -358,8 +358,8 @@ class HandlerContext:
                 event is deferred, without an attempt, to when the window has room.
             BudgetRefused: no room now and the flow says ``fail``: the step fails.
             NonRetryableError: the budget is not declared, the call is wrong
-                (``max_tokens``, a message), or its estimate alone is over this
-                instance's share of the limit: it could never be made.
+                (``max_tokens``, a message), or its estimate alone is over a
+                partition's part of the limit: it could never be made.
         """
         effect = name or f"model.{budget}"
         key = self._next_key(effect)
@@ -372,14 +372,16 @@ class HandlerContext:
         }
         if self.store.effect_result(key) is not None:  # done before: nothing to reserve
             return await self._effect(effect, key, call, (), arguments, dependency, None)
-        claim, price = self._reserve(budget, key, messages, model, max_tokens, tools)
+        claim, price = await self._reserve(budget, key, messages, model, max_tokens, tools)
         origin = self.origin
         assert origin is not None, "a model call is made while handling a consumed event"
 
         def settle(result: Any) -> list[Spend]:
-            settled = replace(claim, actual=reported_usage(result, price) or claim.estimate)
+            now = self._now_ms()
+            used = reported_usage(result, price) or claim.estimate
+            settled = replace(claim, actual=used, answered_ms=now)
             assert self.budgets is not None
-            self.budgets.settle(settled, now_ms=self._now_ms())
+            self.budgets.settle(settled, origin.partition, now_ms=now)
             self.store.record_spend(origin.topic, origin.partition, settled)
             others = self.store.spends_of(origin.topic, origin.partition, key)
             return [settled, *(s for s in others if s.reservation != claim.reservation)]
@@ -391,11 +393,11 @@ class HandlerContext:
         except NonRetryableError:
             # Refused by the model's API (a 4xx): nothing was served, nothing spent.
             assert self.budgets is not None
-            self.budgets.release(claim, now_ms=self._now_ms())
+            self.budgets.release(claim, origin.partition, now_ms=self._now_ms())
             self.store.drop_spend(origin.topic, origin.partition, claim)
             raise
 
-    def _reserve(
+    async def _reserve(
         self,
         budget: str,
         key: str,
@@ -429,23 +431,39 @@ class HandlerContext:
         if repeat:
             earlier = self.store.spends_of(origin.topic, origin.partition, key)
             reservation = f"{key}#{len(earlier)}" if earlier else key
-        now = self._now_ms()
-        claim = Spend(ledger, reservation, now, guess)
-        try:
-            decision = book.reserve(claim, now_ms=now)
-        except BudgetExceeded as exc:
-            raise NonRetryableError(str(exc)) from exc
+        claim, decision = await self._reserved(book, ledger, reservation, guess, origin.partition)
         if isinstance(decision, Exhausted):
             if self.on_budget_exhausted == "fail":
                 raise BudgetRefused(
                     f"budget '{ledger}' is exhausted ({decision}); the flow says "
                     f"on_budget_exhausted: fail for step '{self.step}'"
                 )
-            wait_s = max(0.0, (decision.retry_at_ms - now) / 1000)
+            wait_s = max(0.0, (decision.retry_at_ms - claim.at_ms) / 1000)
             raise BudgetWait(ledger, str(decision), retry_at=self.monotonic() + wait_s)
         claim = replace(claim, at_ms=decision.reservation.at_ms)
         self.store.record_spend(origin.topic, origin.partition, claim, sync=repeat)
         return claim, declared.price
+
+    async def _reserved(
+        self, book: BudgetBook, ledger: str, reservation: str, guess: Usage, partition: int
+    ) -> tuple[Spend, Granted | Exhausted]:
+        """Reserve ``guess``; a window with room within ``max_rate_wait_s`` is waited
+        for here, once, as a rate-limit slot is: deferring through the retry topic
+        costs a round trip per refill, and refills come call by call."""
+        for waited in (False, True):
+            now = self._now_ms()
+            claim = Spend(ledger, reservation, now, guess)
+            try:
+                decision = book.reserve(claim, partition, now_ms=now)
+            except BudgetExceeded as exc:
+                raise NonRetryableError(
+                    f"{exc} (each of the input's partitions holds its part of the budget)"
+                ) from exc
+            wait_s = (decision.retry_at_ms - now) / 1000 if isinstance(decision, Exhausted) else 0.0
+            if waited or not 0 < wait_s <= self.flow.max_rate_wait_s:
+                break
+            await asyncio.sleep(wait_s)
+        return claim, decision
 
     def _now_ms(self) -> int:
         return int(self.clock().timestamp() * 1000)

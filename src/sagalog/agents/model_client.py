@@ -15,10 +15,12 @@ is not JSON is a ``NonRetryableError`` too.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from sagalog.agents.failures import NonRetryableError, RetryableError
@@ -67,11 +69,16 @@ class ChatModel:
         base_url: up to and without ``/chat/completions`` (``https://api.openai.com/v1``).
         api_key: sent as a bearer token when set.
         timeout_s: how long one call may take.
+        concurrency: calls out at once. Its own threads, not asyncio's default pool (a
+            few threads per core): a model thinks for seconds, and calls queued
+            behind each other reach it late, after their budget reservation's time.
     """
 
     base_url: str
     api_key: str = ""
     timeout_s: float = 30.0
+    concurrency: int = 32
+    _threads: list[ThreadPoolExecutor] = field(default_factory=list, repr=False, compare=False)
 
     async def chat(
         self,
@@ -89,13 +96,20 @@ class ChatModel:
         other workflows go on while the model thinks.
         """
         body = {"model": model, "messages": messages, "max_tokens": max_tokens, **parameters}
-        url, raw = await asyncio.to_thread(
-            post_chat,
-            self.base_url,
-            body,
-            api_key=self.api_key,
-            timeout_s=self.timeout_s,
-            idempotency_key=idempotency_key,
+        if not self._threads:
+            self._threads.append(
+                ThreadPoolExecutor(self.concurrency, thread_name_prefix="model-call")
+            )
+        url, raw = await asyncio.get_running_loop().run_in_executor(
+            self._threads[0],
+            functools.partial(
+                post_chat,
+                self.base_url,
+                body,
+                api_key=self.api_key,
+                timeout_s=self.timeout_s,
+                idempotency_key=idempotency_key,
+            ),
         )
         try:
             completion = json.loads(raw)

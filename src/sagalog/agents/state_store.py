@@ -361,12 +361,13 @@ class StateStore:
     def drop_spend(self, topic: str, partition: int, spend: Spend) -> None:
         self.db.delete(f"{_SPEND}{topic}:{partition}:{spend.reservation}")
 
-    def spends(self, held: frozenset[tuple[str, int]] | None = None) -> Iterator[Spend]:
-        """The claims kept for the partitions in ``held`` (None: every partition)."""
+    def spends(self, held: frozenset[int] | None = None) -> Iterator[tuple[int, Spend]]:
+        """The claims kept for the input partitions numbered in ``held`` (None: every
+        partition), each with its partition."""
         for key in self.keys(_SPEND):
-            topic, partition, _ = key[len(_SPEND) :].split(":", 2)
-            if held is None or (topic, int(partition)) in held:
-                yield Spend.from_dict(self._entry(key))
+            _, partition, _ = key[len(_SPEND) :].split(":", 2)
+            if held is None or int(partition) in held:
+                yield int(partition), Spend.from_dict(self._entry(key))
 
     def spends_of(self, topic: str, partition: int, idempotency_key: str) -> list[Spend]:
         """The claims of one effect: its first call's, and its repeats' (``<key>#<n>``)."""
