@@ -51,6 +51,19 @@ def test_the_retry_time_is_when_enough_of_the_oldest_has_left_the_window() -> No
     assert isinstance(ledger.reserve("c4", tokens(500), now_ms=T0 + 6_000 + MINUTE_MS), Granted)
 
 
+def test_an_answer_after_the_unanswered_hold_lapsed_holds_the_window_again() -> None:
+    ledger = Ledger("b", BudgetLimits(tokens_per_minute=1000))
+    ledger.reserve("slow", tokens(1000), now_ms=T0)
+    # Its unanswered hold has lapsed: another call fits, and the slow one drops out.
+    assert isinstance(ledger.reserve("other", tokens(1), now_ms=T0 + UNANSWERED_MS), Granted)
+    ledger.release("other")
+    # Then the model answers it after all: its tokens hold a minute from the answer.
+    ledger.settle("slow", tokens(900), now_ms=T0 + UNANSWERED_MS + 1_000)
+    refused = ledger.reserve("next", tokens(200), now_ms=T0 + UNANSWERED_MS + 2_000)
+    assert isinstance(refused, Exhausted)
+    assert refused.retry_at_ms == T0 + UNANSWERED_MS + 1_000 + MINUTE_MS
+
+
 def test_the_window_slides_so_no_minute_boundary_lets_twice_the_limit_through() -> None:
     ledger = Ledger("b", BudgetLimits(tokens_per_minute=1000))
     ledger.reserve("late", tokens(1000), now_ms=T0 + 59_000)

@@ -372,9 +372,11 @@ class HandlerContext:
         }
         if self.store.effect_result(key) is not None:  # done before: nothing to reserve
             return await self._effect(effect, key, call, (), arguments, dependency, None)
-        claim, price = await self._reserve(budget, key, messages, model, max_tokens, tools)
         origin = self.origin
         assert origin is not None, "a model call is made while handling a consumed event"
+        claim, price, repeat = await self._reserve(
+            budget, key, origin, messages, model, max_tokens, tools
+        )
 
         def settle(result: Any) -> list[Spend]:
             now = self._now_ms()
@@ -383,6 +385,8 @@ class HandlerContext:
             assert self.budgets is not None
             self.budgets.settle(settled, origin.partition, now_ms=now)
             self.store.record_spend(origin.topic, origin.partition, settled)
+            if not repeat:
+                return [settled]
             others = self.store.spends_of(origin.topic, origin.partition, key)
             return [settled, *(s for s in others if s.reservation != claim.reservation)]
 
@@ -401,13 +405,15 @@ class HandlerContext:
         self,
         budget: str,
         key: str,
+        origin: RecordPosition,
         messages: Sequence[Mapping[str, Any]],
         model: str,
         max_tokens: int,
         tools: Sequence[Mapping[str, Any]] | None,
-    ) -> tuple[Spend, Price]:
+    ) -> tuple[Spend, Price, bool]:
         """Reserve a model call's estimate, and keep the claim: synced here when no
-        intent will be (a repeat of a call whose answer was lost)."""
+        intent will be (a repeat of a call whose answer was lost). Also says whether
+        the call is such a repeat, whose earlier claims go to the log with its own."""
         book = self.budgets
         declared = None if book is None else book.budgets.get(budget)
         if book is None or declared is None:
@@ -417,8 +423,6 @@ class HandlerContext:
                 f"does not declare (declared: {known or 'none'}); add it to "
                 "Agent(budgets=[Budget.of(...)])"
             )
-        origin = self.origin
-        assert origin is not None, "a model call is made while handling a consumed event"
         try:
             ledger = declared.ledger_key(self)
             guess = estimate(
@@ -442,7 +446,7 @@ class HandlerContext:
             raise BudgetWait(ledger, str(decision), retry_at=self.monotonic() + wait_s)
         claim = replace(claim, at_ms=decision.reservation.at_ms)
         self.store.record_spend(origin.topic, origin.partition, claim, sync=repeat)
-        return claim, declared.price
+        return claim, declared.price, repeat
 
     async def _reserved(
         self, book: BudgetBook, ledger: str, reservation: str, guess: Usage, partition: int

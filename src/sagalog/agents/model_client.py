@@ -20,7 +20,6 @@ import json
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from sagalog.agents.failures import NonRetryableError, RetryableError
@@ -61,24 +60,30 @@ def post_chat(
         raise RetryableError(f"{url} unreachable: {exc}") from exc
 
 
-@dataclass(frozen=True)
 class ChatModel:
     """An endpoint and its credentials; ``chat`` is what ``ctx.model_call`` calls.
 
-    Attributes:
+    Args:
         base_url: up to and without ``/chat/completions`` (``https://api.openai.com/v1``).
         api_key: sent as a bearer token when set.
         timeout_s: how long one call may take.
         concurrency: calls out at once. Its own threads, not asyncio's default pool (a
             few threads per core): a model thinks for seconds, and calls queued
             behind each other reach it late, after their budget reservation's time.
+            The pool starts its threads as calls need them.
     """
 
-    base_url: str
-    api_key: str = ""
-    timeout_s: float = 30.0
-    concurrency: int = 32
-    _threads: list[ThreadPoolExecutor] = field(default_factory=list, repr=False, compare=False)
+    def __init__(
+        self, base_url: str, api_key: str = "", timeout_s: float = 30.0, concurrency: int = 32
+    ) -> None:
+        self.base_url = base_url
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.concurrency = concurrency
+        self._threads = ThreadPoolExecutor(concurrency, thread_name_prefix="model-call")
+
+    def __repr__(self) -> str:
+        return f"ChatModel({self.base_url!r}, timeout_s={self.timeout_s})"
 
     async def chat(
         self,
@@ -96,12 +101,8 @@ class ChatModel:
         other workflows go on while the model thinks.
         """
         body = {"model": model, "messages": messages, "max_tokens": max_tokens, **parameters}
-        if not self._threads:
-            self._threads.append(
-                ThreadPoolExecutor(self.concurrency, thread_name_prefix="model-call")
-            )
         url, raw = await asyncio.get_running_loop().run_in_executor(
-            self._threads[0],
+            self._threads,
             functools.partial(
                 post_chat,
                 self.base_url,

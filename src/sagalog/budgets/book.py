@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sagalog.budgets.declaration import Budget
+from sagalog.budgets.declaration import Budget, budget_of
 from sagalog.budgets.ledger import (
     BudgetLimits,
     Exhausted,
@@ -63,7 +63,7 @@ class Spend:
 
     @property
     def budget(self) -> str:
-        return self.ledger.split("/", 1)[0]
+        return budget_of(self.ledger)
 
     @property
     def counted(self) -> Usage:
@@ -208,9 +208,9 @@ class BudgetBook:
         with self._lock:
             self._stale = True
 
-    def limits(self, budget: str) -> BudgetLimits:
-        """What one partition may spend of ``budget``."""
-        return self.budgets[budget].limits.share(1, self._partitions)
+    def limits(self, budget: str, partitions: int = 1) -> BudgetLimits:
+        """What ``partitions`` of the input's partitions may spend of ``budget``."""
+        return self.budgets[budget].limits.share(partitions, self._partitions)
 
     def reserve(self, spend: Spend, partition: int, *, now_ms: int) -> Granted | Exhausted:
         """Count ``spend``'s estimate in its partition's ledger now, unless it is there.
@@ -244,9 +244,7 @@ class BudgetBook:
             return [
                 LedgerReport(
                     key,
-                    self.budgets[key.split("/", 1)[0]].limits.share(
-                        min(held, self._partitions), self._partitions
-                    ),
+                    self.limits(budget_of(key), min(held, self._partitions)),
                     sum((p.settled for p in parts), Usage()),
                     sum((p.reserved for p in parts), Usage()),
                     sum(p.calls for p in parts),
@@ -258,8 +256,7 @@ class BudgetBook:
         self._rebuild_if_stale(now_ms)
         ledger = self._ledgers.get((key, partition))
         if ledger is None:
-            budget = key.split("/", 1)[0]
-            ledger = self._ledgers[(key, partition)] = Ledger(key, self.limits(budget))
+            ledger = self._ledgers[(key, partition)] = Ledger(key, self.limits(budget_of(key)))
         return ledger
 
     def _rebuild_if_stale(self, now_ms: int) -> None:

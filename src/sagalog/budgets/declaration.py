@@ -105,3 +105,8 @@ class Budget:
                 "non-empty text without '/' (a tenant id, say)"
             )
         return f"{self.name}/{part}"
+
+
+def budget_of(ledger_key: str) -> str:
+    """The budget a ledger key (``Budget.ledger_key``: ``name`` or ``name/key``) counts for."""
+    return ledger_key.split("/", 1)[0]

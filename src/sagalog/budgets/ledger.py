@@ -186,6 +186,9 @@ class Ledger:
     limits: BudgetLimits
     _by_key: dict[str, Reservation] = field(default_factory=dict)
     _times: list[tuple[int, str]] = field(default_factory=list)  # sorted (at_ms, key)
+    #: The keys whose tokens may still hold the minute's window, so a reservation
+    #: scans the last minutes' calls, not the whole day the money window keeps.
+    _holding: dict[str, None] = field(default_factory=dict)
 
     def reserve(self, key: str, estimate: Usage, *, now_ms: int) -> Granted | Exhausted:
         """Count ``estimate`` now, unless the key holds a reservation already.
@@ -218,6 +221,7 @@ class Ledger:
             return settled
         settled = replace(held, actual=actual, answered_ms=now_ms)
         self._by_key[key] = settled
+        self._holding[key] = None  # an answer after the window passed holds it again
         return settled
 
     def restore(self, reservation: Reservation) -> None:
@@ -231,6 +235,7 @@ class Ledger:
             self._by_key[reservation.key] = replace(
                 held, actual=reservation.actual, answered_ms=reservation.answered_ms
             )
+            self._holding[reservation.key] = None
 
     def release(self, key: str) -> None:
         """Drop an unsettled reservation: its call was never made (refused before
@@ -239,6 +244,7 @@ class Ledger:
         if held is not None and held.actual is None:
             del self._by_key[key]
             self._times.remove((held.at_ms, key))
+            self._holding.pop(key, None)
 
     def spent(self, *, now_ms: int) -> tuple[Usage, Usage]:
         """What the windows hold at ``now_ms``: (settled, reserved and not settled yet),
@@ -270,6 +276,7 @@ class Ledger:
         cut = bisect.bisect_left(self._times, (keep_from, ""))
         for _, key in self._times[:cut]:
             del self._by_key[key]
+            self._holding.pop(key, None)
         del self._times[:cut]
 
     # -- the windows ---------------------------------------------------------------
@@ -277,6 +284,7 @@ class Ledger:
     def _add(self, reservation: Reservation) -> None:
         self._by_key[reservation.key] = reservation
         bisect.insort(self._times, (reservation.at_ms, reservation.key))
+        self._holding[reservation.key] = None
 
     def _check_fits_ever(self, estimate: Usage) -> None:
         limits = self.limits
@@ -297,14 +305,17 @@ class Ledger:
         limit = self.limits.tokens_per_minute
         if limit is None or estimate.tokens == 0:
             return None
-        window = sorted(
-            (held.tokens_until_ms, held.counted.tokens)
-            for held in map(self._by_key.__getitem__, (key for _, key in self._times))
-            if held.tokens_until_ms > now_ms
-        )
+        window = []
+        for key in list(self._holding):
+            held = self._by_key[key]
+            if held.tokens_until_ms > now_ms:
+                window.append((held.tokens_until_ms, held.counted.tokens))
+            else:
+                del self._holding[key]
         spent = sum(tokens for _, tokens in window)
         if spent + estimate.tokens <= limit:
             return None
+        window.sort()
         # The call fits once enough of the window has left it, each call when its
         # tokens stop holding it (``Reservation.tokens_until_ms``).
         leaving = spent
