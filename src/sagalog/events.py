@@ -23,6 +23,20 @@ class StepFailed(Event):
     retryable: bool = False
 
 
+class StepRetryRequested(Event):
+    """Run a step again on the event that started it: its budget gate was approved
+    (``on_budget_exhausted: gate``). The agent finds that event in its projection,
+    so the effects made before the refusal come back from its record."""
+
+    event_type = "sagalog.v1.StepRetryRequested"
+
+    step: str
+    gate: str
+    decided_by: str
+    over_budget: bool = False
+    attempt: int
+
+
 class StateTransition(Event):
     """A workflow moved from one state to another."""
 

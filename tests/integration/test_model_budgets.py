@@ -1,6 +1,8 @@
 """Token budgets on the real broker (issue 24, item 1): three instances of a drafting
 agent share one 10,000 tokens/min budget while they are SIGKILLed 20 times, and an
-exhausted budget waits or fails the step, as the flow says.
+exhausted budget waits, fails the step, or opens the step's budget gate, as the flow
+says; the gate's approval runs the step again over the budget, its rejection fails
+the workflow.
 
 The referee is the stand-in model's own log (``GET /calls``): what it says it served,
 per minute, never the agents' accounts. The log of the workflow topic tells what the
@@ -33,6 +35,7 @@ from standins.model import ModelServer, serve
 
 from .agent_harness import AgentProcess, log_count, log_size, read_all, wait_until
 from .project import REPO, Project
+from .tracker_harness import TrackerLab
 
 OPENED = "filings.v1.FilingOpened"
 DRAFTED = "filings.v1.FilingDrafted"
@@ -78,6 +81,7 @@ class DraftingLab:
     model: ModelServer
     tmp: Path
     policy: str
+    topic_name: str = "filings.events"  # the tracker lab's is orders.events
     processes: dict[str, AgentProcess] = field(default_factory=dict)
 
     @property
@@ -86,7 +90,7 @@ class DraftingLab:
 
     @property
     def topic(self) -> str:
-        return self.project.topic("filings.events")
+        return self.project.topic(self.topic_name)
 
     def setup(self) -> DraftingLab:
         self.project.write_topology(TOPICS)
@@ -362,3 +366,103 @@ def test_an_exhausted_budget_fails_the_step_when_the_flow_says_fail(
     tokens = sum(c["prompt"] + c["completion"] for c in served)
     row = next(line.split() for line in shown.output.splitlines() if line.startswith("model "))
     assert row == ["model", str(tokens), "0", "0.000000", str(len(served)), "0"]
+
+
+GATED_TOPOLOGY = """
+ignore: ["*"]
+topics:
+  orders.events.{s}:
+    partitions: 3
+    retention: forever
+    schemas: [filings.v1.FilingOpened, filings.v1.FilingDrafted, sagalog.v1.EffectRecorded,
+              sagalog.v1.StepFailed, sagalog.v1.GateOpened, sagalog.v1.GateDecided,
+              sagalog.v1.StepRetryRequested]
+  transitions.{s}:
+    partitions: 3
+    schemas: [sagalog.v1.StateTransition]
+  alerts.{s}:
+    partitions: 1
+    schemas: [sagalog.v1.TrackerAlert]
+  deadletter.{s}:
+    partitions: 1
+    schemas: []
+"""
+BUDGET_GATE = "draft_filing_budget"
+
+
+def test_an_exhausted_budget_opens_the_steps_gate_and_an_approval_runs_it_over_budget(
+    project: Project, tmp_path: Path
+) -> None:
+    """One instance at 400 tokens a minute, 10 filings, the tracker deciding: the
+    calls past the budget open ``draft_filing_budget``; half are approved (the step
+    runs again, over the budget, and the filing completes), half rejected (failed)."""
+    model = serve(name="model")
+    tracker = TrackerLab(project, tmp_path)
+    drafting = DraftingLab(project, model, tmp_path, policy="gate", topic_name="orders.events")
+    flow = (
+        FLOW.replace("filings.events.{s}", "orders.events.{s}")
+        .replace("{agent}", drafting.name)
+        .replace(
+            "{policy}",
+            "gate\n    budget_gate: {assignee: finance@example.com, deadline: 24h, "
+            "default: reject}",
+        )
+    )
+    tracker.setup((), topology=GATED_TOPOLOGY)
+    tracker.add_flow("drafting.v1.yaml", text=flow)
+    try:
+        tracker.tracker()
+        agent = drafting.agent("a", tokens_per_minute=400)  # four calls a minute
+        opened = drafting.open_filings(10)
+
+        def states() -> dict[str, str | None]:
+            assert agent.alive, agent.log.read_text()[-2000:]
+            return {wf: tracker.state(wf) for wf in opened}
+
+        tracker.wait(
+            lambda: set(states().values()) <= {"completed", "pending_approval"},
+            timeout=120,
+            what="every filing drafted or at its budget gate",
+        )
+        gated = sorted(wf for wf, state in states().items() if state == "pending_approval")
+        served_before = len(drafting.served())
+        approve, reject = gated[: len(gated) // 2], gated[len(gated) // 2 :]
+        for wf in approve:
+            tracker.decide_gate(wf, "APPROVED", gate=BUDGET_GATE, by="fran@example.com")
+        for wf in reject:
+            tracker.decide_gate(wf, "REJECTED", gate=BUDGET_GATE, by="fran@example.com")
+        tracker.wait(
+            lambda: all(s in ("completed", "failed") for s in states().values()),
+            timeout=120,
+            what="every filing completed or failed",
+        )
+        final = states()
+        served = drafting.served()
+        records = read_all(drafting)
+        dead = read_all(drafting, tracker.deadletter_topic)
+        gated_lines = log_count(agent, '"outcome": "gated"')
+        logs = agent.log.read_text()
+    finally:
+        drafting.stop()
+        tracker.close()
+        model.shutdown()
+    print(
+        f"\n{len(opened) - len(gated)} drafted within the budget, {len(gated)} gated: "
+        f"{len(approve)} approved, {len(reject)} rejected; the model served {len(served)}"
+    )
+    assert 1 <= len(gated) <= 8, final
+    assert served_before == len(opened) - len(gated), "a refused call reached the model"
+    # Each approval ran the step again, over the budget: the model served its call.
+    assert len(served) == len(opened) - len(reject)
+    assert {wf for wf, s in final.items() if s == "failed"} == set(reject)
+    drafted = {r["headers"]["ce_workflowid"] for r in records if r["type"] == DRAFTED}
+    assert drafted == {wf for wf, s in final.items() if s == "completed"}
+    retries = [r for r in records if r["type"] == "sagalog.v1.StepRetryRequested"]
+    assert sorted(r["headers"]["ce_workflowid"] for r in retries) == approve
+    # A refusal for the gate is no bad event: nothing went to the dead-letter topic.
+    assert dead == []
+    assert gated_lines == len(gated)
+    assert "Traceback" not in logs
+    for wf in reject:
+        moves = [(t["from_state"], t["to_state"]) for t in tracker.transitions(wf)]
+        assert moves[-2:] == [("running", "pending_approval"), ("pending_approval", "failed")]

@@ -128,6 +128,7 @@ def test_the_projection_keeps_everything_unless_the_agent_says_what_it_reads() -
             "procurement.v1.BudgetReserved",
             "procurement.v1.Other",
             "procurement.v1.RequestSubmitted",  # handled: deduplicated through the projection
+            "sagalog.v1.StepRetryRequested",  # a step run again after its budget gate
         }
     )
 

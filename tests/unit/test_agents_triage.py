@@ -263,10 +263,10 @@ def test_what_holds_a_workflow_and_what_ends_its_parking() -> None:
     holds = {o for o in Outcome if o.holds_workflow}
     ends = {o for o in Outcome if o.ends_parking}
     assert holds == {Outcome.RETRY, Outcome.DEFER, Outcome.PARK}
-    assert ends == {Outcome.HANDLED, Outcome.DEAD_LETTER}
+    assert ends == {Outcome.HANDLED, Outcome.DEAD_LETTER, Outcome.GATED}
     assert not holds & ends
 
 
 def test_outcomes_keep_the_names_the_log_lines_carry() -> None:
     logged = {o.value for o in Outcome} - {"handle", "not_due"}
-    assert logged == {"ok", "ignored", "duplicate", "park", "retry", "defer", "dead"}
+    assert logged == {"ok", "ignored", "duplicate", "park", "retry", "defer", "dead", "gated"}

@@ -22,6 +22,7 @@ from sagalog.budgets.estimate import Price, estimate
 from sagalog.budgets.ledger import BudgetExceeded, BudgetLimits, Granted, Usage
 from sagalog.errors import ConfigurationError
 from sagalog.flows.agent_contract import AgentContractError, exhaustion_policies
+from sagalog.flows.model import BUDGET_REFUSED
 from sagalog.position import RecordPosition
 
 from .fakes import drafting_context
@@ -180,6 +181,31 @@ def test_no_room_fails_the_step_when_the_flow_says_fail(tmp_path: Path) -> None:
     with pytest.raises(BudgetRefused, match="on_budget_exhausted: fail for step 'draft'"):
         _call(_context(store, book, policy="fail"), model)
     assert len(model.served) == 1
+
+
+def test_no_room_fails_the_step_for_its_gate_and_an_approved_rerun_goes_over(
+    tmp_path: Path,
+) -> None:
+    store = StateStore(tmp_path / "db")
+    guess = estimate(MESSAGES, model="gpt-4o-mini", max_tokens=50, price=PRICE).tokens
+    book, model = _book(store, tokens_per_minute=guess + 5), Model(completion=50)
+    _call(_context(store, book, event_id="e0"), model)
+
+    with pytest.raises(BudgetRefused, match="its gate draft_budget decides") as refused:
+        _call(_context(store, book, policy="gate"), model)
+    assert refused.value.gated and type(refused.value).__name__ == BUDGET_REFUSED
+    assert len(model.served) == 1
+
+    # Approved: the step runs again on e1 (its keys), over the budget, counted.
+    rerun = _context(
+        store, book, policy="gate", event_id="retry-1", over_budget=True, rerun_of="e1"
+    )
+    _call(rerun, model)
+    assert model.served[1] == KEY  # the key of e1's call, as the refused run made it
+    settled, reserved = _reported(book.report(now_ms=NOW_MS))
+    assert settled > guess + 5 and reserved == 0  # over the limit, and held in the window
+    with pytest.raises(BudgetRefused):  # a run not approved still finds no room
+        _call(_context(store, book, policy="gate", event_id="e2"), model)
 
 
 def test_a_call_that_could_never_fit_or_names_no_budget_is_not_retried(tmp_path: Path) -> None:

@@ -106,6 +106,9 @@ def account(telemetry: AgentTelemetry, message: Any, result: Result) -> None:
             stats.failed += 1
             stats.dead_lettered += 1
             telemetry.log("dead_letter", result.error, level=logging.ERROR, **fields)
+        case Outcome.GATED:
+            stats.failed += 1
+            telemetry.log("gated", result.error, level=logging.WARNING, **fields)
         case Outcome.DUPLICATE:
             stats.duplicates += 1
             telemetry.log("duplicate", "discarded a duplicate event id", **fields)

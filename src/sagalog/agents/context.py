@@ -44,6 +44,7 @@ from sagalog.budgets.ledger import BudgetExceeded, Exhausted, Granted, Usage
 from sagalog.contracts.headers import EventHeaders
 from sagalog.errors import ConfigurationError, PersonalDataError
 from sagalog.events import EffectRecorded
+from sagalog.flows.model import BUDGET_GATE_SUFFIX
 from sagalog.personal.cipher import PersonalData
 from sagalog.personal.envelope import parse as parse_envelope
 from sagalog.position import RecordPosition
@@ -93,7 +94,15 @@ class HandlerContext:
     """The agent's budgets on this instance (``Agent(budgets=...)``), which
     ``model_call`` reserves in."""
     on_budget_exhausted: str = "wait"
-    """What the step's flow says to do when a budget runs out: ``wait`` or ``fail``."""
+    """What the step's flow says to do when a budget runs out: ``wait``, ``fail`` or
+    ``gate``."""
+    over_budget: bool = False
+    """A person let this run go over its budgets (its budget gate was approved): its
+    model calls are counted, never refused."""
+    rerun_of: str | None = None
+    """The event a step run again after its budget gate (``StepRetryRequested``)
+    handles again: its effects keep that event's keys, so the calls made before the
+    refusal come back from their record and the run goes on from the refused one."""
     origin: RecordPosition | None = None
     """Where the event was first consumed (its input partition, also for a retry):
     the partition a model call's budget claim belongs to."""
@@ -171,7 +180,8 @@ class HandlerContext:
 
     @property
     def event_id(self) -> str:
-        return self.headers.id
+        """The handled event's id, which its effects' idempotency keys are made of."""
+        return self.rerun_of or self.headers.id
 
     async def effect(
         self,
@@ -437,10 +447,14 @@ class HandlerContext:
             reservation = f"{key}#{len(earlier)}" if earlier else key
         claim, decision = await self._reserved(book, ledger, reservation, guess, origin.partition)
         if isinstance(decision, Exhausted):
-            if self.on_budget_exhausted == "fail":
+            if self.on_budget_exhausted in ("fail", "gate"):
+                gated = self.on_budget_exhausted == "gate"
+                then = f"; its gate {self.step}{BUDGET_GATE_SUFFIX} decides" if gated else ""
                 raise BudgetRefused(
                     f"budget '{ledger}' is exhausted ({decision}); the flow says "
-                    f"on_budget_exhausted: fail for step '{self.step}'"
+                    f"on_budget_exhausted: {self.on_budget_exhausted} for step '{self.step}'"
+                    f"{then}",
+                    gated=gated,
                 )
             wait_s = max(0.0, (decision.retry_at_ms - claim.at_ms) / 1000)
             raise BudgetWait(ledger, str(decision), retry_at=self.monotonic() + wait_s)
@@ -458,7 +472,7 @@ class HandlerContext:
             now = self._now_ms()
             claim = Spend(ledger, reservation, now, guess)
             try:
-                decision = book.reserve(claim, partition, now_ms=now)
+                decision = book.reserve(claim, partition, now_ms=now, force=self.over_budget)
             except BudgetExceeded as exc:
                 raise NonRetryableError(
                     f"{exc} (each of the input's partitions holds its part of the budget)"

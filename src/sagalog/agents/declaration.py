@@ -28,6 +28,7 @@ from sagalog.budgets.declaration import Budget
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.models import Event
 from sagalog.errors import ConfigurationError
+from sagalog.flows.model import COMPENSATION_REQUESTED, STEP_RETRY_REQUESTED
 
 if TYPE_CHECKING:
     from sagalog.agents.context import HandlerContext
@@ -36,7 +37,7 @@ HandlerResult = Event | Sequence[Event] | None
 Handler = Callable[[Any, "HandlerContext"], Awaitable[HandlerResult] | HandlerResult]
 F = TypeVar("F", bound=Handler)
 
-COMPENSATION_TYPE = "sagalog.v1.CompensationRequested"
+COMPENSATION_TYPE = COMPENSATION_REQUESTED
 
 
 @dataclass(frozen=True)
@@ -193,15 +194,25 @@ class Agent:
     def handler_for(
         self, event_type: str, payload: dict[str, Any] | None = None
     ) -> HandlerSpec | None:
-        """The handler of an event, or None when this agent ignores it."""
+        """The handler of an event, or None when this agent ignores it.
+
+        A compensation is taken by the handler of the compensation its payload names,
+        and a ``StepRetryRequested`` by the handler of the step it names (which then
+        runs on the event that started that step).
+        """
         if event_type == COMPENSATION_TYPE and payload is not None:
             return self.compensations.get(str(payload.get("step")))
+        if event_type == STEP_RETRY_REQUESTED and payload is not None:
+            step = payload.get("step")
+            return next((s for s in self.handlers.values() if s.step == step), None)
         return self.handlers.get(event_type)
 
     def wants(self, event_type: str) -> bool:
         """Whether any handler takes ``event_type`` (decided from the header alone)."""
-        return event_type in self.handlers or (
-            event_type == COMPENSATION_TYPE and bool(self.compensations)
+        return (
+            event_type in self.handlers
+            or (event_type == COMPENSATION_TYPE and bool(self.compensations))
+            or (event_type == STEP_RETRY_REQUESTED and bool(self.handlers))
         )
 
     def folded_types(self) -> frozenset[str] | None:
@@ -212,6 +223,8 @@ class Agent:
         handled = set(self.handlers)
         if self.compensations:
             handled.add(COMPENSATION_TYPE)
+        if self.handlers:
+            handled.add(STEP_RETRY_REQUESTED)
         return self.workflow_context | handled
 
     def check(self, catalog: SchemaCatalog) -> None:

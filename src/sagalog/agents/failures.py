@@ -99,4 +99,11 @@ class BudgetWait(DependencyUnavailable):
 
 class BudgetRefused(NonRetryableError):
     """A model call's budget has no room now, and its step's flow says ``fail``: the
-    step fails at once and the workflow compensates."""
+    step fails at once and the workflow compensates; or ``gate`` (``gated``): the step
+    fails, the tracker opens its budget gate, and the event waits in the projection
+    for the decision instead of going to the dead-letter topic. The class name is
+    the ``StepFailed.error_class`` the tracker opens the gate on (``BUDGET_REFUSED``)."""
+
+    def __init__(self, message: str, *, gated: bool = False) -> None:
+        super().__init__(message)
+        self.gated = gated

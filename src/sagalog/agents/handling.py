@@ -17,7 +17,12 @@ from typing import Any
 
 from sagalog.agents.context import HandlerContext
 from sagalog.agents.declaration import HandlerSpec
-from sagalog.agents.failures import DependencyUnavailable, StepTimeout, is_retryable
+from sagalog.agents.failures import (
+    BudgetRefused,
+    DependencyUnavailable,
+    StepTimeout,
+    is_retryable,
+)
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.outputs import OutRecord, RecordBuilder, Result
 from sagalog.agents.records import headers_of
@@ -48,6 +53,8 @@ class Work:
     priority: int
     context: WorkflowContext
     cause_hash: str | None = None  # the input's content hash: its outputs' prev_hash
+    rerun_of: str | None = None  # a StepRetryRequested: the id of the event run again
+    over_budget: bool = False  # a StepRetryRequested after an approved budget gate
 
 
 class HandlerRunner:
@@ -153,6 +160,8 @@ class HandlerRunner:
             on_budget_exhausted=self.budget_policies.get(spec.step, "wait"),
             origin=item.origin,
             monotonic=self.clock,
+            over_budget=item.over_budget,
+            rerun_of=item.rerun_of,
         )
         timeout = spec.timeout_s or self.settings.step_timeout_s
         started = self.clock()
@@ -246,6 +255,18 @@ class HandlerRunner:
             f"step '{item.spec.step}' failed after {item.attempt} attempt(s): "
             f"{error.__class__.__name__}: {error}"
         )
+        if isinstance(error, BudgetRefused) and error.gated:
+            result = self.builder.gated(
+                item.message,
+                reason=reason,
+                error=error,
+                attempts=item.attempt,
+                origin=item.origin,
+                spec=item.spec,
+                headers=item.headers,
+            )
+            result.records[:0] = recorded
+            return result
         result = self.builder.dead(
             item.message,
             reason=reason,

@@ -16,12 +16,13 @@ from sagalog.agents.handling import Work
 from sagalog.agents.outputs import RecordBuilder, Result
 from sagalog.agents.records import Delivered
 from sagalog.agents.routing import read_mark
-from sagalog.agents.state_store import StateStore
+from sagalog.agents.state_store import StateStore, WorkflowContext
 from sagalog.agents.triage import Outcome, Verdict, admit, origin_of, screen, sort
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash
 from sagalog.contracts.headers import EventHeaders
 from sagalog.errors import EventValidationError, SchemaError
+from sagalog.flows.model import BUDGET_GATE_SUFFIX, STEP_RETRY_REQUESTED
 from sagalog.priority import Priority
 
 
@@ -96,7 +97,7 @@ class Intake:
             return Result(verdict.outcome)
         assert origin is not None  # sort dead-letters a record without one
         context = context.snapshot()  # as of this event, not of the batch's end
-        spec = event = None
+        spec = event = rerun_of = None
         decode_error = validation_error = None
         error: Exception | None = None
         try:
@@ -106,9 +107,15 @@ class Intake:
         else:
             context.decoder = self._payload_of
             spec = self.agent.handler_for(headers.type, decoded.payload)
-            if spec is not None:
+            payload = decoded.payload
+            if spec is not None and headers.type == STEP_RETRY_REQUESTED:
                 try:
-                    event = spec.event_class.from_avro(decoded.payload)
+                    rerun_of, payload = start_of_rerun(spec.step, spec.event_type, context)
+                except EventValidationError as exc:
+                    validation_error, error = str(exc), exc
+            if spec is not None and validation_error is None:
+                try:
+                    event = spec.event_class.from_avro(payload)
                 except Exception as exc:  # a payload that decodes but breaks the class's rules
                     validation_error = (
                         f"payload fails {spec.event_class.__name__} validation: {exc}"
@@ -156,6 +163,8 @@ class Intake:
                     priority=int(Priority.parse(headers.priority)),
                     context=context,
                     cause_hash=content_hash(message.key(), message.value(), raw_headers),
+                    rerun_of=rerun_of,
+                    over_budget=rerun_of is not None and bool(decoded.payload.get("over_budget")),
                 )
             case _:
                 return Result(verdict.outcome)
@@ -184,3 +193,32 @@ class Intake:
 
     def _payload_of(self, raw: bytes) -> dict[str, Any]:
         return self.codec.decode(raw).payload
+
+
+def start_of_rerun(
+    step: str, event_type: str, context: WorkflowContext
+) -> tuple[str, dict[str, Any]]:
+    """The event a ``StepRetryRequested`` runs ``step`` on again: the latest
+    ``event_type`` (the step's start) in the workflow's projection, id and payload.
+
+    Raises:
+        EventValidationError: the projection holds no such event, or the latest is
+            the budget gate's own decision (a step started by a ``GateDecided`` is run
+            again on the decision that started it, which the projection no longer
+            holds): the request is dead-lettered with the reason.
+    """
+    start_id = next((eid for eid, kind, _ in reversed(context.history) if kind == event_type), None)
+    payload = context.get(event_type) if start_id is not None else None
+    if start_id is None or payload is None:
+        raise EventValidationError(
+            f"step '{step}' is to run again, but the event that starts it ({event_type}) is "
+            f"not in this agent's projection of workflow {context.workflow_id}"
+        )
+    if payload.get("gate") == f"{step}{BUDGET_GATE_SUFFIX}":
+        raise EventValidationError(
+            f"step '{step}' is to run again, but the latest {event_type} in workflow "
+            f"{context.workflow_id} is its budget gate's decision, not the event that started "
+            "it; a step started by a gate's decision cannot be run again this way, so fail "
+            "it (on_budget_exhausted: fail) or start it on another event"
+        )
+    return start_id, payload

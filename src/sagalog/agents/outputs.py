@@ -159,23 +159,56 @@ class RecordBuilder:
             (self.deadletter_topic, message.key(), message.value(), dlq_headers)
         ]
         if spec is not None and headers is not None:
-            failed = StepFailed(
-                step=spec.step,
-                reason=reason[:2000],
-                error_class=type(error).__qualname__,
-                attempts=attempts,
-                retryable=retryable,
+            records.extend(
+                self._step_failed(
+                    message, spec, headers, origin, reason, error, attempts, retryable
+                )
             )
-            try:
-                cause_hash = content_hash(message.key(), message.value(), headers_of(message))
-                records.append(
-                    self.output(headers, origin.topic, failed, headers.traceparent, cause_hash)
-                )
-            except SagalogError as exc:
-                self.telemetry.log(
-                    "dead_letter",
-                    f"could not publish StepFailed: {exc}",
-                    level=logging.ERROR,
-                    workflow_id=headers.workflow_id,
-                )
         return Result(Outcome.DEAD_LETTER, records=records, error=reason)
+
+    def gated(
+        self,
+        message: Any,
+        *,
+        reason: str,
+        error: BaseException,
+        attempts: int,
+        origin: RecordPosition,
+        spec: HandlerSpec,
+        headers: EventHeaders,
+    ) -> Result:
+        """The step ran out of budget and its flow opens a gate: a ``StepFailed`` for the
+        tracker, and no dead letter. The event is not bad; the gate's approval runs
+        the step again on it, from the projection."""
+        failed = self._step_failed(message, spec, headers, origin, reason, error, attempts, False)
+        return Result(Outcome.GATED, records=failed, error=reason)
+
+    def _step_failed(
+        self,
+        message: Any,
+        spec: HandlerSpec,
+        headers: EventHeaders,
+        origin: RecordPosition,
+        reason: str,
+        error: BaseException,
+        attempts: int,
+        retryable: bool,
+    ) -> list[OutRecord]:
+        failed = StepFailed(
+            step=spec.step,
+            reason=reason[:2000],
+            error_class=type(error).__qualname__,
+            attempts=attempts,
+            retryable=retryable,
+        )
+        try:
+            cause_hash = content_hash(message.key(), message.value(), headers_of(message))
+            return [self.output(headers, origin.topic, failed, headers.traceparent, cause_hash)]
+        except SagalogError as exc:
+            self.telemetry.log(
+                "dead_letter",
+                f"could not publish StepFailed: {exc}",
+                level=logging.ERROR,
+                workflow_id=headers.workflow_id,
+            )
+            return []

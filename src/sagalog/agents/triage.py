@@ -54,6 +54,7 @@ class Outcome(enum.Enum):
     RETRY = "retry"  # a failed attempt, to the retry topic with backoff
     DEFER = "defer"  # a dependency is unavailable: to the retry topic, attempt not spent
     DEAD_LETTER = "dead"  # to the dead-letter topic (and a StepFailed where a step ran)
+    GATED = "gated"  # out of budget, the flow opens a gate: a StepFailed, no dead letter
 
     @property
     def holds_workflow(self) -> bool:
@@ -68,7 +69,7 @@ class Outcome(enum.Enum):
 
 
 _TO_RETRY_TOPIC = frozenset({Outcome.RETRY, Outcome.DEFER, Outcome.PARK})
-_FINAL = frozenset({Outcome.HANDLED, Outcome.DEAD_LETTER})
+_FINAL = frozenset({Outcome.HANDLED, Outcome.DEAD_LETTER, Outcome.GATED})
 
 
 @dataclass(frozen=True)

@@ -212,15 +212,18 @@ class BudgetBook:
         """What ``partitions`` of the input's partitions may spend of ``budget``."""
         return self.budgets[budget].limits.share(partitions, self._partitions)
 
-    def reserve(self, spend: Spend, partition: int, *, now_ms: int) -> Granted | Exhausted:
-        """Count ``spend``'s estimate in its partition's ledger now, unless it is there.
+    def reserve(
+        self, spend: Spend, partition: int, *, now_ms: int, force: bool = False
+    ) -> Granted | Exhausted:
+        """Count ``spend``'s estimate in its partition's ledger now, unless it is there;
+        ``force``: over the limit too (``Ledger.reserve``).
 
         Raises:
             BudgetExceeded: the estimate alone is over a partition's share.
         """
         with self._lock:
             ledger = self._ledger(spend.ledger, partition, now_ms)
-            return ledger.reserve(spend.reservation, spend.estimate, now_ms=now_ms)
+            return ledger.reserve(spend.reservation, spend.estimate, now_ms=now_ms, force=force)
 
     def settle(self, spend: Spend, partition: int, *, now_ms: int) -> None:
         assert spend.actual is not None

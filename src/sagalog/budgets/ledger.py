@@ -190,20 +190,29 @@ class Ledger:
     #: scans the last minutes' calls, not the whole day the money window keeps.
     _holding: dict[str, None] = field(default_factory=dict)
 
-    def reserve(self, key: str, estimate: Usage, *, now_ms: int) -> Granted | Exhausted:
+    def reserve(
+        self, key: str, estimate: Usage, *, now_ms: int, force: bool = False
+    ) -> Granted | Exhausted:
         """Count ``estimate`` now, unless the key holds a reservation already.
 
+        ``force``: count it even over the limits. A person let the call go over (its
+        step's budget gate was approved); it still holds the windows, so later calls
+        wait for it to leave them.
+
         Raises:
-            BudgetExceeded: the estimate alone is over a limit.
+            BudgetExceeded: the estimate alone is over a limit (unless ``force``).
         """
         held = self._by_key.get(key)
         if held is not None:
             return Granted(held, repeated=True)
-        self._check_fits_ever(estimate)
         self.forget_before(now_ms)
-        refusal = self._tokens_refusal(estimate, now_ms) or self._money_refusal(estimate, now_ms)
-        if refusal is not None:
-            return refusal
+        if not force:
+            self._check_fits_ever(estimate)
+            refusal = self._tokens_refusal(estimate, now_ms) or self._money_refusal(
+                estimate, now_ms
+            )
+            if refusal is not None:
+                return refusal
         reservation = Reservation(key=key, at_ms=now_ms, estimate=estimate)
         self._add(reservation)
         return Granted(reservation)

@@ -25,6 +25,7 @@ from sagalog.flows.model import (
     GATE_OPENED,
     NAMED_ENDINGS,
     STEP_FAILED,
+    STEP_RETRY_REQUESTED,
     WAIT_ENDED,
     Flow,
     Gate,
@@ -44,6 +45,7 @@ _PLATFORM_EVENTS = frozenset(
         GATE_OPENED,
         GATE_DECIDED,
         WAIT_ENDED,
+        STEP_RETRY_REQUESTED,
     }
 )
 
@@ -122,6 +124,14 @@ def _names(flow: Flow) -> Iterator[Finding]:
             )
         else:
             seen[entry.name] = i
+    for step in flow.steps:
+        gate = step.budget_gate
+        if gate is not None and gate.name in seen:
+            yield (
+                f"step '{step.name}'",
+                f"its budget gate is named '{gate.name}', which entry {seen[gate.name] + 1} "
+                "already is; rename that entry",
+            )
     for kind, names in (
         ("segment", [s.name for s in flow.segments]),
         ("sla rule", [r.name for r in flow.sla]),
@@ -327,6 +337,9 @@ def _durations(flow: Flow) -> Iterator[Finding]:
             yield where(entry), longer("timeout", entry.timeout)
         if isinstance(entry, Gate) and entry.deadline > flow.deadline:
             yield where(entry), longer("deadline", entry.deadline)
+        budget_gate = entry.budget_gate if isinstance(entry, Step) else None
+        if budget_gate is not None and budget_gate.deadline > flow.deadline:
+            yield where(entry), longer("budget gate deadline", budget_gate.deadline)
         if isinstance(entry, Wait) and entry.timeout > flow.deadline:
             yield where(entry), longer("timeout", entry.timeout)
     for segment in flow.segments:
@@ -447,6 +460,10 @@ def _mentions(flow: Flow) -> Iterator[tuple[str | None, str, str]]:
             yield where(entry), "completes on", event_type
         for event_type in entry.fails_on:
             yield where(entry), "fails on", event_type
+        if entry.budget_gate is not None:
+            yield where(entry), "opens its budget gate with", GATE_OPENED
+            yield where(entry), "has its budget gate decided by", GATE_DECIDED
+            yield where(entry), "is run again after its budget gate with", STEP_RETRY_REQUESTED
         undo = entry.undo
         if undo is not None:
             yield where(entry), f"{_undo_role(entry)} is requested with", COMPENSATION_REQUESTED

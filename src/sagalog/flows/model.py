@@ -43,6 +43,12 @@ WAIT_ENDED = "sagalog.v1.WaitEnded"
 WEBHOOK_RECEIVED = "sagalog.v1.WebhookReceived"
 WORKFLOW_MIGRATED = "sagalog.v1.WorkflowMigrated"
 WORKFLOW_CANCELLED = "sagalog.v1.WorkflowCancelled"
+STEP_RETRY_REQUESTED = "sagalog.v1.StepRetryRequested"
+BUDGET_REFUSED = "BudgetRefused"
+"""The ``error_class`` of a ``StepFailed`` whose step found its model budget exhausted
+(``sagalog.agents.BudgetRefused``): what opens a step's budget gate."""
+BUDGET_GATE_SUFFIX = "_budget"
+"""A step's budget gate is named after it: ``draft_filing_budget``."""
 
 NAMED_ENDINGS = frozenset({GATE_DECIDED, WAIT_ENDED})
 """Platform events that end any gate (any wait): their payload names which one."""
@@ -143,12 +149,51 @@ class Step(_Frozen):
     effect: Literal["external", "none"] = "external"
     compensation: Compensation | None = None
     irreversible: Irreversible | None = None
-    on_budget_exhausted: Literal["wait", "fail"] = Field(
+    on_budget_exhausted: Literal["wait", "fail", "gate"] = Field(
         default="wait",
         description="When a model call's budget has no room (sagalog.budgets): wait "
-        "(deferred until the window refills, no attempt spent) or fail (the step fails "
-        "and the workflow compensates).",
+        "(deferred until the window refills, no attempt spent), fail (the step fails "
+        "and the workflow compensates), or gate (the step's budget_gate opens: approved, "
+        "the step runs again over the budget; rejected, the workflow compensates).",
     )
+    budget_gate: Gate | None = Field(
+        default=None,
+        description="The person who may let the step go over its budget, with on_budget_"
+        "exhausted: gate: {assignee, deadline, default, escalation}. Named "
+        "<step>_budget; opened by the step's StepFailed for want of budget.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _budget_gate_is_named_for_the_step(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("budget_gate"), dict):
+            derived = {
+                "gate": f"{data.get('name')}{BUDGET_GATE_SUFFIX}",
+                "starts_on": [STEP_FAILED],
+                "after": None,
+            }
+            gate = dict(data["budget_gate"])
+            given = {  # as a dumped flow holds them: the same
+                k: list(v) if isinstance(v, tuple) else v for k, v in gate.items() if k in derived
+            }
+            if "name" in gate or {**derived, **given} != derived:
+                raise ValueError(
+                    "budget_gate takes assignee, deadline, default and escalation only: it "
+                    f"is named <step>{BUDGET_GATE_SUFFIX} and opens when the step runs out of "
+                    "budget"
+                )
+            data = {**data, "budget_gate": {**gate, **derived}}
+        return data
+
+    @model_validator(mode="after")
+    def _gate_policy_has_its_gate(self) -> Step:
+        if (self.on_budget_exhausted == "gate") != (self.budget_gate is not None):
+            raise ValueError(
+                "on_budget_exhausted: gate and budget_gate go together: the gate says who "
+                "may let the step go over its budget (budget_gate: {assignee: <who>, "
+                "deadline: 24h, default: reject}), and only that policy opens it"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -429,6 +474,11 @@ class Flow(_Frozen):
         return tuple(e for e in self.entries if isinstance(e, Gate))
 
     @property
+    def budget_gates(self) -> tuple[Gate, ...]:
+        """The steps' budget gates (``on_budget_exhausted: gate``), in flow order."""
+        return tuple(s.budget_gate for s in self.steps if s.budget_gate is not None)
+
+    @property
     def waits(self) -> tuple[Wait, ...]:
         """The waits for outside events alone, in flow order."""
         return tuple(e for e in self.entries if isinstance(e, Wait))
@@ -447,8 +497,20 @@ class Flow(_Frozen):
         return None
 
     def entry(self, name: str) -> Step | Gate | Wait | None:
-        """The step or gate called ``name``, or None (say, a StepFailed for a stranger)."""
-        return next((e for e in self.entries if e.name == name), None)
+        """The step, gate or wait called ``name``, a step's budget gate included, or
+        None (say, a StepFailed for a stranger)."""
+        found = next((e for e in self.entries if e.name == name), None)
+        if found is None and name.endswith(BUDGET_GATE_SUFFIX):
+            step = self.step_of_budget_gate(name)
+            return step.budget_gate if step is not None else None
+        return found
+
+    def step_of_budget_gate(self, gate: str) -> Step | None:
+        """The step whose budget gate is called ``gate``, or None."""
+        return next(
+            (s for s in self.steps if s.budget_gate is not None and s.budget_gate.name == gate),
+            None,
+        )
 
     def index(self, name: str) -> int:
         """The position of the step or gate ``name`` in the flow.
@@ -459,6 +521,9 @@ class Flow(_Frozen):
         for i, entry in enumerate(self.entries):
             if entry.name == name:
                 return i
+        step = self.step_of_budget_gate(name)
+        if step is not None:  # open while its step waits, it stands where the step does
+            return self.index(step.name)
         raise KeyError(f"flow {self.label} has no step or gate '{name}'")
 
     def step_for_start(self, event_type: str, *, gate: str | None = None) -> Step | None:
@@ -526,10 +591,15 @@ class Flow(_Frozen):
             if isinstance(entry, Step):
                 named.update(entry.fails_on)
                 named.update(entry.undo_completes_on)
-        if self.gates:
+        if self.gates or self.budget_gates:
             named.update((GATE_OPENED, GATE_DECIDED))
+        if self.budget_gates:
+            named.add(STEP_RETRY_REQUESTED)
         for wait in self.waits:
             named.update(s.event for s in wait.signals)
         if any(s.undo_action for s in self.steps):
             named.add(COMPENSATION_REQUESTED)
         return frozenset(named)
+
+
+Step.model_rebuild()  # its budget_gate is a Gate, defined after it

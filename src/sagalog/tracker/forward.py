@@ -9,7 +9,7 @@ starts) and publishes what the entry needs, and ``leave`` cancels them again.
 from __future__ import annotations
 
 from sagalog.durations import format_duration
-from sagalog.events import GateDecided, GateDecision, GateOpened, WaitEnded
+from sagalog.events import GateDecided, GateDecision, GateOpened, StepRetryRequested, WaitEnded
 from sagalog.flows.model import Gate, Signal, Step, Wait
 from sagalog.flows.states import WorkflowState
 from sagalog.tracker import compensation
@@ -53,21 +53,40 @@ def enter(change: Change, entry: Step | Gate | Wait | None) -> None:
         )
         change.schedule(TimerKind.WAIT_TIMEOUT, entry.name, waiting.deadline_ms)
         return
-    attempt = 1
+    _open(change, entry, attempt=1)
+
+
+def _open(change: Change, gate: Gate, *, attempt: int) -> None:
+    """Open ``gate`` (its ``attempt``-th opening): the token, the announcement, its timers."""
+    now = change.now_ms
     progress = GateProgress(
-        gate=entry.name,
+        gate=gate.name,
         attempt=attempt,
-        assignee=entry.assignee,
-        token=gate_token(change.secret, change.workflow_id, entry.name, attempt),
+        assignee=gate.assignee,
+        token=gate_token(change.secret, change.workflow_id, gate.name, attempt),
         opened_at_ms=now,
-        deadline_ms=now + entry.deadline,
+        deadline_ms=now + gate.deadline,
     )
-    change.move(WorkflowState.PENDING_APPROVAL, step=entry.name, current=entry.name, gate=progress)
+    change.move(WorkflowState.PENDING_APPROVAL, step=gate.name, current=gate.name, gate=progress)
     _announce(change, progress)
-    if entry.escalation:
-        ref = f"{entry.name}#{attempt}#1"
-        change.schedule(TimerKind.GATE_ESCALATION, ref, now + entry.escalation[0].after)
-    change.schedule(TimerKind.GATE_DEADLINE, f"{entry.name}#{attempt}", progress.deadline_ms)
+    if gate.escalation:
+        ref = f"{gate.name}#{attempt}#1"
+        change.schedule(TimerKind.GATE_ESCALATION, ref, now + gate.escalation[0].after)
+    change.schedule(TimerKind.GATE_DEADLINE, f"{gate.name}#{attempt}", progress.deadline_ms)
+
+
+def open_budget_gate(change: Change, step: Step) -> None:
+    """``step`` ran out of budget and its flow says gate: hold it for a person.
+
+    The step's timeout stops while the gate is open (the person's time is not the
+    step's); its segments' and the workflow's deadlines go on. Each opening is a new
+    attempt, so a token of an earlier opening no longer decides it.
+    """
+    gate = step.budget_gate
+    assert gate is not None
+    change.cancel(lambda t: t.kind is TimerKind.STEP_TIMEOUT and t.ref == step.name)
+    openings = sum(1 for done in change.record.completed if done.name == gate.name)
+    _open(change, gate, attempt=openings + 1)
 
 
 def leave(change: Change, entry: Step | Gate | Wait) -> None:
@@ -137,7 +156,7 @@ def apply_gate_default(change: Change, retry: CompensationRetry) -> None:
         )
         event_id = change.publish(decided, remember=True)
         if decision is GateDecision.APPROVED:
-            approve(change, gate, event_id)
+            approve(change, gate, event_id, DEADLINE_DECIDER)
             return
     leave(change, gate)
     cause = CompensationCause.REJECTION if gate.default == "reject" else CompensationCause.FAILURE
@@ -145,11 +164,28 @@ def apply_gate_default(change: Change, retry: CompensationRetry) -> None:
     compensation.start(change, cause, reason, include_current=False, retry=retry)
 
 
-def approve(change: Change, gate: Gate, event_id: str) -> None:
+def approve(change: Change, gate: Gate, event_id: str, decided_by: str) -> None:
+    """Continue after an approved gate: with the next entry, or, for a step's budget
+    gate, with that step again, run over its budget (``StepRetryRequested``)."""
+    attempt = change.record.gate.attempt if change.record.gate is not None else 1
     leave(change, gate)
     change.complete(gate.name, event_id)
     change.move(WorkflowState.APPROVED, step=gate.name)
-    enter(change, change.flow.next_after(gate.name))
+    step = change.flow.step_of_budget_gate(gate.name)
+    if step is None:
+        enter(change, change.flow.next_after(gate.name))
+        return
+    change.move(WorkflowState.RUNNING, step=step.name, current=step.name)
+    change.schedule(TimerKind.STEP_TIMEOUT, step.name, change.now_ms + step.timeout)
+    change.publish(
+        StepRetryRequested(
+            step=step.name,
+            gate=gate.name,
+            decided_by=decided_by,
+            over_budget=True,
+            attempt=attempt,
+        )
+    )
 
 
 def receive(change: Change, wait: Wait, signal: Signal, event_id: str) -> None:

@@ -31,11 +31,13 @@ from __future__ import annotations
 from sagalog.durations import format_duration
 from sagalog.events import GateDecision, StateTransition
 from sagalog.flows.model import (
+    BUDGET_REFUSED,
     COMPENSATION_COMPLETED,
     COMPENSATION_REQUESTED,
     GATE_DECIDED,
     GATE_OPENED,
     STEP_FAILED,
+    STEP_RETRY_REQUESTED,
     WAIT_ENDED,
     WORKFLOW_CANCELLED,
     WORKFLOW_MIGRATED,
@@ -59,7 +61,13 @@ from sagalog.tracker.record import CompensationCause, WorkflowRecord
 from sagalog.tracker.timers import Timer, TimerKind
 
 _TRACKER_PUBLISHES = frozenset(
-    {GATE_OPENED, COMPENSATION_REQUESTED, WAIT_ENDED, StateTransition.event_type}
+    {
+        GATE_OPENED,
+        COMPENSATION_REQUESTED,
+        WAIT_ENDED,
+        STEP_RETRY_REQUESTED,
+        StateTransition.event_type,
+    }
 )
 _FORWARD = frozenset(
     {WorkflowState.RUNNING, WorkflowState.PENDING_APPROVAL, WorkflowState.AWAITING_INPUT}
@@ -365,6 +373,9 @@ def _on_failed(
     if step.name in record.completed_names:
         return _unchanged(Outcome.STALE, f"step '{step.name}' failed after it completed")
     if record.state is WorkflowState.RUNNING and record.current == step.name:
+        if step.budget_gate is not None and event.payload.get("error_class") == BUDGET_REFUSED:
+            forward.open_budget_gate(change, step)
+            return change.decision(event_id=event.event_id, event_time_ms=event.time_ms)
         reason = str(event.payload.get("reason") or "no reason given")
         compensation.start(
             change,
@@ -412,7 +423,7 @@ def _on_gate_decided(change: Change, event: TrackedEvent, retry: CompensationRet
     gate = flow.entry(verdict.gate)
     assert isinstance(gate, Gate)
     if verdict.decision is GateDecision.APPROVED:
-        forward.approve(change, gate, event.event_id)
+        forward.approve(change, gate, event.event_id, verdict.decided_by or "someone")
     else:
         forward.leave(change, gate)
         comment = f": {verdict.comment}" if verdict.comment else ""

@@ -108,7 +108,7 @@ def check_decision(
             token_attempt=older,
             attempt=gate.attempt,
         )
-    for other in flow.gates if flow is not None else ():
+    for other in (*flow.gates, *flow.budget_gates) if flow is not None else ():
         if other.name != gate.gate and any(
             signed(other.name, a) for a in range(1, OTHER_GATE_ATTEMPTS + 1)
         ):
