@@ -424,11 +424,26 @@ def blob_place(request: pytest.FixtureRequest, tmp_path: Path) -> BlobPlace:
     )
 
 
+def _rebuild(lab: TrackerLab, store: Path) -> Result:
+    return lab.project.sagalog(
+        "replay",
+        "rebuild",
+        "--store",
+        str(store),
+        "--app-id",
+        lab.app_id,
+        "--transitions-topic",
+        lab.transitions_topic,
+        "--json",
+        "--quiet",
+    )
+
+
 def test_a_blob_an_event_refers_to_is_checked_against_its_hash(
-    tracker_lab: TrackerLab, blob_place: BlobPlace, monkeypatch: Any
+    tracker_lab: TrackerLab, blob_place: BlobPlace, monkeypatch: Any, tmp_path: Path
 ) -> None:
     """The model's prompt (120 KB) travels as a reference; the audit rehashes the blob,
-    in a local directory and in an S3-compatible bucket."""
+    and a replay reads it, in a local directory and in an S3-compatible bucket."""
     lab = tracker_lab
     lab.tracker()
     prompt = "Score the risk of this purchase request against the policies. " * 2000
@@ -458,8 +473,24 @@ def test_a_blob_an_event_refers_to_is_checked_against_its_hash(
         monkeypatch.setenv(name, value)
     code, verification = audit()
     assert (code, verification["findings"], verification["notes"]) == (0, [], [])
+    # Replay reads the blobs too: a history is whole only with its payloads.
+    monkeypatch.setenv("SAGALOG_TRACKER_GATE_SECRET", SECRET)
+    rebuilt = _rebuild(lab, tmp_path / "rebuild-1")
+    assert rebuilt.exit_code == 0, rebuilt.output
+    blobs = json.loads(rebuilt.stdout)["blobs"]
+    assert (blobs["read"], blobs["bytes"], blobs["problems"]) == (1, len(prompt), [])
 
     blob_place.damage(ref, prompt.replace("risk", "RISK", 1).encode())
+    rebuilt = _rebuild(lab, tmp_path / "rebuild-2")
+    assert rebuilt.exit_code == 1, rebuilt.output
+    report = json.loads(rebuilt.stdout)
+    assert report["mismatches"] == []  # the tracker's state is whole; its payload is not
+    [problem] = report["blobs"]["problems"]
+    assert (problem["problem"], problem["event_id"], problem["field"]) == (
+        "modified",
+        ids[scored],
+        "RiskScored.prompt",
+    )
     code, verification = audit()
     assert code == 1
     assert [(f["kind"], f["event_id"]) for f in verification["findings"]] == [

@@ -5,9 +5,10 @@ of its own and never commits (a shadow of the tracker's group), and a sink that
 publishes nothing. The tracker's decision settings (gate secret, retries, admission,
 app id, transitions topic) come from its own ``SAGALOG_TRACKER_*`` variables.
 
-Exit codes: ``rebuild`` 0 no mismatch, 1 mismatches, 130 interrupted (run it again
-to continue); ``whatif`` 0, or 10 with ``--detailed-exitcode`` when a workflow would
-end differently; both 2 bad input, 3 Kafka or the registry unreachable.
+Exit codes: ``rebuild`` 0 no mismatch, 1 mismatches or a blob an event refers to
+missing or modified (``replay.blobs``), 130 interrupted (run it again to continue);
+``whatif`` 0, or 10 with ``--detailed-exitcode`` when a workflow would end
+differently; both 2 bad input, 3 Kafka or the registry unreachable.
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ def rebuild(
             chunk_size=chunk_size,
             progress=bars,
             changelog_topic=changelog,
+            blobs=project.settings.blob_store(),
         )
         try:
             with _sigterm_interrupts():
@@ -182,8 +184,8 @@ def rebuild(
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
     else:
-        _print_rebuild(report)
-    if mismatches:
+        _print_rebuild(report, job.blobs.lines())
+    if mismatches or not job.blobs.whole:
         raise click.exceptions.Exit(1)
 
 
@@ -224,10 +226,11 @@ def _rebuild_report(
         "workflows": {"rebuilt": result.workflows, "live": live},
         "changelog": job.changelog_topic,
         "mismatches": [m.to_json() for m in mismatches],
+        "blobs": job.blobs.to_json(),
     }
 
 
-def _print_rebuild(report: dict[str, Any]) -> None:
+def _print_rebuild(report: dict[str, Any], blob_lines: list[tuple[str, bool]]) -> None:
     echo = click.echo
     resumed = " (continued from an earlier run)" if report["resumed"] else ""
     echo(
@@ -271,6 +274,8 @@ def _print_rebuild(report: dict[str, Any]) -> None:
     if report["records"] == 0:
         echo("  the workflow topics hold no events: nothing to rebuild")
     echo(f"  live: {report['workflows']['live']:,} records in {report['changelog']}")
+    for line, problem in blob_lines:
+        click.secho(line, fg="yellow" if problem else None)
     mismatches = report["mismatches"]
     if not mismatches:
         click.secho("no mismatches", fg="green")

@@ -2,8 +2,9 @@
 
 See ``sagalog.replay.whatif`` for how, and ``sagalog.replay.assumptions`` for what an
 entry the recording never reached is taken to do. Exit codes: 0, or 10 with
-``--detailed-exitcode`` when a workflow would end differently; 2 bad input (a flow
-file, an assumption, the gate secret), 3 Kafka or the registry unreachable.
+``--detailed-exitcode`` when a workflow would end differently; 1 a blob an event refers
+to is missing or modified (``replay.blobs``); 2 bad input (a flow file, an assumption,
+the gate secret), 3 Kafka or the registry unreachable.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def whatif(
         transitions_topic=settings.transitions_topic,
         flow_name=flow.name,
         group_id=group_id,
+        blobs=project.settings.blob_store(),
     )
     report = what_if(
         recording,
@@ -110,6 +112,8 @@ def whatif(
         click.echo(json.dumps(_whatif_json(report, candidate), indent=2))
     else:
         _print_whatif(report, candidate, show_all)
+    if not recording.blobs.whole:
+        raise click.exceptions.Exit(1)
     if detailed_exitcode and report.changed:
         raise click.exceptions.Exit(10)
 
@@ -135,6 +139,7 @@ def _whatif_json(report: Any, source: Path) -> dict[str, Any]:
         "changed": [o.to_json() for o in report.changed],
         "not_reproduced": [o.to_json() for o in report.not_reproduced],
         "skipped": report.skipped,
+        "blobs": recording.blobs.to_json(),
     }
 
 
@@ -167,6 +172,8 @@ def _print_whatif(report: Any, source: Path, show_all: bool) -> None:
         )
     for why, ids in report.skipped.items():
         click.secho(f"  {len(ids)} workflow(s) skipped: {why} (first: {ids[0]})", fg="yellow")
+    for line, problem in recording.blobs.lines():
+        click.secho(line, fg="yellow" if problem else None)
     if report.not_reproduced:
         ids = ", ".join(o.workflow_id for o in report.not_reproduced[:5])
         click.secho(

@@ -31,10 +31,12 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
+from sagalog.blobs.store import BlobStore
 from sagalog.contracts.codec import EventCodec
 from sagalog.errors import TopologyError
 from sagalog.events import StateTransition
 from sagalog.flows.registry import FlowRegistry
+from sagalog.replay.blobs import BlobReads
 from sagalog.replay.chunks import ChunkReader, LogRange, next_offsets, plan_ranges
 from sagalog.replay.decoding import BatchDecoder, ReplayStats
 from sagalog.replay.diff import Mismatch, diff_sorted, merged_by_id
@@ -122,9 +124,15 @@ class Rebuild:
         chunk_size: int = 2_000,
         progress: Callable[[Progress], None] | None = None,
         changelog_topic: str | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
+        """Args:
+        blobs: the store the events' blob references are read from (``BlobReads``);
+            None: they are counted, not read.
+        """
         self.settings = settings
         self.codec = codec
+        self.blobs = BlobReads(codec, blobs)
         self.registry = registry
         self.replay = replay
         self.store = store
@@ -260,6 +268,7 @@ class Rebuild:
         for chunk in ChunkReader(consumer, todo, chunk_size=self.chunk_size).chunks():
             batch = processor.begin(self.store)
             engine.feed(batch, chunk)
+            self.blobs.see_all(chunk)
             batch.overlay.write_back()
             for partition, now in engine.clock.now.items():
                 self.store.stage_clock(partition, now)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer
 
+from sagalog.blobs.store import BlobStore
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_SOURCE, header_dict
 from sagalog.errors import FlowDefinitionError
@@ -36,6 +37,7 @@ from sagalog.events import StateTransition
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.replay.assumptions import Assumption, assumption_for
+from sagalog.replay.blobs import BlobReads
 from sagalog.replay.chunks import ChunkReader, plan_ranges
 from sagalog.replay.decoding import BatchDecoder
 from sagalog.replay.engine import MAX_EXAMPLES, SkippedRecord
@@ -65,6 +67,7 @@ class Recording:
     topic: str
     histories: dict[str, History]
     journal: MemoryJournal
+    blobs: BlobReads
     records: int = 0
     unreadable: int = 0
     examples: list[SkippedRecord] = field(default_factory=list)
@@ -133,11 +136,13 @@ def read_recording(
     flow_name: str,
     group_id: str,
     chunk_size: int = 10_000,
+    blobs: BlobStore | None = None,
 ) -> Recording:
     """The workflow topic's histories, then the journal (transitions of ``flow_name``).
 
     The tracker's own output on the workflow topic is left out: what a version
-    publishes is what is being recomputed.
+    publishes is what is being recomputed. The blobs the events refer to are read
+    from ``blobs`` (``replay.blobs``; None: counted, not read).
 
     Raises:
         ReplayError: the workflow topic does not exist.
@@ -150,8 +155,11 @@ def read_recording(
             journal_ranges = plan_ranges(consumer, [transitions_topic], timeout_s=timeout)
         except ReplayError:
             journal_ranges = []
-        recording = Recording(topic=topic, histories={}, journal=MemoryJournal())
+        recording = Recording(
+            topic=topic, histories={}, journal=MemoryJournal(), blobs=BlobReads(codec, blobs)
+        )
         for chunk in ChunkReader(consumer, ranges, chunk_size=chunk_size).chunks():
+            recording.blobs.see_all(chunk)
             for message in chunk:
                 recording.records += 1
                 read = read_event(codec, message.key(), message.value(), message.headers())
