@@ -553,6 +553,31 @@ def test_two_key_files_name_the_same_subject_differently(tmp_path: Path) -> None
     int(one.service_id, 16)
 
 
+def test_an_effects_arguments_digest_is_keyed_where_the_agent_holds_a_key(
+    tmp_path: Path,
+) -> None:
+    """The digest goes to the log forever: a plain sha256 of a request holding an
+    address would let anyone confirm a guessed address, even after erasure."""
+    import hashlib
+    import json
+
+    from sagalog.agents.intents import arguments_digest
+
+    one = LocalKeyService.load(tmp_path / "one.key", create=True)
+    two = LocalKeyService.load(tmp_path / "two.key", create=True)
+    request = {"order": "PO-1", "requester": EMAIL}
+    plain = arguments_digest([], request)
+    guessed = json.dumps(
+        {"args": [], "kwargs": request}, sort_keys=True, separators=(",", ":")
+    ).encode()
+    assert plain == hashlib.sha256(guessed).hexdigest()  # anyone can compute it
+    keyed = arguments_digest([], request, keyed=one.digest)
+    assert keyed != plain and len(keyed) == 64
+    assert keyed == arguments_digest([], request, keyed=one.digest)  # stable per key file
+    assert keyed != arguments_digest([], request, keyed=two.digest)
+    assert keyed != arguments_digest([], {**request, "requester": OTHER_EMAIL}, keyed=one.digest)
+
+
 def test_a_wrapped_data_key_unwraps_to_itself(service: LocalKeyService) -> None:
     key_id, data_key = new_data_key()
 

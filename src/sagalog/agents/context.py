@@ -256,7 +256,8 @@ class HandlerContext:
                 )
             return recorded["result"]
         dependency = dependency or name.split(".", 1)[0]
-        digest = arguments_digest(args, kwargs)
+        personal = self.personal_data
+        digest = arguments_digest(args, kwargs, keyed=None if personal is None else personal.digest)
         earlier = self.store.effect_intent(key)
         await self.flow.admit(dependency, key=self.event_id)
         self.effects_called += 1

@@ -30,7 +30,7 @@ import datetime as dt
 import enum
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -67,20 +67,30 @@ class EffectIntent:
         return dt.datetime.fromtimestamp(self.intended_at_ms / 1000, tz=dt.UTC)
 
 
-def arguments_digest(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+def arguments_digest(
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    *,
+    keyed: Callable[[bytes], str] | None = None,
+) -> str:
     """A stable hash of a call's arguments (JSON with sorted keys; other values as text).
 
     Two attempts of a deterministic handler hash the same; a difference on
     reconciliation means the handler computed another request the second time, which
     the dependency will answer with the first request's result (same key).
+
+    ``keyed``: the agent's keyed digest (``PersonalData.digest``) where it holds a
+    personal-data key. The digest goes to the log in ``EffectRecorded``, forever, and
+    a call's arguments may hold a revealed address: a plain sha256 of them would let
+    anyone test a guessed address, even after the subject was erased.
     """
     material = json.dumps(
         {"args": jsonable(list(args)), "kwargs": jsonable(dict(kwargs))},
         sort_keys=True,
         default=str,
         separators=(",", ":"),
-    )
-    return hashlib.sha256(material.encode()).hexdigest()
+    ).encode()
+    return hashlib.sha256(material).hexdigest() if keyed is None else keyed(material)
 
 
 class Settlement(enum.StrEnum):

@@ -38,6 +38,10 @@ class PersonalData:
         """The subject id of the subject ``value`` identifies (what ``sagalog erase`` takes)."""
         return self.keys.service.subject_id(value)
 
+    def digest(self, data: bytes) -> str:
+        """A keyed digest of ``data``, which may hold personal data (``KeyService.digest``)."""
+        return self.keys.service.digest(data)
+
     def seal_fields(
         self, fields: Sequence[PersonalField], datum: Mapping[str, Any]
     ) -> Mapping[str, Any]:

@@ -43,6 +43,12 @@ class KeyService(Protocol):
         """The opaque id of the subject ``value`` identifies (32 hex digits)."""
         ...
 
+    def digest(self, data: bytes) -> str:
+        """An HMAC-SHA-256 of ``data`` (64 hex digits) under a key of this service: a
+        digest of a value that may hold personal data, which nobody without the key
+        can test a guess against (an effect's ``arguments_sha256``)."""
+        ...
+
     def wrap(self, subject: str, key_id: str, data_key: bytes) -> bytes:
         """``data_key`` encrypted for storage in the key topic."""
         ...
@@ -68,6 +74,7 @@ class LocalKeyService:
         self.origin = origin
         self._wrapping = AESGCM(_derive(secret, b"sagalog personal-data wrapping"))
         self._naming = _derive(secret, b"sagalog personal-data subjects")
+        self._digests = _derive(secret, b"sagalog personal-data digests")
         self._service_id = _derive(secret, b"sagalog personal-data key id")[:8].hex()
 
     @property
@@ -99,6 +106,9 @@ class LocalKeyService:
 
     def subject_id(self, value: str) -> str:
         return hmac.new(self._naming, value.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def digest(self, data: bytes) -> str:
+        return hmac.new(self._digests, data, hashlib.sha256).hexdigest()
 
     def wrap(self, subject: str, key_id: str, data_key: bytes) -> bytes:
         nonce = os.urandom(_NONCE_BYTES)
