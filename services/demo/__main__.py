@@ -238,6 +238,13 @@ def run_filings(
         return gave_up(driver, exc, started)
     summary = summarize(filings, driver.end_states(), driver, gateway, time.monotonic() - started)
     summary["agents"] = filing_figures(fleet, filings)
+    refused = next((f for f in filings if f.plan is FilingPlan.OVER_BUDGET), None)
+    if refused is not None:
+        # Why a trial tenant's filing was rejected, as the tracker recorded it.
+        summary["agents"]["over_budget"] = {
+            "workflow_id": refused.workflow_id,
+            "reason": history(gateway, refused.workflow_id).get("terminal_reason"),
+        }
     print_summary("filing", summary)
     example = next((f for f in filings if f.plan is FilingPlan.FILE), None)
     if example is not None:
@@ -364,6 +371,9 @@ def print_summary(workflow: str, summary: dict[str, Any]) -> None:
             f"({agents['tool_calls_per_filing']} each); records {agents['records']}, "
             f"regulator {agents['regulator']}"
         )
+        if "over_budget" in agents:
+            refused = agents["over_budget"]
+            print(f"over budget, {refused['workflow_id']}: {refused['reason']}")
     print()
     phases = ", ".join(f"{p['name']} {p['seconds']}s" for p in summary["phases"])
     print(f"{summary['submitted']} {workflow} workflows in {summary['elapsed_s']}s ({phases})")
