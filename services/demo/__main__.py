@@ -258,23 +258,29 @@ def run_filings(
 
 def filing_figures(fleet: Fleet, filings: list[Filing]) -> dict[str, Any]:
     """Model calls, tokens and tool calls per drafted filing, from the model's and the
-    registers' own logs, and the effects the records system and the regulator saw."""
-    drafted = sum(1 for f in filings if f.drafted) or 1
+    registers' own logs, and the effects the records system and the regulator saw.
+    (A real model, ``DRAFTING_AGENT_LLM_BASE_URL``, keeps its own log: the stand-in's
+    then shows no call.)"""
+    drafted = sum(1 for f in filings if f.drafted)
+    per = max(drafted, 1)
     served = [c for c in fleet.calls("model") if c[3] == 200]
     tools = Counter(c[1] for c in fleet.calls("registers") if c[3] == 200)
     applied = {
         name: Counter(e["operation"] for e in fleet.effects(name)["effects"].values())
         for name in ("records", "regulator")
     }
-    tokens = sum(c[4] + c[5] for c in served)
+    prompt, completion = sum(c[4] for c in served), sum(c[5] for c in served)
+    tokens = prompt + completion
     return {
         "drafted": drafted,
         "model_calls": len(served),
         "model_tokens": tokens,
-        "model_calls_per_filing": round(len(served) / drafted, 2),
-        "tokens_per_filing": round(tokens / drafted),
+        "model_calls_per_filing": round(len(served) / per, 2),
+        "tokens_per_filing": round(tokens / per),
+        "prompt_tokens_per_filing": round(prompt / per),
+        "completion_tokens_per_filing": round(completion / per),
         "tool_calls": dict(tools),
-        "tool_calls_per_filing": round(sum(tools.values()) / drafted, 2),
+        "tool_calls_per_filing": round(sum(tools.values()) / per, 2),
         "records": dict(applied["records"]),
         "regulator": dict(applied["regulator"]),
     }
