@@ -88,4 +88,3 @@ def build_mix(run_id: str, count: int, *, seed: int = 7) -> list[Request]:
             Request(f"{run_id}-{n:04d}", plan, payload, priority=str(payload["priority"]))
         )
     return requests
-
