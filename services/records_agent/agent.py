@@ -7,15 +7,13 @@ rejected or fails releases the hold again.
 
 from __future__ import annotations
 
-from functools import partial
-
 from pydantic_settings import SettingsConfigDict
 
 from filings.events import DocumentsReleased, DocumentsRetrieved, FilingOpened, SourceDocument
 from filings.sources import documents_for
 from sagalog.agents import Agent, AgentSettings, HandlerContext
 from sagalog.events import CompensationRequested
-from standins.client import look_up, perform
+from standins.client import perform_once
 
 
 class RecordsAgentSettings(AgentSettings):
@@ -37,14 +35,14 @@ async def retrieve_documents(event: FilingOpened, ctx: HandlerContext) -> Docume
     sources = documents_for(event.company, event.regulator, event.due.year - 1)
     hold = await ctx.effect(
         "records.hold",
-        perform,
+        perform_once,
         settings.records_url,
         "hold",
         {
             "filing_number": event.filing_number,
             "documents": ",".join(s.document_id for s in sources),
         },
-        lookup=partial(look_up, settings.records_url),
+        key=f"hold:{ctx.workflow_id}",
     )
     return DocumentsRetrieved(
         filing_number=event.filing_number,
@@ -65,9 +63,10 @@ async def release_documents(
         return DocumentsReleased(hold_id="none", reason=reason)
     await ctx.effect(
         "records.release",
-        perform,
+        perform_once,
         settings.records_url,
         "release",
         {"hold_id": retrieved["hold_id"]},
+        key=f"release:{ctx.workflow_id}",
     )
     return DocumentsReleased(hold_id=retrieved["hold_id"], reason=reason)

@@ -16,7 +16,7 @@ from filings.events import (
 )
 from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError
 from sagalog.events import CompensationRequested, WaitEnded
-from standins.client import perform
+from standins.client import perform_once
 
 
 class SubmissionAgentSettings(AgentSettings):
@@ -41,16 +41,6 @@ agent = Agent(
 )
 
 
-def regulator_call(
-    regulator_url: str, operation: str, body: dict[str, Any], *, key: str, idempotency_key: str
-) -> dict[str, Any]:
-    """Call the regulator under the filing's own key, not the runtime's: a filing is
-    submitted once per workflow, whichever event (a redelivery, a second signal)
-    asks. The runtime's key still guards the local record."""
-    del idempotency_key
-    return perform(regulator_url, operation, body, idempotency_key=key)
-
-
 def _required(ctx: HandlerContext, event_type: str) -> dict[str, Any]:
     found = ctx.workflow.get(event_type)
     if found is None:
@@ -72,7 +62,7 @@ async def submit_filing(event: WaitEnded, ctx: HandlerContext) -> FilingSubmitte
     signed = _required(ctx, SignatureCaptured.event_type)
     receipt = await ctx.effect(
         "regulator.submit",
-        regulator_call,
+        perform_once,
         settings.regulator_url,
         "submit",
         {
@@ -105,7 +95,7 @@ async def withdraw_filing(request: CompensationRequested, ctx: HandlerContext) -
         )
     await ctx.effect(
         "regulator.withdraw",
-        regulator_call,
+        perform_once,
         settings.regulator_url,
         "withdraw",
         {"submission_id": submitted["submission_id"], "reason": reason},
