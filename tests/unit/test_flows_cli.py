@@ -112,7 +112,10 @@ def test_graph_refuses_a_broken_flow_but_not_for_another_ones_problems(project: 
     assert "fix procurement before drawing it" in result.stderr
 
 
-REFERENCE_AGENTS = ("intake", "retrieval", "risk", "budget", "purchasing", "notification")
+REFERENCE_AGENTS = (
+    *("intake", "retrieval", "risk", "budget", "purchasing", "notification"),
+    *("records", "drafting", "submission"),  # the filing flow's
+)
 
 
 def test_check_with_agents_confirms_each_fits_its_steps(
@@ -123,7 +126,10 @@ def test_check_with_agents_confirms_each_fits_its_steps(
     result = sagalog(project, "flows", "check", "--path", str(repo_root / "services"), *agents)
     assert result.exit_code == 0, result.output
     assert "ok  agent budget-agent (budget_agent.agent): fits steps reserve_budget" in result.stdout
-    assert len([line for line in result.stdout.splitlines() if "ok  agent " in line]) == 6
+    assert (
+        "ok  agent drafting-agent (drafting_agent.agent): fits steps draft_filing" in result.stdout
+    )
+    assert len([line for line in result.stdout.splitlines() if "ok  agent " in line]) == 9
 
 
 def test_check_refuses_an_agent_that_does_not_fit_naming_agent_flow_and_step(
