@@ -35,7 +35,9 @@ down:
 status: install
 	$(BIN)/sagalog dev status
 
-# The procurement approval end to end: 12 services as processes, ~200 requests.
+# Both reference workflows end to end, 18 services as processes: ~200 procurement
+# requests, then 30 regulatory filings (docs/filing.md). --workflow filing runs one:
+#   $(ON_STACK) env PYTHONPATH=services $(BIN)/python -m demo --workflow filing
 demo: up
 	$(ON_STACK) env PYTHONPATH=services $(BIN)/python -m demo
 

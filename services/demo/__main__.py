@@ -1,12 +1,16 @@
-"""``python -m demo``: the procurement approval end to end, every service its own process.
+"""``python -m demo``: the two reference workflows end to end, every service its own
+process: the procurement approval and the regulatory filing.
 
 Run by ``make demo`` after the local stack is up. It applies the topology, starts
-the three stand-ins, the saga tracker (virtual clock), the gateway and the six agent
-services, submits a mix of requests, plays the managers and the calendar (see
-``driver``), and ends with a summary table, the audit trail of one compensated
-workflow, and ``demo-summary.json``. The services are stopped at the end; Kafka and
-the registry keep running (``make down`` stops them). Exit 0 when every workflow
-ended as planned, 1 otherwise.
+the stand-ins (budget ledger, ERP, mail; records, registers, regulator and an
+OpenAI-compatible model), the saga tracker (virtual clock), the gateway and the nine
+agent services, then runs the procurement requests (``driver``) and the filings
+(``filing_driver``) one after the other, each with its people and calendar, and
+ends each with a summary table and the audit trail of one workflow; the whole run
+goes to ``demo-summary.json``. ``--workflow procurement`` or ``filing`` runs one.
+The services are stopped at the end; Kafka and the registry keep running (``make
+down`` stops them). Exit 0 when every workflow ended as planned and both audits
+verified, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -20,13 +24,15 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from demo.driver import Driver, bar, history
-from demo.fleet import Fleet, FleetConfig
-from demo.scenario import FAILING_VENDOR, Plan, Request, build_mix, mix_counts
+from demo.driver import Calendar, Driver, Planned, bar, history
+from demo.filing_driver import FilingDriver
+from demo.filing_scenario import Filing, FilingPlan, build_filings
+from demo.fleet import WORKFLOWS, Fleet, FleetConfig
+from demo.scenario import FAILING_VENDOR, Plan, Request, build_mix
 from sagalog.audit import (
     AuditError,
     ReadStats,
@@ -61,7 +67,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__)
-    parser.add_argument("--count", type=int, default=200, help="requests to submit")
+    parser.add_argument(
+        "--workflow", choices=[*WORKFLOWS, "both"], default="both", help="which to run"
+    )
+    parser.add_argument("--count", type=int, default=200, help="procurement requests to submit")
+    parser.add_argument("--filings", type=int, default=30, help="filings to open")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--summary", type=Path, default=REPO / "demo-summary.json")
     parser.add_argument("--run-dir", type=Path, default=Path.home() / ".local/state/sagalog/demo")
@@ -88,25 +98,32 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
         # does not declare, e.g. another tool's) is none of the demo's business.
         say(f"left alone: {str(exc).splitlines()[0]}")
 
+    workflows = WORKFLOWS if args.workflow == "both" else (args.workflow,)
     api_key = secrets.token_urlsafe(24)
     tracker = next(s for s in topology.services if isinstance(s, TrackerService))
+    run_dir = args.run_dir / run_id
+    # Every service and the audit share one blob store: a filing's long documents
+    # travel by reference, and the audit rehashes them.
+    settings = settings.model_copy(update={"blob_dir": str(run_dir / "blobs")})
     config = FleetConfig(
-        run_dir=args.run_dir / run_id,
+        run_dir=run_dir,
         settings=settings,
         gate_secret=secrets.token_urlsafe(32),
         api_key=api_key,
         tracker_service=tracker.name,
         tracker_app_id=tracker.app_id,
         login=service_logins(settings, client, topology),
+        workflows=workflows,
+        blob_dir=run_dir / "blobs",
     )
     fleet = Fleet(config)
-    requests = build_mix(run_id, args.count, seed=args.seed)
     started = time.monotonic()
     try:
-        say(f"starting 12 services (logs in {config.run_dir / 'logs'})")
+        say(f"starting {fleet.service_count} services (logs in {config.run_dir / 'logs'})")
         fleet.start_all()
         fleet.supervise()
-        fleet.faults("erp", reject_when={"vendor": FAILING_VENDOR})
+        if "procurement" in workflows:
+            fleet.faults("erp", reject_when={"vendor": FAILING_VENDOR})
         fleet.wait_gateway_ready()
         gateway = GatewayClient(
             # A broker lost and back is an outage the gateway answers 503 + Retry-After
@@ -115,48 +132,29 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
                 url=fleet.urls["gateway"], api_key=api_key, timeout_s=30, retry_for_s=180
             )
         )
-        say(f"{len(requests)} requests: {dict(Counter(r.plan.value for r in requests))}")
-        driver = Driver(
-            settings=settings,
-            catalog=catalog,
-            gateway=gateway,
-            topic=config.topic,
-            tracker_app_id=config.tracker_app_id,
-            requests=requests,
-            progress=bar,
-        )
-        try:
-            driver.run()
-        except SagalogError as exc:
-            # Say where it stopped and what was done, rather than exit with no summary.
-            done = ", ".join(f"{p.name} {p.done}/{p.of}" for p in driver.phases) or "none"
-            summary = {
-                "submitted": len(requests),
-                "gave_up": str(exc),
-                "phases": [phase.__dict__ for phase in driver.phases],
-                "states": dict(Counter(driver.states.values())),
-                "elapsed_s": round(time.monotonic() - started, 1),
-            }
-            args.summary.write_text(json.dumps(summary, indent=2) + "\n")
-            say(f"the driver gave up ({exc}); phases done: {done}; summary in {args.summary}")
-            return exc.exit_code
-        ends = driver.end_states()
-        summary = summarize(requests, ends, driver, gateway, time.monotonic() - started)
-        print_summary(summary)
-        example = next((r for r in requests if r.plan is Plan.FAIL), None)
-        if example is not None:
-            summary["erased"] = erase_requester(settings, catalog, example)
-        summary["audit_verified"] = example is None or print_audit(
-            settings, catalog, config, example
-        )
+        parts: dict[str, dict[str, Any]] = {}
+        for workflow in workflows:
+            part = (
+                run_procurement(settings, catalog, args, run_id, fleet, gateway)
+                if workflow == "procurement"
+                else run_filings(settings, catalog, args, run_id, fleet, gateway)
+            )
+            parts[workflow] = part
+            if "gave_up" in part:
+                summary = {"workflows": parts, "elapsed_s": round(time.monotonic() - started, 1)}
+                args.summary.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+                say(f"the {workflow} driver gave up ({part['gave_up']}); summary in {args.summary}")
+                return int(part["exit_code"])
+        summary = combined(parts, time.monotonic() - started)
         fleet.reap()
         summary["service_exits"] = dict(
             Counter(f"{name} exit {code}" for name, code in fleet.exits)
         )
         summary["logins"] = "shared" if config.login is None else "per service"
         summary["tracker_app_id"] = config.tracker_app_id
-        summary["examples"] = {r.plan.value: r.workflow_id for r in reversed(requests)}
-        args.summary.write_text(json.dumps(summary, indent=2) + "\n")
+        counts = ", ".join(f"{workflow} {part['submitted']}" for workflow, part in parts.items())
+        print(f"\n{summary['submitted']} workflows ({counts}) in {summary['elapsed_s']}s in all")
+        args.summary.write_text(json.dumps(summary, indent=2, default=str) + "\n")
         say(f"summary written to {args.summary}")
         if fleet.restarted:
             restarts = ", ".join(f"{name} x{n}" for name, n in sorted(fleet.restarted.items()))
@@ -173,28 +171,175 @@ def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
         fleet.stop_all()
 
 
+def run_procurement(
+    settings: ClientSettings,
+    catalog: SchemaCatalog,
+    args: argparse.Namespace,
+    run_id: str,
+    fleet: Fleet,
+    gateway: GatewayClient,
+) -> dict[str, Any]:
+    """The procurement requests end to end; their part of the summary."""
+    requests = build_mix(run_id, args.count, seed=args.seed)
+    say(f"{len(requests)} requests: {dict(Counter(r.plan.value for r in requests))}")
+    driver = Driver(
+        settings=settings,
+        catalog=catalog,
+        gateway=gateway,
+        topic=fleet.topic_of("procurement"),
+        tracker_app_id=fleet.config.tracker_app_id,
+        requests=requests,
+        progress=bar,
+    )
+    started = time.monotonic()
+    try:
+        driver.run()
+    except SagalogError as exc:
+        return gave_up(driver, exc, started)
+    summary = summarize(requests, driver.end_states(), driver, gateway, time.monotonic() - started)
+    print_summary("procurement", summary)
+    example = next((r for r in requests if r.plan is Plan.FAIL), None)
+    if example is not None:
+        summary["erased"] = erase_requester(settings, catalog, example)
+        vendor = f"vendor {FAILING_VENDOR}"
+        print(f"\naudit trail of {example.workflow_id} (plan: {example.plan}, {vendor})")
+    summary["audit_verified"] = example is None or print_audit(
+        settings, catalog, fleet.config, example.workflow_id
+    )
+    summary["examples"] = {r.plan.value: r.workflow_id for r in reversed(requests)}
+    return summary
+
+
+def run_filings(
+    settings: ClientSettings,
+    catalog: SchemaCatalog,
+    args: argparse.Namespace,
+    run_id: str,
+    fleet: Fleet,
+    gateway: GatewayClient,
+) -> dict[str, Any]:
+    """The regulatory filings end to end; their part of the summary, with what the
+    model and the tools were asked, by the stand-ins' own books."""
+    filings = build_filings(run_id, args.filings, seed=args.seed)
+    say(f"{len(filings)} filings: {dict(Counter(f.plan.value for f in filings))}")
+    driver = FilingDriver(
+        settings=settings,
+        catalog=catalog,
+        gateway=gateway,
+        topic=fleet.topic_of("filing"),
+        tracker_app_id=fleet.config.tracker_app_id,
+        filings=filings,
+        progress=bar,
+    )
+    started = time.monotonic()
+    try:
+        driver.run()
+    except SagalogError as exc:
+        return gave_up(driver, exc, started)
+    summary = summarize(filings, driver.end_states(), driver, gateway, time.monotonic() - started)
+    summary["agents"] = filing_figures(fleet, filings)
+    refused = next((f for f in filings if f.plan is FilingPlan.OVER_BUDGET), None)
+    if refused is not None:
+        # Why a trial tenant's filing was rejected, as the tracker recorded it.
+        summary["agents"]["over_budget"] = {
+            "workflow_id": refused.workflow_id,
+            "reason": history(gateway, refused.workflow_id).get("terminal_reason"),
+        }
+    print_summary("filing", summary)
+    example = next((f for f in filings if f.plan is FilingPlan.FILE), None)
+    if example is not None:
+        print(f"\naudit trail of {example.workflow_id} (plan: {example.plan})")
+    summary["audit_verified"] = example is None or print_audit(
+        settings, catalog, fleet.config, example.workflow_id
+    )
+    summary["examples"] = {f.plan.value: f.workflow_id for f in reversed(filings)}
+    return summary
+
+
+def filing_figures(fleet: Fleet, filings: list[Filing]) -> dict[str, Any]:
+    """Model calls, tokens and tool calls per drafted filing, from the model's and the
+    registers' own logs, and the effects the records system and the regulator saw.
+    (A real model, ``DRAFTING_AGENT_LLM_BASE_URL``, keeps its own log: the stand-in's
+    then shows no call.)"""
+    drafted = sum(1 for f in filings if f.drafted)
+    per = max(drafted, 1)
+    served = [c for c in fleet.calls("model") if c[3] == 200]
+    tools = Counter(c[1] for c in fleet.calls("registers") if c[3] == 200)
+    applied = {
+        name: Counter(e["operation"] for e in fleet.effects(name)["effects"].values())
+        for name in ("records", "regulator")
+    }
+    prompt, completion = sum(c[4] for c in served), sum(c[5] for c in served)
+    tokens = prompt + completion
+    return {
+        "drafted": drafted,
+        "model_calls": len(served),
+        "model_tokens": tokens,
+        "model_calls_per_filing": round(len(served) / per, 2),
+        "tokens_per_filing": round(tokens / per),
+        "prompt_tokens_per_filing": round(prompt / per),
+        "completion_tokens_per_filing": round(completion / per),
+        "tool_calls": dict(tools),
+        "tool_calls_per_filing": round(sum(tools.values()) / per, 2),
+        "records": dict(applied["records"]),
+        "regulator": dict(applied["regulator"]),
+    }
+
+
+def gave_up(driver: Calendar, exc: SagalogError, started: float) -> dict[str, Any]:
+    """Where a driver stopped and what was done, rather than exit with no summary."""
+    done = ", ".join(f"{p.name} {p.done}/{p.of}" for p in driver.phases) or "none"
+    say(f"phases done: {done}")
+    return {
+        "submitted": len(driver.planned),
+        "gave_up": str(exc),
+        "exit_code": exc.exit_code,
+        "phases": [phase.__dict__ for phase in driver.phases],
+        "states": dict(Counter(driver.states.values())),
+        "elapsed_s": round(time.monotonic() - started, 1),
+    }
+
+
+def combined(parts: dict[str, dict[str, Any]], elapsed_s: float) -> dict[str, Any]:
+    """The whole run: each workflow's part, and the totals the exit code is read from."""
+    return {
+        "submitted": sum(p["submitted"] for p in parts.values()),
+        "stuck": sum(p["stuck"] for p in parts.values()),
+        "matches_mix": all(p["matches_mix"] for p in parts.values()),
+        "audit_verified": all(p["audit_verified"] for p in parts.values()),
+        "erased": parts.get("procurement", {}).get("erased"),
+        "examples": {
+            f"{workflow}/{plan}": workflow_id
+            for workflow, part in parts.items()
+            for plan, workflow_id in part["examples"].items()
+        },
+        "workflows": parts,
+        "elapsed_s": round(elapsed_s, 1),
+    }
+
+
 def summarize(
-    requests: list[Request],
+    planned: Sequence[Planned],
     ends: Counter[str],
-    driver: Driver,
+    driver: Calendar,
     gateway: GatewayClient,
     elapsed_s: float,
 ) -> dict[str, Any]:
-    expected = mix_counts(requests)
+    expected = dict(sorted(Counter(p.expected_end for p in planned).items()))
     by_state = dict(sorted(ends.items()))
     dwell: dict[str, list[int]] = defaultdict(list)
-    for request in requests:
-        for move in history(gateway, request.workflow_id).get("history", []):
+    for workflow in planned:
+        for move in history(gateway, workflow.workflow_id).get("history", []):
             dwell[move["from_state"]].append(move["time_in_previous_state_ms"])
-    wrong = [r.workflow_id for r in requests if driver.states.get(r.workflow_id) != r.expected_end]
+    wrong = [p.workflow_id for p in planned if driver.states.get(p.workflow_id) != p.expected_end]
     return {
-        "submitted": len(requests),
+        "submitted": len(planned),
         "by_terminal_state": {s: n for s, n in by_state.items() if s in TERMINAL_STATES},
         "expected": expected,
         "stuck": sum(n for s, n in by_state.items() if s not in TERMINAL_STATES),
         "not_as_planned": wrong,
         "matches_mix": not wrong,
-        "by_plan": dict(Counter(r.plan.value for r in requests)),
+        "by_plan": dict(Counter(str(p.plan) for p in planned)),
         "time_in_state_ms": {
             state: {
                 "count": len(values),
@@ -209,37 +354,49 @@ def summarize(
     }
 
 
-def print_summary(summary: dict[str, Any]) -> None:
+def print_summary(workflow: str, summary: dict[str, Any]) -> None:
     print()
-    print(f"{'terminal state':<16}{'workflows':>10}{'planned':>10}")
+    print(f"{workflow + ': terminal state':<26}{'workflows':>10}{'planned':>10}")
     for state in sorted(set(summary["expected"]) | set(summary["by_terminal_state"])):
         got = summary["by_terminal_state"].get(state, 0)
-        print(f"{state:<16}{got:>10}{summary['expected'].get(state, 0):>10}")
-    print(f"{'stuck':<16}{summary['stuck']:>10}{0:>10}")
+        print(f"{state:<26}{got:>10}{summary['expected'].get(state, 0):>10}")
+    print(f"{'stuck':<26}{summary['stuck']:>10}{0:>10}")
     print()
     print(f"{'time in state (virtual)':<26}{'transitions':>12}{'p50':>12}{'p95':>12}")
     for state, figures in summary["time_in_state_ms"].items():
         print(
             f"{state:<26}{figures['count']:>12}{_dur(figures['p50']):>12}{_dur(figures['p95']):>12}"
         )
+    agents = summary.get("agents")
+    if agents:
+        print()
+        print(
+            f"model: {agents['model_calls']} calls, {agents['model_tokens']} tokens for "
+            f"{agents['drafted']} drafted filings ({agents['model_calls_per_filing']} calls, "
+            f"{agents['tokens_per_filing']} tokens each); tools: {agents['tool_calls']} "
+            f"({agents['tool_calls_per_filing']} each); records {agents['records']}, "
+            f"regulator {agents['regulator']}"
+        )
+        if "over_budget" in agents:
+            refused = agents["over_budget"]
+            print(f"over budget, {refused['workflow_id']}: {refused['reason']}")
     print()
     phases = ", ".join(f"{p['name']} {p['seconds']}s" for p in summary["phases"])
-    print(f"{summary['submitted']} workflows in {summary['elapsed_s']}s ({phases})")
+    print(f"{summary['submitted']} {workflow} workflows in {summary['elapsed_s']}s ({phases})")
 
 
 def print_audit(
-    settings: ClientSettings, catalog: SchemaCatalog, config: FleetConfig, request: Request
+    settings: ClientSettings, catalog: SchemaCatalog, config: FleetConfig, workflow_id: str
 ) -> bool:
     """One workflow's history as ``sagalog audit --verify`` shows it: read at the
     positions its tracker sealed (never a topic scan), causes, gate decisions, model
     lineage and transitions, and the hash chain checked."""
-    print(f"\naudit trail of {request.workflow_id} (plan: {request.plan}, vendor {FAILING_VENDOR})")
     stats = ReadStats()
     consumer = audit_consumer(settings)
     try:
         seal = find_workflow(
             consumer,
-            request.workflow_id,
+            workflow_id,
             changelog=records_changelog(config.tracker_app_id),
             timeout_s=settings.connect_timeout_s,
             stats=stats,
@@ -265,7 +422,7 @@ def print_audit(
     verification = verify(collected.trail.workflow, collected.events, collected.transitions)
     print(to_text(collected.trail, verification=verification, stats=stats, headers=False))
     print(
-        f"  (the same: sagalog audit {request.workflow_id} --verify "
+        f"  (the same: sagalog audit {workflow_id} --verify "
         f"--tracker-app-id {config.tracker_app_id})"
     )
     return verification.ok

@@ -32,16 +32,37 @@ from sagalog.settings import ClientSettings
 
 SERVICES_DIR = Path(__file__).resolve().parents[1]
 
-AGENTS: dict[str, tuple[str, dict[str, str]]] = {
-    # module -> (env prefix, {setting: the stand-in it calls})
-    "intake_agent": ("INTAKE_AGENT", {}),
-    "retrieval_agent": ("RETRIEVAL_AGENT", {}),
-    "risk_agent": ("RISK_AGENT", {}),
-    "budget_agent": ("BUDGET_AGENT", {"ledger_url": "ledger"}),
-    "purchasing_agent": ("PURCHASING_AGENT", {"erp_url": "erp"}),
-    "notification_agent": ("NOTIFICATION_AGENT", {"mail_url": "mail"}),
+WORKFLOWS = ("procurement", "filing")
+
+
+@dataclass(frozen=True)
+class AgentProcess:
+    """How the fleet runs an agent service: its settings' env prefix, the stand-in
+    each URL setting points at, and the workflow whose topic it serves."""
+
+    prefix: str
+    standins: dict[str, str]
+    workflow: str
+
+
+AGENTS: dict[str, AgentProcess] = {
+    "intake_agent": AgentProcess("INTAKE_AGENT", {}, "procurement"),
+    "retrieval_agent": AgentProcess("RETRIEVAL_AGENT", {}, "procurement"),
+    "risk_agent": AgentProcess("RISK_AGENT", {}, "procurement"),
+    "budget_agent": AgentProcess("BUDGET_AGENT", {"ledger_url": "ledger"}, "procurement"),
+    "purchasing_agent": AgentProcess("PURCHASING_AGENT", {"erp_url": "erp"}, "procurement"),
+    "notification_agent": AgentProcess("NOTIFICATION_AGENT", {"mail_url": "mail"}, "procurement"),
+    "records_agent": AgentProcess("RECORDS_AGENT", {"records_url": "records"}, "filing"),
+    "drafting_agent": AgentProcess(
+        "DRAFTING_AGENT", {"registers_url": "registers", "llm_base_url": "model"}, "filing"
+    ),
+    "submission_agent": AgentProcess("SUBMISSION_AGENT", {"regulator_url": "regulator"}, "filing"),
 }
-STANDINS = ("ledger", "erp", "mail")
+STANDINS = {
+    "procurement": ("ledger", "erp", "mail"),
+    # the model is an OpenAI-compatible stand-in (standins.model), the rest effect stand-ins
+    "filing": ("records", "registers", "regulator", "model"),
+}
 
 
 @dataclass
@@ -105,6 +126,11 @@ class FleetConfig:
     gate_secret: str
     api_key: str
     topic: str = "procurement.events"
+    filing_topic: str = "filings.events"
+    workflows: tuple[str, ...] = ("procurement",)
+    """The reference workflows whose agents and stand-ins run (``WORKFLOWS``)."""
+    blob_dir: Path | None = None
+    """The blob store every service shares (``SAGALOG_BLOB_DIR``); None: payloads inline."""
     transitions_topic: str = "sagalog.transitions"
     alerts_topic: str = "sagalog.alerts"
     deadletter_topic: str = "sagalog.deadletter"
@@ -142,17 +168,30 @@ class Fleet:
         tracker = self.start_tracker()
         self.wait_for_log(tracker, "tables ready", timeout=120)  # its changelogs exist now
         self.start_gateway()
-        for module in AGENTS:
-            self.start_agent(module)
+        for module, process in AGENTS.items():
+            if process.workflow in self.config.workflows:
+                self.start_agent(module)
 
     def start_standins(self) -> dict[str, str]:
-        for name in STANDINS:
+        names = [name for w in self.config.workflows for name in STANDINS[w]]
+        for name in names:
             port = free_port()
-            self._launch(name, ["-m", "standins.server", name, "--port", str(port)], {})
+            server = ["standins.model"] if name == "model" else ["standins.server", name]
+            self._launch(name, ["-m", *server, "--port", str(port)], {})
             self.urls[name] = f"http://127.0.0.1:{port}"
-        for name in STANDINS:
+        for name in names:
             self._wait_http(name, f"{self.urls[name]}/health")
         return dict(self.urls)
+
+    @property
+    def service_count(self) -> int:
+        """The processes ``start_all`` starts: stand-ins, tracker, gateway, agents."""
+        workflows = self.config.workflows
+        agents = sum(1 for p in AGENTS.values() if p.workflow in workflows)
+        return sum(len(STANDINS[w]) for w in workflows) + 2 + agents
+
+    def topic_of(self, workflow: str) -> str:
+        return self.config.filing_topic if workflow == "filing" else self.config.topic
 
     def start_tracker(self, instance: str = "a") -> Service:
         c = self.config
@@ -190,12 +229,19 @@ class Fleet:
 
     def start_agent(self, module: str, instance: str = "a") -> Service:
         c = self.config
-        prefix, standins = AGENTS[module]
+        process = AGENTS[module]
         name = module if instance == "a" else f"{module}-{instance}"
+        # A URL the environment already sets is kept: DRAFTING_AGENT_LLM_BASE_URL names
+        # a real model instead of the stand-in.
+        standins = {
+            setting: standin
+            for setting, standin in process.standins.items()
+            if f"{process.prefix}_{setting.upper()}" not in os.environ
+        }
         values: dict[str, Any] = {
             **self._health_port(name),
             "name": self.agent_name(module),
-            "topic": c.topic,
+            "topic": self.topic_of(process.workflow),
             "instance_id": instance,
             "data_dir": c.run_dir / "data" / f"{module}-{instance}",
             "deadletter_topic": c.deadletter_topic,
@@ -206,7 +252,7 @@ class Fleet:
         }
         if module == "purchasing_agent":
             values["gate_secret"] = c.gate_secret
-        env = self._client_env(values["name"]) | _prefixed(f"{prefix}_", **values)
+        env = self._client_env(values["name"]) | _prefixed(f"{process.prefix}_", **values)
         return self._launch(name, ["-m", module], env)
 
     def agent_name(self, module: str) -> str:
@@ -261,6 +307,11 @@ class Fleet:
 
     def faults(self, standin: str, **faults: Any) -> dict[str, Any]:
         return _post(f"{self.urls[standin]}/faults", faults)
+
+    def calls(self, standin: str) -> list[list[Any]]:
+        """A stand-in's log of every call (``GET /calls``), in arrival order."""
+        with urllib.request.urlopen(f"{self.urls[standin]}/calls", timeout=10) as reply:
+            return list(json.load(reply)["calls"])
 
     def effects(self, standin: str) -> dict[str, Any]:
         with urllib.request.urlopen(f"{self.urls[standin]}/effects", timeout=10) as reply:
@@ -338,6 +389,8 @@ class Fleet:
         env = client_config.environment(
             s.model_copy(update={"project_dir": str(Path(s.project_dir).resolve())})
         )
+        if self.config.blob_dir is not None:
+            env["SAGALOG_BLOB_DIR"] = str(self.config.blob_dir)
         if self.config.login is not None:
             env |= self.config.login(principal)
         return env

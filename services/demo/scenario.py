@@ -88,10 +88,3 @@ def build_mix(run_id: str, count: int, *, seed: int = 7) -> list[Request]:
             Request(f"{run_id}-{n:04d}", plan, payload, priority=str(payload["priority"]))
         )
     return requests
-
-
-def mix_counts(requests: list[Request]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for request in requests:
-        counts[request.expected_end] = counts.get(request.expected_end, 0) + 1
-    return dict(sorted(counts.items()))

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+from pydantic import BaseModel, ConfigDict
+
 from sagalog.agents.lineage import DecisionLineage
+from sagalog.blobs.store import BlobRef
 from sagalog.contracts.models import Event
 
 
@@ -16,6 +19,49 @@ class FilingOpened(Event):
     filing_number: str
     regulator: str
     due: dt.datetime
+    company: str = ""
+    tenant: str = "standard"
+
+
+class SourceDocument(BaseModel):
+    """One document a filing is drawn from; its text may travel as a blob reference."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    document_id: str
+    title: str
+    text: str | BlobRef | None = None
+
+
+class DocumentsRetrieved(Event):
+    """The filing's source documents were gathered and put on legal hold."""
+
+    event_type = "filings.v1.DocumentsRetrieved"
+
+    filing_number: str
+    hold_id: str
+    documents: list[SourceDocument]
+
+
+class DocumentsReleased(Event):
+    """Compensation of ``DocumentsRetrieved``: the legal hold was lifted."""
+
+    event_type = "filings.v1.DocumentsReleased"
+
+    hold_id: str
+    reason: str
+
+
+class FilingDrafted(Event):
+    """A model drafted the filing's text, under the drafting agent's budget."""
+
+    event_type = "filings.v1.FilingDrafted"
+
+    filing_number: str
+    draft: str
+    lineage: DecisionLineage
+    tools_used: list[str] = []
+    model_turns: int = 0
 
 
 class SignatureCaptured(Event):
@@ -28,11 +74,22 @@ class SignatureCaptured(Event):
     signed_at: dt.datetime
 
 
-class FilingDrafted(Event):
-    """A model drafted the filing's text, under the drafting agent's budget."""
+class FilingSubmitted(Event):
+    """The signed filing was submitted to the regulator, which acknowledged it."""
 
-    event_type = "filings.v1.FilingDrafted"
+    event_type = "filings.v1.FilingSubmitted"
 
     filing_number: str
-    draft: str
-    lineage: DecisionLineage
+    regulator: str
+    submission_id: str
+    signed_by: str
+
+
+class FilingWithdrawn(Event):
+    """Follow-up of ``FilingSubmitted``: a notice withdrawing the submission."""
+
+    event_type = "filings.v1.FilingWithdrawn"
+
+    filing_number: str
+    submission_id: str
+    reason: str

@@ -31,6 +31,27 @@ def perform(
     return answer
 
 
+def perform_once(
+    base_url: str,
+    operation: str,
+    body: dict[str, Any],
+    *,
+    key: str,
+    idempotency_key: str,
+    timeout_s: float = 5.0,
+) -> dict[str, Any]:
+    """``perform`` under the caller's business ``key`` instead of the runtime's.
+
+    The runtime's key is one per handled event; some effects are one per workflow (a
+    filing's submission, the release of its hold). Two events asking for one (a
+    redelivery under a new id, a compensation the tracker asks for again when the
+    first is slow) must still find one effect. The runtime's key still guards the
+    agent's own record, so a redelivered event does not call at all.
+    """
+    del idempotency_key  # replaced by the business key, which is as stable and broader
+    return perform(base_url, operation, body, idempotency_key=key, timeout_s=timeout_s)
+
+
 def look_up(
     base_url: str, *, idempotency_key: str, timeout_s: float = 5.0
 ) -> dict[str, Any] | None:

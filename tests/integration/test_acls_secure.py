@@ -218,7 +218,7 @@ def test_apply_on_an_empty_cluster_creates_exactly_the_derived_bindings(
     assert applied["before"] == set()
     rules = derived(project)
     assert applied["after"] == set(rules)
-    assert len(rules) == 114  # the procurement and the filing flows, the key topic
+    assert len(rules) == 153  # the procurement and the filing flows, the key topic
     output = applied["output"]
     assert (
         "done: + create acl User:gateway: ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'"

@@ -27,13 +27,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from demo.fleet import AGENTS
+from demo.fleet import AGENTS as FLEET_AGENTS
 from sagalog.exit_codes import ExitCode
 from sagalog.service_process import free_port
 
 from .dockerfile import Image
 
 REPO = Path(__file__).resolve().parents[2]
+
+# The procurement agents: the containers run them on its topic.
+AGENTS = {m: p for m, p in FLEET_AGENTS.items() if p.workflow == "procurement"}
 
 
 def run(args: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> str:
@@ -240,7 +243,8 @@ def test_every_image_starts_as_its_dockerfile_says_and_stops_cleanly(
         },
     )
     containers.append(gateway)
-    for module, (prefix, _) in AGENTS.items():
+    for module, process in AGENTS.items():
+        prefix = process.prefix
         agent = images[module]
         containers.append(
             agent.start(

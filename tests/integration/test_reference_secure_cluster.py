@@ -3,11 +3,11 @@
 Three KRaft brokers (replication 3, min ISR 2), TLS everywhere, SCRAM logins and the
 StandardAuthorizer denying by default. ``make demo`` runs on it as a user would run it
 (``sagalog dev run -- python -m demo``): the topology is applied with the ACLs it
-derives and each service's SCRAM user, and then every service (tracker, gateway, six
-agents) connects as its own principal, so a right the topology forgot fails the run.
-The requests end as planned, none is stuck, the audit trail verifies, and no service
-exits. The stack is private (ports 25092/25192/25292, registry 25081, a tmp state dir)
-and stopped at the end.
+derives and each service's SCRAM user, and then every service (tracker, gateway, the
+nine agents of both reference workflows) connects as its own principal, so a right the
+topology forgot fails the run. The requests and the filings end as planned, none is
+stuck, both audit trails verify, and no service exits. The stack is private (ports
+25092/25192/25292, registry 25081, a tmp state dir) and stopped at the end.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ SERVICES = (
     "budget-agent",
     "purchasing-agent",
     "notification-agent",
+    "records-agent",
+    "drafting-agent",
+    "submission-agent",
 )
 
 
@@ -78,7 +81,8 @@ def test_the_reference_workflow_ends_as_planned_on_three_secure_brokers(
     output = demo.stdout + demo.stderr
     assert demo.returncode == 0, output[-4000:]
     summary = json.loads(summary_file.read_text())
-    assert summary["submitted"] == REQUESTS
+    assert summary["workflows"]["procurement"]["submitted"] == REQUESTS
+    assert summary["workflows"]["filing"]["submitted"] > 0
     assert summary["stuck"] == 0, summary
     assert summary["matches_mix"], summary
     assert summary["audit_verified"], output[-4000:]

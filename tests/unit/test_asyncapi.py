@@ -110,7 +110,7 @@ def test_the_cli_writes_yaml_or_json(tmp_path: Path) -> None:
         cli, ["--project-dir", str(REPO), "topology", "asyncapi", "-o", str(out)]
     )
     assert result.exit_code == 0, result.output
-    assert "26 message(s)" in result.output
+    assert "31 message(s)" in result.output
     assert json.loads(out.read_text())["asyncapi"] == "3.0.0"
     shown = runner.invoke(cli, ["--project-dir", str(REPO), "topology", "asyncapi"])
     assert yaml.safe_load(shown.output)["asyncapi"] == "3.0.0"

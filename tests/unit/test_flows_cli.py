@@ -32,12 +32,13 @@ def test_check_prints_one_line_per_flow_version(project: Path) -> None:
     result = sagalog(project, "flows", "check")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 4
     assert lines[0].startswith("ok  filing v1: 0 step(s), 0 gate(s), 1 wait(s), 1 SLA rule(s)")
-    assert lines[1].startswith(
+    assert lines[1].startswith("ok  filing v2: 3 step(s), 1 gate(s), 1 wait(s), 2 SLA rule(s)")
+    assert lines[2].startswith(
         "ok  procurement v1: 6 step(s), 1 gate(s), 2 segment(s), 2 SLA rule(s), deadline 5d ("
     )
-    assert lines[2].startswith("ok  procurement v2:") and lines[2].endswith("procurement.v2.yaml)")
+    assert lines[3].startswith("ok  procurement v2:") and lines[3].endswith("procurement.v2.yaml)")
 
 
 def test_check_reports_every_problem_and_exits_2(project: Path) -> None:
@@ -53,7 +54,7 @@ def test_check_reports_every_problem_and_exits_2(project: Path) -> None:
     errors = result.stderr.splitlines()
     assert errors[0].startswith("error: ") and "step 'score_risk', field 'timeout'" in errors[0]
     assert "gate 'manager_approval', field 'deadline'" in errors[1]
-    assert errors[-1].startswith("2 problem(s) in 1 of 2 flow file(s)")
+    assert errors[-1].startswith("2 problem(s) in 1 of 3 flow file(s)")
 
 
 def test_check_goes_on_to_schemas_once_fields_are_right(project: Path) -> None:
@@ -111,7 +112,10 @@ def test_graph_refuses_a_broken_flow_but_not_for_another_ones_problems(project: 
     assert "fix procurement before drawing it" in result.stderr
 
 
-REFERENCE_AGENTS = ("intake", "retrieval", "risk", "budget", "purchasing", "notification")
+REFERENCE_AGENTS = (
+    *("intake", "retrieval", "risk", "budget", "purchasing", "notification"),
+    *("records", "drafting", "submission"),  # the filing flow's
+)
 
 
 def test_check_with_agents_confirms_each_fits_its_steps(
@@ -122,7 +126,10 @@ def test_check_with_agents_confirms_each_fits_its_steps(
     result = sagalog(project, "flows", "check", "--path", str(repo_root / "services"), *agents)
     assert result.exit_code == 0, result.output
     assert "ok  agent budget-agent (budget_agent.agent): fits steps reserve_budget" in result.stdout
-    assert len([line for line in result.stdout.splitlines() if "ok  agent " in line]) == 6
+    assert (
+        "ok  agent drafting-agent (drafting_agent.agent): fits steps draft_filing" in result.stdout
+    )
+    assert len([line for line in result.stdout.splitlines() if "ok  agent " in line]) == 9
 
 
 def test_check_refuses_an_agent_that_does_not_fit_naming_agent_flow_and_step(

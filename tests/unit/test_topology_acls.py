@@ -225,7 +225,7 @@ def test_deny_by_default_nothing_beyond_the_derivation(
     procurement: tuple[Topology, tuple[Flow, ...]],
 ) -> None:
     rules = derive_acls(*procurement)
-    assert len(rules) == 114
+    assert len(rules) == 153
     assert all(r.permission is Permission.ALLOW and r.host == "*" for r in rules)
     assert not [r for r in rules if r.resource_type is ResourceKind.CLUSTER]  # KIP-679
     assert not [r for r in rules if r.operation in (Operation.ALL, Operation.DELETE)]
@@ -420,7 +420,7 @@ def test_cli_lists_the_derived_bindings_without_a_cluster(repo_root: Path) -> No
     result = CliRunner().invoke(cli, ["--project-dir", str(repo_root), "topology", "acls"])
     assert result.exit_code == 0, result.output
     assert "User:gateway\n  ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'" in result.output
-    assert result.output.rstrip().endswith("114 binding(s) for 8 service(s)")
+    assert result.output.rstrip().endswith("153 binding(s) for 11 service(s)")
 
 
 # -- reading the cluster's ACLs ---------------------------------------------------------

@@ -113,5 +113,5 @@ def test_the_cli_writes_the_resources(tmp_path: Path) -> None:
         cli, ["--project-dir", str(REPO), "topology", "export", "--strimzi", "-o", str(out)]
     )
     assert result.exit_code == 0, result.output
-    assert "7 KafkaTopic(s), 8 KafkaUser(s)" in result.output
-    assert len(list(yaml.safe_load_all(out.read_text()))) == 15
+    assert "7 KafkaTopic(s), 11 KafkaUser(s)" in result.output
+    assert len(list(yaml.safe_load_all(out.read_text()))) == 18

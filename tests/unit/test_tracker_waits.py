@@ -90,8 +90,13 @@ def load(tmp_path: Path, catalog: SchemaCatalog, topology: Topology, **changes: 
 
 
 @pytest.fixture
-def filing(repo_root: Path) -> TrackerHarness:
-    return TrackerHarness.for_project(repo_root, secret=SECRET, now_ms=T0)
+def filing(repo_root: Path, catalog: SchemaCatalog, topology: Topology) -> TrackerHarness:
+    """Version 1 of the filing flow alone: the wait for a document and a signature
+    (version 2, which new filings start on, is the agents' workflow: docs/filing.md)."""
+    flow = load_flow_file(
+        repo_root / "topology" / "flows" / "filing.v1.yaml", catalog=catalog, topology=topology
+    )
+    return TrackerHarness([flow], secret=SECRET, now_ms=T0)
 
 
 def webhook(tracker: TrackerHarness, workflow_id: str, kind: str, **extra: Any) -> Any:

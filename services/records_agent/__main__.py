@@ -1,0 +1,6 @@
+"""``python -m records_agent``: run one instance of the records agent."""
+
+from records_agent.agent import agent, settings
+from sagalog.agents import run
+
+run(agent, settings)
