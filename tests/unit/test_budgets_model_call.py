@@ -221,6 +221,22 @@ def test_a_call_that_could_never_fit_or_names_no_budget_is_not_retried(tmp_path:
     assert model.served == []
 
 
+def test_a_call_that_could_never_fit_is_refused_as_the_flow_says_and_a_gate_may_let_it(
+    tmp_path: Path,
+) -> None:
+    store = StateStore(tmp_path / "db")
+    book, model = _book(store, tokens_per_minute=10), Model()
+    with pytest.raises(BudgetRefused, match="can never fit 10 tokens per minute") as failed:
+        _call(_context(store, book, policy="fail"), model)
+    assert not failed.value.gated
+    with pytest.raises(BudgetRefused, match="its gate draft_budget decides") as gated:
+        _call(_context(store, book, policy="gate"), model)
+    assert gated.value.gated and model.served == []
+    approved = _context(store, book, policy="gate", event_id="r", over_budget=True, rerun_of="e1")
+    _call(approved, model)
+    assert model.served == [KEY]
+
+
 def test_a_call_the_model_refuses_gives_its_reservation_back(tmp_path: Path) -> None:
     store = StateStore(tmp_path / "db")
     book, model = _book(store), Model()

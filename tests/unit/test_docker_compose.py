@@ -30,14 +30,15 @@ def lock(repo_root: Path) -> dict[str, Any]:
     return dict(json.loads((repo_root / "deploy/local/devstack-lock.json").read_text()))
 
 
-AGENTS = (
-    "intake-agent",
-    "retrieval-agent",
-    "risk-agent",
-    "budget-agent",
-    "purchasing-agent",
-    "notification-agent",
-)
+def _declared_agents() -> tuple[str, ...]:
+    """Every agent of topology/services.yaml: compose ships each of them."""
+    declared = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "topology/services.yaml").read_text()
+    )
+    return tuple(n for n, s in declared["services"].items() if s.get("kind") == "agent")
+
+
+AGENTS = _declared_agents()
 SAGALOG_SERVICES = ("saga-tracker", "gateway", *AGENTS)
 
 
@@ -78,13 +79,15 @@ def test_without_the_gate_secret_compose_refuses_naming_it(repo_root: Path) -> N
 
 
 def test_declares_the_whole_reference_system(compose: dict[str, Any]) -> None:
+    from demo.fleet import STANDINS  # the stand-ins of both reference workflows
+
+    standins = {name for names in STANDINS.values() for name in names}
+    assert len(AGENTS) == 9
     assert set(compose["services"]) == {
         "kafka",
         "schema-registry",
         "topology",
-        "ledger",
-        "erp",
-        "mail",
+        *standins,
         *SAGALOG_SERVICES,
     }
     for service in compose["services"].values():

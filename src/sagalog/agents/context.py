@@ -449,14 +449,7 @@ class HandlerContext:
         claim, decision = await self._reserved(book, ledger, reservation, guess, origin.partition)
         if isinstance(decision, Exhausted):
             if self.on_budget_exhausted in ("fail", "gate"):
-                gated = self.on_budget_exhausted == "gate"
-                then = f"; its gate {self.step}{BUDGET_GATE_SUFFIX} decides" if gated else ""
-                raise BudgetRefused(
-                    f"budget '{ledger}' is exhausted ({decision}); the flow says "
-                    f"on_budget_exhausted: {self.on_budget_exhausted} for step '{self.step}'"
-                    f"{then}",
-                    gated=gated,
-                )
+                raise self._refused(f"budget '{ledger}' is exhausted ({decision})")
             wait_s = max(0.0, (decision.retry_at_ms - claim.at_ms) / 1000)
             raise BudgetWait(ledger, str(decision), retry_at=self.monotonic() + wait_s)
         claim = replace(claim, at_ms=decision.reservation.at_ms)
@@ -475,14 +468,25 @@ class HandlerContext:
             try:
                 decision = book.reserve(claim, partition, now_ms=now, force=self.over_budget)
             except BudgetExceeded as exc:
-                raise NonRetryableError(
-                    f"{exc} (each of the input's partitions holds its part of the budget)"
-                ) from exc
+                never = f"{exc} (each of the input's partitions holds its part of the budget)"
+                if self.on_budget_exhausted in ("fail", "gate"):  # a budget refusal too
+                    raise self._refused(never) from exc
+                raise NonRetryableError(never) from exc  # waiting would never end
             wait_s = (decision.retry_at_ms - now) / 1000 if isinstance(decision, Exhausted) else 0.0
             if waited or not 0 < wait_s <= self.flow.max_rate_wait_s:
                 break
             await asyncio.sleep(wait_s)
         return claim, decision
+
+    def _refused(self, why: str) -> BudgetRefused:
+        """The step's refusal for want of budget, as its flow's policy (fail or gate) says."""
+        policy = self.on_budget_exhausted
+        gated = policy == "gate"
+        then = f"; its gate {self.step}{BUDGET_GATE_SUFFIX} decides" if gated else ""
+        return BudgetRefused(
+            f"{why}; the flow says on_budget_exhausted: {policy} for step '{self.step}'{then}",
+            gated=gated,
+        )
 
     def _now_ms(self) -> int:
         return int(self.clock().timestamp() * 1000)
