@@ -36,10 +36,13 @@ status: install
 	$(BIN)/sagalog dev status
 
 # Both reference workflows end to end, 18 services as processes: ~200 procurement
-# requests, then 30 regulatory filings (docs/filing.md). --workflow filing runs one:
-#   $(ON_STACK) env PYTHONPATH=services $(BIN)/python -m demo --workflow filing
+# requests, then 30 regulatory filings (docs/filing.md). One of them, or other counts:
+#   make demo WORKFLOW=filing        (procurement, filing or both)
+#   make demo DEMO_ARGS="--count 50 --filings 10"
+WORKFLOW ?= both
+DEMO_ARGS ?=
 demo: up
-	$(ON_STACK) env PYTHONPATH=services $(BIN)/python -m demo
+	$(ON_STACK) env PYTHONPATH=services $(BIN)/python -m demo --workflow $(WORKFLOW) $(DEMO_ARGS)
 
 # The same demo on a production-shaped cluster beside the default stack: three brokers
 # (RF 3, min ISR 2), TLS, SCRAM, ACLs derived from the topology, every service logged in
