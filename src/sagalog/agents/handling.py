@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sagalog.agents.context import HandlerContext
@@ -255,19 +256,10 @@ class HandlerRunner:
             f"step '{item.spec.step}' failed after {item.attempt} attempt(s): "
             f"{error.__class__.__name__}: {error}"
         )
-        if isinstance(error, BudgetRefused) and error.gated:
-            result = self.builder.gated(
-                item.message,
-                reason=reason,
-                error=error,
-                attempts=item.attempt,
-                origin=item.origin,
-                spec=item.spec,
-                headers=item.headers,
-            )
-            result.records[:0] = recorded
-            return result
-        result = self.builder.dead(
+        # Out of budget with a gate to decide: a StepFailed alone, no dead letter.
+        gated = isinstance(error, BudgetRefused) and error.gated
+        finish = self.builder.gated if gated else partial(self.builder.dead, retryable=retryable)
+        result = finish(
             item.message,
             reason=reason,
             error=error,
@@ -275,7 +267,6 @@ class HandlerRunner:
             origin=item.origin,
             spec=item.spec,
             headers=item.headers,
-            retryable=retryable,
         )
         result.records[:0] = recorded
         return result
