@@ -49,11 +49,11 @@ from sagalog.tracker.actions import TRANSITIONS_TOPIC, Alert, Decision, Outcome,
 from sagalog.tracker.compensation import CompensationRetry
 from sagalog.tracker.decoding import is_own_echo
 from sagalog.tracker.inputs import TrackedEvent, TrackerInput
-from sagalog.tracker.processor import Batch, Processor
+from sagalog.tracker.processor import NOTHING_DUE, Batch, Processor
 from sagalog.tracker.record import WorkflowRecord
 from sagalog.tracker.recording import RecordingSink
 from sagalog.tracker.tables import MemoryTables, Table
-from sagalog.tracker.timers import Timer, decode_timer
+from sagalog.tracker.timers import Timer, TimerKind, decode_timer
 
 __all__ = ["ServiceProcess", "TrackerHarness", "wait_for_event"]
 
@@ -172,16 +172,24 @@ class TrackerHarness:
     # -- the clock ---------------------------------------------------------------------
 
     def next_due_ms(self) -> int | None:
-        """When the earliest pending timer is due (None when none is)."""
-        timer = self.processor.next_timer(self.processor.begin(self.tables), PARTITION)
-        return None if timer is None else timer.due_ms
+        """When the earliest pending timer is due (None when none is); its wake-up key
+        may be due earlier (``sagalog.tracker.timers``)."""
+        timers = self.timers
+        return timers[0].due_ms if timers else None
 
     def fire_next(self) -> Decision | None:
         """Fire the earliest pending timer at its due time (the clock moves there if it
         was earlier); its decision, None when no timer is pending."""
-        batch = self.processor.begin(self.tables)
-        timer = self.processor.next_timer(batch, PARTITION)
-        if timer is None:
+        while (decision := self._fire_key(None)) is not None:
+            if decision.reason != NOTHING_DUE:  # an early wake-up: on to the next key
+                return decision
+        return None
+
+    def _fire_key(self, until_ms: int | None) -> Decision | None:
+        """Fire the earliest key of the timer table (a wake-up or an older release's
+        single timer) at its due time, if it is due by ``until_ms``; None when none is."""
+        timer = self.processor.next_timer(self.processor.begin(self.tables), PARTITION)
+        if timer is None or (until_ms is not None and timer.due_ms > until_ms):
             return None
         self.now_ms = max(self.now_ms, timer.due_ms)
         return self._run(
@@ -195,10 +203,9 @@ class TrackerHarness:
     def advance_to(self, target_ms: int) -> list[Decision]:
         """Move the clock to ``target_ms``, firing every timer due by then, earliest first."""
         decisions = []
-        while (due := self.next_due_ms()) is not None and due <= target_ms:
-            decision = self.fire_next()
-            assert decision is not None
-            decisions.append(decision)
+        while (decision := self._fire_key(target_ms)) is not None:
+            if decision.reason != NOTHING_DUE:
+                decisions.append(decision)
         self.now_ms = max(self.now_ms, target_ms)
         return decisions
 
@@ -226,9 +233,12 @@ class TrackerHarness:
 
     @property
     def timers(self) -> list[Timer]:
-        """The timers in the timer table, earliest first."""
+        """The timers pending, earliest first: those the records expect, and the single
+        timers an older release left in the table (``store``)."""
         rows = self.tables.scan(Table.TIMERS, PARTITION, b"", b"\xff", 1 << 62)
-        return [decode_timer(key) for key, _ in rows]
+        pending = {timer for record in self.records.values() for timer in record.timers}
+        pending.update(decode_timer(key) for key, _ in rows)
+        return sorted((t for t in pending if t.kind is not TimerKind.WAKE), key=lambda t: t.key)
 
     @property
     def published(self) -> list[Publish]:

@@ -28,7 +28,8 @@ from sagalog.priority import Priority
 from sagalog.services.tracker.store import MemoryTables, Table, parked_prefix
 from sagalog.topology.loader import load_topology
 from sagalog.tracker import Alert, Decision, Outcome, Publish, TrackedEvent, WorkflowRecord
-from sagalog.tracker.processor import Batch, Processor
+from sagalog.tracker.processor import NOTHING_DUE, Batch, Processor
+from sagalog.tracker.timers import wake_timer
 
 SECRET = b"unit-test-gate-secret-32-bytes!!"
 T0 = 1_700_000_000_000
@@ -251,6 +252,7 @@ def test_the_happy_path_runs_through_the_gate_to_completed(lab: Lab) -> None:
     ]
     assert lab.sink.types().count(GateOpened.event_type) == 1
     assert record.timers == () and lab.rows(Table.TIMERS) == {}  # every timer cancelled
+    assert record.wake_ms is None  # and its wake-up key dropped
     assert lab.rows(Table.PARKED) == {} and lab.sink.alerts == []
     assert lab.processor.outcomes == {Outcome.APPLIED: 7}
     assert lab.sink.flushes == 2
@@ -265,8 +267,8 @@ def test_records_reach_the_tables_only_when_the_batch_commits(lab: Lab) -> None:
     assert seen.current == "reserve_budget"
     assert lab.sink.flushes == 0
 
-    assert lab.commit() == 3  # the record and its two timers
-    assert lab.sink.flushes == 1 and lab.tables.writes == 3
+    assert lab.commit() == 2  # the record and its wake-up key (for its two timers)
+    assert lab.sink.flushes == 1 and lab.tables.writes == 2
     stored = lab.stored("wf-1")
     assert (stored.state, stored.current) == (WorkflowState.RUNNING, "reserve_budget")
 
@@ -295,7 +297,7 @@ def test_a_failed_flush_stores_nothing_so_a_redelivery_decides_again(lab: Lab) -
     lab.sink.published.clear()
     applied(lab.send(SUBMITTED, "wf-1", "e1"))
     assert [(p.event_id, p.event) for p in lab.sink.published] == first
-    assert lab.commit() == 3
+    assert lab.commit() == 2
     assert lab.is_stored("wf-1")
 
 
@@ -316,11 +318,12 @@ def test_a_duplicate_after_commit_rewrites_the_record_and_its_timers_and_publish
 
     stored = lab.stored("wf-1")
     assert len(stored.timers) == 2  # deadline, classify_request timeout
-    assert lab.commit() == 3
-    assert lab.tables.writes - writes == 3  # the record and each of its timers, again
+    assert lab.commit() == 2
+    assert lab.tables.writes - writes == 2  # the record and its wake-up key, again
     assert lab.rows(Table.RECORDS)[b"wf-1"] == record_before
     assert lab.rows(Table.TIMERS) == timers_before
-    assert set(timers_before) == {t.key.encode() for t in stored.timers}
+    assert stored.wake_ms == min(t.due_ms for t in stored.timers)
+    assert set(timers_before) == {wake_timer("wf-1", stored.wake_ms).key.encode()}
     assert lab.processor.outcomes[Outcome.DUPLICATE] == 1
 
 
@@ -416,13 +419,45 @@ def test_parked_events_of_another_workflow_whose_id_extends_this_one_are_left_al
 # -- timers ------------------------------------------------------------------------
 
 
-def test_scheduled_timers_are_stored_keyed_by_their_due_time(lab: Lab) -> None:
+def test_a_workflow_has_one_wake_up_key_due_with_its_earliest_timer(lab: Lab) -> None:
     applied(lab.send(SUBMITTED, "wf-1", "e1"))
     lab.commit()
-    assert sorted(lab.rows(Table.TIMERS)) == [
-        b"%015d|wf-1|step_timeout|reserve_budget" % (T0 + 10 * MIN),
-        b"%015d|wf-1|workflow_deadline|workflow" % (T0 + 5 * 24 * H),
+    assert [(t.kind, t.due_ms) for t in lab.stored("wf-1").timers] == [
+        ("workflow_deadline", T0 + 5 * 24 * H),
+        ("step_timeout", T0 + 10 * MIN),
     ]
+    assert list(lab.rows(Table.TIMERS)) == [b"%015d|wf-1|wake|next" % (T0 + 10 * MIN)]
+
+
+def test_a_step_that_hands_over_to_the_next_writes_no_timer_key(lab: Lab) -> None:
+    """The next step's timeout is later than the one it cancels: the wake-up stays."""
+    applied(lab.send(SUBMITTED, "wf-1", "e1"))
+    lab.commit()
+    keys = lab.rows(Table.TIMERS)
+    lab.now_ms = T0 + MIN
+    applied(lab.send(RESERVED, "wf-1", "e2"))
+    assert lab.commit() == 1  # the record alone
+    assert lab.rows(Table.TIMERS) == keys
+    assert lab.stored("wf-1").current == "classify_request"
+
+
+def test_an_early_wake_up_fires_nothing_and_moves_to_the_earliest_timer(lab: Lab) -> None:
+    applied(lab.send(SUBMITTED, "wf-1", "e1"))
+    lab.commit()
+    lab.now_ms = T0 + MIN
+    applied(lab.send(RESERVED, "wf-1", "e2"))  # classify_request's timeout: T0 + 11 min
+    lab.commit()
+    published = len(lab.sink.published)
+
+    assert lab.processor.fire_due(lab.batch, 0, now_ms=T0 + 10 * MIN, limit=100) == 1
+    assert len(lab.sink.published) == published and lab.processor.fired == 0
+    lab.commit()
+    assert list(lab.rows(Table.TIMERS)) == [b"%015d|wf-1|wake|next" % (T0 + 11 * MIN)]
+    assert lab.stored("wf-1").wake_ms == T0 + 11 * MIN
+
+    assert lab.processor.fire_due(lab.batch, 0, now_ms=T0 + 11 * MIN, limit=100) == 1
+    assert lab.processor.fired == 1
+    assert lab.seen("wf-1").state is WorkflowState.COMPENSATING
 
 
 def test_fire_due_fires_only_due_timers_and_deletes_them(lab: Lab) -> None:
@@ -445,11 +480,11 @@ def test_fire_due_fires_only_due_timers_and_deletes_them(lab: Lab) -> None:
     assert (requested.step, requested.compensation) == ("reserve_budget", "release_budget")
     lab.commit()
 
-    timers = lab.rows(Table.TIMERS)
-    assert b"%015d|wf-1|step_timeout|reserve_budget" % due not in timers
-    # What is left is exactly what the record still expects: the compensation's timeout.
-    assert set(timers) == {t.key.encode() for t in lab.stored("wf-1").timers}
-    assert set(timers) == {b"%015d|wf-1|compensation_timeout|reserve_budget#1" % (due + 30 * MIN)}
+    # The record expects the compensation's timeout (and the deadline); the wake-up
+    # moved to the earlier.
+    stored = lab.stored("wf-1")
+    assert (due + 30 * MIN) in {t.due_ms for t in stored.timers}
+    assert set(lab.rows(Table.TIMERS)) == {b"%015d|wf-1|wake|next" % (due + 30 * MIN)}
 
 
 def test_fire_due_fires_at_most_limit_timers_earliest_first(lab: Lab) -> None:
@@ -473,22 +508,21 @@ def test_the_next_timer_is_the_earliest_pending_and_firing_it_twice_is_harmless(
 ) -> None:
     assert lab.processor.next_timer(lab.batch, 0) is None
     applied(lab.send(SUBMITTED, "wf-1", "e1"))
-    timeout = lab.processor.next_timer(lab.batch, 0)  # the batch sees its own writes
-    assert timeout is not None and (timeout.ref, timeout.due_ms) == (
-        "reserve_budget",
-        T0 + 10 * MIN,
-    )
+    wake = lab.processor.next_timer(lab.batch, 0)  # the batch sees its own writes
+    assert wake == wake_timer("wf-1", T0 + 10 * MIN)
+    [timeout] = [t for t in lab.seen("wf-1").timers if t.ref == "reserve_budget"]
     lab.commit()
 
-    applied(lab.processor.fire(lab.batch, 0, timeout, now_ms=timeout.due_ms))
+    applied(lab.processor.fire(lab.batch, 0, wake, now_ms=wake.due_ms))  # fires the timeout
     assert lab.processor.fire(lab.batch, 0, timeout, now_ms=timeout.due_ms).outcome is (
         Outcome.STALE  # the record no longer expects it
     )
+    assert lab.processor.fire(lab.batch, 0, wake, now_ms=wake.due_ms).reason == NOTHING_DUE
     lab.commit()
-    assert timeout.key.encode() not in lab.rows(Table.TIMERS)
+    assert wake.key.encode() not in lab.rows(Table.TIMERS)
     assert lab.processor.fired == 2
     after = lab.processor.next_timer(lab.batch, 0)
-    assert after is not None and after.kind == "compensation_timeout"
+    assert after == wake_timer("wf-1", T0 + 10 * MIN + 30 * MIN)  # the compensation's timeout
 
 
 def test_a_timer_whose_step_completed_is_deleted_and_fires_nothing(lab: Lab) -> None:

@@ -62,14 +62,15 @@ def test_a_sealed_record_as_first_written_still_reads_and_recomputes_its_chain()
     assert record.sealed[-1].event_id == "evt-GateOpened"
     start = record.chain_base or chain_start(record.workflow_id)
     assert chain_values(start, [s.hash for s in record.sealed])[-1] == record.chain
-    # Written before waits and traces existed: it reads with none open and no trace
-    # context, and keeps everything else.
+    # Written before waits, traces and wake-ups existed: it reads with none open, no
+    # trace context and no wake-up, and keeps everything else.
     assert record.to_stored() == {
         **stored,
         "schema_version": record.schema_version,
         "waiting": None,
         "keys": {},
         "traceparent": None,
+        "wake_ms": None,
     }
 
 

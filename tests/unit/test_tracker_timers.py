@@ -9,10 +9,12 @@ import pytest
 from sagalog.tracker.timers import (
     Timer,
     TimerKind,
+    arm,
     decode_timer,
     due_range,
     encode_timer,
     timer_key,
+    wake_timer,
 )
 
 
@@ -67,3 +69,37 @@ def test_keys_refuse_what_would_make_them_ambiguous() -> None:
         timer_key(due_ms=-1, workflow_id="wf", kind=TimerKind.STEP_TIMEOUT, ref="x")
     with pytest.raises(ValueError, match="must not contain"):
         timer_key(due_ms=1, workflow_id="wf", kind=TimerKind.STEP_TIMEOUT, ref="a|b")
+
+
+# -- the wake-up key -------------------------------------------------------------------
+
+
+def _timers(*dues: int) -> tuple[Timer, ...]:
+    return tuple(
+        Timer(workflow_id="wf-1", kind=TimerKind.STEP_TIMEOUT, ref=f"s{i}", due_ms=due)
+        for i, due in enumerate(dues)
+    )
+
+
+def test_a_workflow_without_timers_has_no_wake_up() -> None:
+    assert arm(None, ()) is None
+    assert arm(500, ()) is None  # its last timer went: the key goes
+
+
+def test_the_first_timer_arms_the_wake_up_at_the_earliest() -> None:
+    assert arm(None, _timers(900, 300, 600)) == 300
+
+
+def test_a_wake_up_at_or_before_the_earliest_timer_stays() -> None:
+    """The next step's timeout is later than the one cancelled: no write."""
+    assert arm(300, _timers(900, 310)) == 300
+    assert arm(300, _timers(300)) == 300
+
+
+def test_a_wake_up_later_than_a_new_earlier_timer_moves_to_it() -> None:
+    assert arm(600, _timers(900, 450)) == 450
+
+
+def test_a_wake_up_key_reads_back_as_its_timer() -> None:
+    wake = wake_timer("wf|1", 1234)
+    assert decode_timer(wake.key) == wake and wake.kind is TimerKind.WAKE

@@ -179,15 +179,7 @@ class ReplayEngine:
         for firing in self.journal.all_firings():
             if self._was_fired(firing.timer_key):
                 continue
-            key = firing.timer_key.encode()
-            partition = next(
-                (
-                    p
-                    for p in range(partitions)
-                    if batch.overlay.get(Table.TIMERS, p, key) is not None
-                ),
-                None,
-            )
+            partition = self._expecting(batch, partitions, firing.timer_key)
             if partition is not None:
                 self._fire(batch, partition, firing)
             elif self._replayed(batch, partitions, firing.timer_key):
@@ -250,6 +242,22 @@ class ReplayEngine:
             self.stats.fired_recorded += 1
             if decision.outcome is not Outcome.APPLIED:
                 self._not_reproduced(firing.timer_key)
+
+    def _expecting(self, batch: Batch, partitions: int, timer_key: str) -> int | None:
+        """The partition whose replayed record still expects the timer; None: none does.
+
+        The record, not the timer table, says so: the table holds one wake-up key per
+        workflow (``sagalog.tracker.timers``).
+        """
+        try:
+            timer = decode_timer(timer_key)
+        except ValueError:
+            return None
+        for partition in range(partitions):
+            record = self.processor.record(batch, partition, timer.workflow_id)
+            if record is not None and timer in record.timers:
+                return partition
+        return None
 
     def _replayed(self, batch: Batch, partitions: int, timer_key: str) -> bool:
         """Whether the timer's workflow was replayed (has a record in some partition)."""

@@ -77,9 +77,12 @@ from sagalog.tracker.tables import (
     parked_workflow,
     prefix_end,
 )
-from sagalog.tracker.timers import Timer, decode_timer, due_range
+from sagalog.tracker.timers import Timer, TimerKind, arm, decode_timer, due_range, wake_timer
 
 log = logging.getLogger("sagalog.tracker")
+
+NOTHING_DUE = "an early wake-up: no timer of the workflow was due"
+"""The reason of a wake-up's decision when it fired nothing (``Processor.fire``)."""
 
 
 class Sink(Protocol):
@@ -233,9 +236,32 @@ class Processor:
         clock. A timer its record no longer expects decides to nothing (stale), so
         firing one twice is harmless.
         """
+        if timer.kind is TimerKind.WAKE:
+            return self._wake(batch, partition, timer, now_ms=now_ms)
         decision = self.handle(batch, partition, TimerFired(timer), now_ms=now_ms)
         batch.overlay.delete(Table.TIMERS, partition, timer.key.encode())
         self.fired += 1
+        return decision
+
+    def _wake(self, batch: Batch, partition: int, wake: Timer, *, now_ms: int) -> Decision:
+        """Fire the workflow's timers due at ``now_ms``, earliest first, then arm its next
+        wake-up (``timers.arm``); the last timer's decision, a stale one when none was due.
+
+        A wake-up that is not the record's own (left by a record rewritten whole) fires
+        what is due as well, and leaves the record's wake-up where it is.
+        """
+        batch.overlay.delete(Table.TIMERS, partition, wake.key.encode())
+        decision = Decision(record=None, outcome=Outcome.STALE, reason=NOTHING_DUE)
+        record = self._record(batch, partition, wake.workflow_id)
+        if record is None:
+            return decision
+        for timer in sorted(record.timers, key=lambda t: t.key):
+            if timer.due_ms > now_ms:
+                break
+            decision = self.fire(batch, partition, timer, now_ms=now_ms)
+        record = self._record(batch, partition, wake.workflow_id)
+        if record is not None and record.wake_ms == wake.due_ms:
+            self._store(batch, partition, record.model_copy(update={"wake_ms": None}))
         return decision
 
     def fire_due(self, batch: Batch, partition: int, *, now_ms: int, limit: int) -> int:
@@ -357,8 +383,9 @@ class Processor:
         if decision.outcome is Outcome.DUPLICATE and record is not None:
             if resealed is None:
                 self._store(batch, partition, record)  # re-assert: its changelog may be lost
-            for timer in record.timers:
-                batch.overlay.put(Table.TIMERS, partition, timer.key.encode(), b"")
+            if record.wake_ms is not None:
+                wake = wake_timer(record.workflow_id, record.wake_ms)
+                batch.overlay.put(Table.TIMERS, partition, wake.key.encode(), b"")
         return decision, record
 
     def _migration_target(self, record: WorkflowRecord | None, event: TrackerInput) -> Flow | None:
@@ -398,10 +425,8 @@ class Processor:
                 batch.published += 1
                 if self._on_transition is not None and isinstance(action.event, StateTransition):
                     self._on_transition(action.workflow_id, action.event)
-            elif isinstance(action, ScheduleTimer):
-                overlay.put(Table.TIMERS, partition, action.timer.key.encode(), b"")
-            elif isinstance(action, CancelTimer):
-                overlay.delete(Table.TIMERS, partition, action.key.encode())
+            elif isinstance(action, ScheduleTimer | CancelTimer):
+                continue  # the record lists its timers; ``_store`` arms its wake-up
             elif isinstance(action, Alert):
                 self.sink.alert(action, flow=flow, now_ms=now_ms, partition=partition)
             elif isinstance(action, Park) and isinstance(event, TrackedEvent):
@@ -415,6 +440,10 @@ class Processor:
                 overlay.put(Table.PARKED, partition, key, row.encode())
 
     # -- records ---------------------------------------------------------------
+
+    def record(self, batch: Batch, partition: int, workflow_id: str) -> WorkflowRecord | None:
+        """The workflow's record as ``batch`` sees it; None when ``partition`` tracks none."""
+        return self._record(batch, partition, workflow_id)
 
     def _record(self, batch: Batch, partition: int, workflow_id: str) -> WorkflowRecord | None:
         slot = (partition, workflow_id)
@@ -432,12 +461,28 @@ class Processor:
         return record
 
     def _store(self, batch: Batch, partition: int, record: WorkflowRecord) -> None:
+        armed = arm(record.wake_ms, record.timers)
+        if armed != record.wake_ms:
+            record = self._rearmed(batch, partition, record, armed)
         slot = (partition, record.workflow_id)
         batch.records[slot] = batch.stored[slot] = record
         self.memo.written(slot)
         batch.overlay.put_deferred(
             Table.RECORDS, partition, record.workflow_id.encode(), record.encoded
         )
+
+    @staticmethod
+    def _rearmed(
+        batch: Batch, partition: int, record: WorkflowRecord, armed: int | None
+    ) -> WorkflowRecord:
+        """Move the workflow's wake-up key to ``armed`` (None: drop it); the record saying so."""
+        if record.wake_ms is not None:
+            old = wake_timer(record.workflow_id, record.wake_ms)
+            batch.overlay.delete(Table.TIMERS, partition, old.key.encode())
+        if armed is not None:
+            new = wake_timer(record.workflow_id, armed)
+            batch.overlay.put(Table.TIMERS, partition, new.key.encode(), b"")
+        return record.model_copy(update={"wake_ms": armed})
 
     def _parked(
         self, batch: Batch, partition: int, workflow_id: str

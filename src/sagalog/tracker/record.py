@@ -204,6 +204,9 @@ class WorkflowRecord(_Stored):
         traceparent: the trace context of the last event applied that carried one:
             what the tracker's timers and the gateway's decisions continue, so a
             workflow stays one trace even where no event starts the action.
+        wake_ms: when its one key in the timer table is due, at or before the
+            earliest of ``timers``; None when it has none (``timers.arm``). Kept
+            by the processor, never by the rules.
     """
 
     schema_version: int = STORED_SCHEMA_VERSION
@@ -230,6 +233,7 @@ class WorkflowRecord(_Stored):
     sealed_dropped: int = 0
     chain_base: str | None = None
     traceparent: str | None = None
+    wake_ms: int | None = None
 
     @property
     def is_terminal(self) -> bool:

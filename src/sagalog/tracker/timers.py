@@ -23,6 +23,18 @@ A timer firing is one more input to ``decide``: the workflow record lists the
 timers it still expects, so a timer it no longer expects (the step completed, the
 timer was cancelled, or it fired already and the delete was lost in a crash) is a
 no-op. Firing twice is harmless: exactly once in effect.
+
+**One wake-up key per workflow.** The table does not hold every timer: the record
+lists them, and the table holds one *wake-up* key per workflow with timers, due at or
+before the earliest of them (``TimerKind.WAKE``, ``arm``). A tick that reaches it
+fires the record's due timers and arms the next wake-up. A workflow that moves from
+step to step cancels one step's timeout and schedules the next one's, ten minutes
+later than the first: its wake-up stays where it is, so the step costs no table write
+and no changelog record. Before, each step put one key and deleted another (two
+changelog records per step, 6.4 of the saga bench's 23 records per saga). The price
+is an early wake-up, when the earliest timer was cancelled: it fires nothing, reads
+one record and arms the wake-up again, once per such timer and never per event.
+Keys of single timers, written by releases before this one, still fire as they did.
 """
 
 from __future__ import annotations
@@ -53,6 +65,8 @@ class TimerKind(enum.StrEnum):
     GATE_DEADLINE = "gate_deadline"
     COMPENSATION_TIMEOUT = "compensation_timeout"
     WAIT_TIMEOUT = "wait_timeout"
+    WAKE = "wake"
+    """Not a timer of the rules: the workflow's one key in the table (``arm``)."""
 
 
 class Timer(BaseModel):
@@ -120,3 +134,26 @@ def due_range(now_ms: int) -> tuple[str, str]:
     due exactly at ``now_ms`` is included.
     """
     return "", f"{min(now_ms + 1, MAX_DUE_MS + 1):0{DUE_DIGITS}d}"
+
+
+WAKE_REF = "next"
+
+
+def wake_timer(workflow_id: str, due_ms: int) -> Timer:
+    """The wake-up key of ``workflow_id`` at ``due_ms``, as a timer (see the module docstring)."""
+    return Timer(workflow_id=workflow_id, kind=TimerKind.WAKE, ref=WAKE_REF, due_ms=due_ms)
+
+
+def arm(armed_ms: int | None, timers: tuple[Timer, ...]) -> int | None:
+    """When the workflow's wake-up key should be due, given the one armed now.
+
+    A wake-up at or before the earliest timer stays (an early one costs a wasted
+    wake-up, a moved one a delete and a put); one later than it, or none, moves to
+    it; with no timer left it goes.
+    """
+    if not timers:
+        return None
+    earliest = min(timer.due_ms for timer in timers)
+    if armed_ms is not None and armed_ms <= earliest:
+        return armed_ms
+    return earliest
