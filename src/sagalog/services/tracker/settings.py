@@ -116,6 +116,11 @@ class TrackerSettings(ServiceSettings):
         "(0: Python's default, 700). Next to nothing the tracker allocates per event is "
         "in a reference cycle, so frequent collections only traverse the heap for nothing.",
     )
+    compression_type: Literal["none", "lz4", "zstd", "snappy", "gzip"] = Field(
+        default="lz4",
+        description="How the tracker's producers compress its record batches (its "
+        "transitions, changelogs and events).",
+    )
     commit_interval_s: float = Field(default=1.0, gt=0)
     fetch_max_wait_ms: int = Field(
         default=100,

@@ -60,7 +60,7 @@ class KafkaSink:
             # short linger only split a batch's records into several produce requests
             # while it was being decided. What nothing commits (ticks) waits this long.
             "linger.ms": 20,
-            "compression.type": "lz4",
+            "compression.type": settings.compression_type,
             "queue.buffering.max.messages": 1_000_000,
         }
         self.producer = Producer(
