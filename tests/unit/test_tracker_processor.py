@@ -441,6 +441,29 @@ def test_a_step_that_hands_over_to_the_next_writes_no_timer_key(lab: Lab) -> Non
     assert lab.stored("wf-1").current == "classify_request"
 
 
+def test_a_saga_decided_event_by_event_writes_two_timer_keys_in_all(lab: Lab) -> None:
+    """Its wake-up key is put by the start and deleted by the end; every step between
+    cancels and schedules timers in its record only (a single-timer key per timer
+    wrote 16 here: a put and a delete each)."""
+    written = []
+
+    def batch(event_type: str, event_id: str, **fields: Any) -> None:
+        applied(lab.send(event_type, "wf-1", event_id, **fields))
+        written.append(len(lab.batch.overlay.pending[Table.TIMERS]))
+        lab.commit()
+
+    for event_type, event_id in ((SUBMITTED, "e1"), (RESERVED, "e2"), (CLASSIFIED, "e3")):
+        batch(event_type, event_id)
+    batch(RETRIEVED, "e4")
+    verdict = {"gate": "manager_approval", "decision": "APPROVED", "decided_by": "ann"}
+    batch(GATE_DECIDED, "e5", token=lab.token("wf-1"), **verdict)
+    batch(SCORED, "e6")
+    batch(PO_CREATED, "e7")
+
+    assert lab.stored("wf-1").state is WorkflowState.COMPLETED
+    assert written == [1, 0, 0, 0, 0, 0, 1]
+
+
 def test_an_early_wake_up_fires_nothing_and_moves_to_the_earliest_timer(lab: Lab) -> None:
     applied(lab.send(SUBMITTED, "wf-1", "e1"))
     lab.commit()

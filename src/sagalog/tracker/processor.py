@@ -234,7 +234,8 @@ class Processor:
         The one way a timer fires, whoever chose the moment: the service's tick
         (``fire_due``), a replay at the time it fired live, a test's or a what-if's
         clock. A timer its record no longer expects decides to nothing (stale), so
-        firing one twice is harmless.
+        firing one twice is harmless. A workflow's wake-up key fires the timers of its
+        record that are due (``_wake``).
         """
         if timer.kind is TimerKind.WAKE:
             return self._wake(batch, partition, timer, now_ms=now_ms)
