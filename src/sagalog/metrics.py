@@ -126,6 +126,14 @@ TRACKER_RECORD_READS = Family(
     "SAGALOG_TRACKER_RECORDS_KEPT",
     ("source",),
 )
+TRACKER_EARLY_WAKEUPS = Family(
+    "sagalog_tracker_early_wakeups",
+    "counter",
+    "Wake-ups of a workflow's timer key that found no timer due (its earliest timer was "
+    "cancelled and a later one stays; the key moved to that one). Against "
+    "sagalog_tracker_decisions_total: what the one key per workflow costs in reads",
+    (),
+)
 WORKFLOWS = Family(
     "sagalog_workflows",
     "gauge",
@@ -165,6 +173,7 @@ FAMILIES = (
     CONSUMER_LAG,
     TRACKER_DECISIONS,
     TRACKER_RECORD_READS,
+    TRACKER_EARLY_WAKEUPS,
     WORKFLOWS,
     ROCKSDB_SIZE,
     BUDGET_TOKENS,

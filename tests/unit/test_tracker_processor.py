@@ -474,12 +474,13 @@ def test_an_early_wake_up_fires_nothing_and_moves_to_the_earliest_timer(lab: Lab
 
     assert lab.processor.fire_due(lab.batch, 0, now_ms=T0 + 10 * MIN, limit=100) == 1
     assert len(lab.sink.published) == published and lab.processor.fired == 0
+    assert lab.processor.woke_early == 1
     lab.commit()
     assert list(lab.rows(Table.TIMERS)) == [b"%015d|wf-1|wake|next" % (T0 + 11 * MIN)]
     assert lab.stored("wf-1").wake_ms == T0 + 11 * MIN
 
     assert lab.processor.fire_due(lab.batch, 0, now_ms=T0 + 11 * MIN, limit=100) == 1
-    assert lab.processor.fired == 1
+    assert lab.processor.fired == 1 and lab.processor.woke_early == 1  # this one fired
     assert lab.seen("wf-1").state is WorkflowState.COMPENSATING
 
 
@@ -543,7 +544,7 @@ def test_the_next_timer_is_the_earliest_pending_and_firing_it_twice_is_harmless(
     assert lab.processor.fire(lab.batch, 0, wake, now_ms=wake.due_ms).reason == NOTHING_DUE
     lab.commit()
     assert wake.key.encode() not in lab.rows(Table.TIMERS)
-    assert lab.processor.fired == 2
+    assert lab.processor.fired == 2 and lab.processor.woke_early == 1
     after = lab.processor.next_timer(lab.batch, 0)
     assert after == wake_timer("wf-1", T0 + 10 * MIN + 30 * MIN)  # the compensation's timeout
 

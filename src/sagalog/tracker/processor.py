@@ -154,6 +154,9 @@ class Processor:
         self._log = OutcomeLog(warn_every_s=warn_every_s)
         self.outcomes: Counter[Outcome] = self._log.outcomes
         self.fired = 0
+        self.woke_early = 0
+        """Wake-ups that found no timer due: the price of one wake-up key per workflow
+        (``timers.arm``), one per earliest timer cancelled while a later one stays."""
         self._on_transition = on_transition
         self.memo = CommittedMemo(records_kept)
 
@@ -252,14 +255,16 @@ class Processor:
         what is due as well, and leaves the record's wake-up where it is.
         """
         batch.overlay.delete(Table.TIMERS, partition, wake.key.encode())
-        decision = Decision(record=None, outcome=Outcome.STALE, reason=NOTHING_DUE)
+        nothing = decision = Decision(record=None, outcome=Outcome.STALE, reason=NOTHING_DUE)
         record = self._record(batch, partition, wake.workflow_id)
-        if record is None:
-            return decision
-        for timer in sorted(record.timers, key=lambda t: t.key):
+        for timer in sorted(record.timers if record else (), key=lambda t: t.key):
             if timer.due_ms > now_ms:
                 break
             decision = self.fire(batch, partition, timer, now_ms=now_ms)
+        if decision is nothing:
+            self.woke_early += 1
+        if record is None:
+            return decision
         record = self._record(batch, partition, wake.workflow_id)
         if record is not None and record.wake_ms == wake.due_ms:
             self._store(batch, partition, record.model_copy(update={"wake_ms": None}))

@@ -405,6 +405,7 @@ class Tracker:
             highwater=lambda tp: self.input.position(tp)[1],
             tables_dir=Path(self.app.conf.tabledir),
             memo=self.processor.memo,
+            woke_early=lambda: self.processor.woke_early,
         )
 
     async def run_batch(self, messages: list[Any]) -> None:
@@ -677,10 +678,12 @@ class Tracker:
     async def _report(self) -> None:
         outcomes = {str(k): v for k, v in self.processor.outcomes.items()}
         log.info(
-            "tracker stats: %s; outcomes %s; timers fired %d; published %d; health %s",
+            "tracker stats: %s; outcomes %s; timers fired %d (early wake-ups %d); "
+            "published %d; health %s",
             {**self.counts, "dead_lettered": self.tally.dead_lettered},
             outcomes,
             self.processor.fired,
+            self.processor.woke_early,
             self.sink.sent,
             self.health.describe(),
             extra={"sagalog": {"agent": "saga-tracker", "action": "stats"}},

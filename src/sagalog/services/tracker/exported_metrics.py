@@ -28,6 +28,7 @@ def export(
     highwater: Callable[[Any], int | None],
     tables_dir: Path,
     memo: CommittedMemo,
+    woke_early: Callable[[], int],
 ) -> Callable[[], None]:
     """Serve the worker's figures to Prometheus until the returned undo is called.
 
@@ -36,6 +37,7 @@ def export(
         finished: per input partition, the offset after the last finished record.
         highwater: an input partition's high watermark as the consumer last saw it.
         memo: the processor's memory of committed records (its hits and misses).
+        woke_early: the processor's count of wake-ups that found nothing due.
     """
 
     def transitions() -> metrics.Samples:
@@ -67,6 +69,7 @@ def export(
             metrics.TRACKER_RECORD_READS,
             lambda: [(("memory",), memo.hits), (("tables",), memo.misses)],
         ),
+        metrics.read(metrics.TRACKER_EARLY_WAKEUPS, lambda: [((), woke_early())]),
         metrics.read(metrics.CONSUMER_LAG, lag),
         metrics.read(metrics.ROCKSDB_SIZE, lambda: table_sizes(tables_dir)),
     ]
