@@ -255,16 +255,15 @@ class Processor:
         what is due as well, and leaves the record's wake-up where it is.
         """
         batch.overlay.delete(Table.TIMERS, partition, wake.key.encode())
-        nothing = decision = Decision(record=None, outcome=Outcome.STALE, reason=NOTHING_DUE)
+        decision = Decision(record=None, outcome=Outcome.STALE, reason=NOTHING_DUE)
         record = self._record(batch, partition, wake.workflow_id)
-        for timer in sorted(record.timers if record else (), key=lambda t: t.key):
-            if timer.due_ms > now_ms:
-                break
-            decision = self.fire(batch, partition, timer, now_ms=now_ms)
-        if decision is nothing:
+        due = [] if record is None else [t for t in record.timers if t.due_ms <= now_ms]
+        if not due:
             self.woke_early += 1
         if record is None:
             return decision
+        for timer in sorted(due, key=lambda t: t.key):
+            decision = self.fire(batch, partition, timer, now_ms=now_ms)
         record = self._record(batch, partition, wake.workflow_id)
         if record is not None and record.wake_ms == wake.due_ms:
             self._store(batch, partition, record.model_copy(update={"wake_ms": None}))
