@@ -141,6 +141,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--skip-baseline", action="store_true", help="skip the chain baseline")
     parser.add_argument(
+        "--baseline-shared",
+        action="store_true",
+        help="also search the chain on one shared topic, as sagalog's topology "
+        "(baseline_shared_sagas_per_s: what the shared topic itself costs)",
+    )
+    parser.add_argument(
         "--baseline-start-rate", type=float, default=200.0, help="sagas/s of its first probe"
     )
     parser.add_argument(
@@ -257,6 +263,7 @@ def main(argv: list[str] | None = None) -> None:
             rate=args.saga_rate,
             baseline=not args.skip_baseline,
             baseline_start_rate=args.baseline_start_rate,
+            baseline_shared=args.baseline_shared,
             profile_dir=args.saga_profile_dir or args.output.parent / "bench-profiles",
             tick_hz=args.saga_tick_hz,
             tracker_fetch_wait_ms=args.saga_tracker_fetch_wait_ms,

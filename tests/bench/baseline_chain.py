@@ -20,6 +20,14 @@ difference is deliberate: each hop reads only its own input, while a sagalog age
 reads every event of the workflow topic (six per saga) to keep its projection; that
 is part of what the ratio measures.
 
+``--baseline-shared`` also measures the chain in sagalog's own topology: one topic
+(``chain.<s>.events``) holds every record, each hop reads all of it and relays only
+the records whose ``ce_type`` header is its input's (the screen a sagalog agent makes
+from the headers alone), and the observer reads the one topic. A hop that read nothing
+of its own opens no transaction; its position moves with its next one. What that
+variant loses against the per-hop chain is the price of the shared topic itself, with
+no sagalog code: the broker's fetches and each hop's screening of the others' records.
+
 The relay runs as ``python -m tests.bench.baseline_chain --in ... --out ...``; it
 imports nothing from sagalog (the measurement half of this module does, lazily).
 """
@@ -50,7 +58,19 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_ENV = "BENCH_KAFKA_CONFIG"
 SOURCE_HEADER = "chain_src"
+TYPE_HEADER = "ce_type"
 HOPS = 5
+FIRST_TYPE = "procurement.v1.RequestSubmitted"
+"""The generator's records' type; hop k of the shared chain emits ``chain.e<k>``."""
+
+
+def hop_types() -> list[str]:
+    """The record type each hop of the shared chain reads: hop k reads ``[k - 1]``."""
+    return [FIRST_TYPE, *(f"chain.e{k}" for k in range(1, HOPS + 1))]
+
+
+def header(headers: list[tuple[str, bytes]], name: str) -> bytes | None:
+    return next((value for key, value in headers if key == name), None)
 
 
 class ChainRelay:
@@ -68,14 +88,18 @@ class ChainRelay:
         output: str,
         group_id: str,
         transactional_id: str,
-        tag_source: bool,
+        tag_source: str | None,
         transactional: bool = True,
+        handles: str | None = None,
+        emits: str | None = None,
         max_batch: int = 500,
         commit_interval_s: float = 1.0,
     ) -> None:
         self.inputs = inputs
         self.output = output
         self.tag_source = tag_source
+        self.handles = handles.encode() if handles else None
+        self.emits = emits.encode() if emits else None
         self.transactional = transactional
         self.max_batch = max_batch
         self.commit_interval_s = commit_interval_s
@@ -113,12 +137,20 @@ class ChainRelay:
             self.consumer.close()
 
     def _relay(self, batch: list[Any]) -> None:
+        if self.handles is not None:  # the shared topic: relay only our input's records
+            batch = [m for m in batch if header(m.headers() or [], TYPE_HEADER) == self.handles]
+            if not batch:
+                return
         producer = self.producer
         if self.transactional:
             producer.begin_transaction()
         for message in batch:
             headers = message.headers() or []
-            if self.tag_source:
+            if self.emits is not None:
+                headers = [(k, self.emits if k == TYPE_HEADER else v) for k, v in headers]
+            if self.tag_source == "type":
+                headers.append((SOURCE_HEADER, header(headers, TYPE_HEADER) or b""))
+            elif self.tag_source == "topic":
                 headers.append((SOURCE_HEADER, message.topic()))
             producer.produce(self.output, message.value(), message.key(), headers=headers)
         if not self.transactional:
@@ -148,7 +180,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--group-id", required=True)
     parser.add_argument("--transactional-id", required=True)
-    parser.add_argument("--tag-source", action="store_true", help="add the input topic header")
+    parser.add_argument(
+        "--tag-source", choices=["topic", "type"], help="add a header naming the record's source"
+    )
+    parser.add_argument("--handles", help="the shared topic: relay only records of this ce_type")
+    parser.add_argument("--emits", help="the shared topic: the ce_type of what is relayed")
     parser.add_argument(
         "--no-transactions", action="store_true", help="flush per batch, commit every second"
     )
@@ -162,6 +198,8 @@ def main(argv: list[str] | None = None) -> None:
         transactional_id=args.transactional_id,
         tag_source=args.tag_source,
         transactional=not args.no_transactions,
+        handles=args.handles,
+        emits=args.emits,
     )
 
     def on_term(_signum: int, _frame: FrameType | None) -> None:
@@ -179,7 +217,7 @@ def chain_records(tag: str, *, value_size: int = 200) -> RecordFactory:
     value = random.Random(7).randbytes(value_size)
     static: Headers = [
         ("ce_specversion", b"1.0"),
-        ("ce_type", b"procurement.v1.RequestSubmitted"),
+        (TYPE_HEADER, FIRST_TYPE.encode()),
         ("ce_source", b"bench/load"),
         ("ce_time", b"2027-01-15T08:00:00.000000+00:00"),
         ("content-type", b"application/avro"),
@@ -197,20 +235,29 @@ def chain_records(tag: str, *, value_size: int = 200) -> RecordFactory:
 
 
 class ChainSystem:
-    """The chain's topics and its six relay processes (see the module docstring)."""
+    """The chain's topics and its six relay processes (see the module docstring);
+    ``shared``: one topic for every record, as sagalog's workflow topic."""
 
-    name = "baseline"
     per_saga = HOPS + 1
 
-    def __init__(self, settings: ClientSettings, scratch: Path, *, partitions: int) -> None:
+    def __init__(
+        self, settings: ClientSettings, scratch: Path, *, partitions: int, shared: bool = False
+    ) -> None:
         self.suffix = f"chainbench{uuid.uuid4().hex[:10]}"
+        self.name = "baseline-shared" if shared else "baseline"
+        self.shared = shared
         self.settings = settings
         self.kafka_config = settings.kafka_config()
         self.scratch = scratch
         self.partitions = partitions
-        self.topics = [f"chain.{self.suffix}.e{k}" for k in range(HOPS + 1)]
+        if shared:
+            self.topics = [f"chain.{self.suffix}.events"]
+        else:
+            self.topics = [f"chain.{self.suffix}.e{k}" for k in range(HOPS + 1)]
         self.input_topic = self.topics[0]
         self.completion_topic = f"chain.{self.suffix}.observed"
+        self.last_source = hop_types()[-1] if shared else self.topics[-1]
+        """The observer's source header on a saga's completion."""
         self.services: dict[str, Service] = {}
         self._reader: Consumer | None = None
         self._generator = GeneratorProducer(self.kafka_config)
@@ -236,23 +283,35 @@ class ChainSystem:
         from .sagas import Service, service_env
 
         env = service_env({CONFIG_ENV: json.dumps(self.kafka_config)})
-        jobs = {
-            f"hop{k}": ([self.topics[k - 1]], self.topics[k], False) for k in range(1, HOPS + 1)
-        }
-        jobs["observer"] = (self.topics, self.completion_topic, True)
-        for name, (inputs, output, tag) in jobs.items():
-            args = [
-                f"--in={','.join(inputs)}",
-                f"--out={output}",
-                f"--group-id=chain-{name}-{self.suffix}",
-                f"--transactional-id=chain-{name}-{self.suffix}",
-            ]
+        types = hop_types()
+        jobs: dict[str, tuple[str, ...]] = {}
+        for k in range(1, HOPS + 1):
+            if self.shared:
+                jobs[f"hop{k}"] = (
+                    f"--in={self.input_topic}",
+                    f"--out={self.input_topic}",
+                    f"--handles={types[k - 1]}",
+                    f"--emits={types[k]}",
+                )
+            else:
+                jobs[f"hop{k}"] = (f"--in={self.topics[k - 1]}", f"--out={self.topics[k]}")
+        jobs["observer"] = (
+            f"--in={','.join(self.topics)}",
+            f"--out={self.completion_topic}",
+            f"--tag-source={'type' if self.shared else 'topic'}",
+            "--no-transactions",
+        )
+        for name, args in jobs.items():
             self.services[name] = Service(
                 name=name,
                 env=env,
                 log=self.scratch / f"{name}.log",
                 module="tests.bench.baseline_chain",
-                args=(*args, *(["--tag-source", "--no-transactions"] if tag else [])),
+                args=(
+                    *args,
+                    f"--group-id=chain-{name}-{self.suffix}",
+                    f"--transactional-id=chain-{name}-{self.suffix}",
+                ),
             ).start()
 
     def records(self, tag: str) -> RecordFactory:
@@ -281,7 +340,7 @@ class ChainSystem:
         from .sagas import SagaAnalysis, header_values, read_range
 
         analysis = SagaAnalysis()
-        last = self.topics[-1]
+        last = self.last_source
         names = frozenset({SOURCE_HEADER, SENT_HEADER})
         for message in read_range(
             self.kafka_config,
@@ -318,14 +377,26 @@ def measure_baseline(
     probe_s: float,
     start_rate: float,
     progress: Progress,
+    shared: bool = False,
 ) -> SagaBenchResult:
-    """``baseline_sagas_per_s``: the same search and confirmation as sagalog's."""
-    from .sagas import MaxRate, SagaBenchResult, confirm_rate, find_max_rate, warm_up
+    """``baseline_sagas_per_s`` (``baseline_shared_sagas_per_s`` for the chain on one
+    shared topic): the same search and confirmation as sagalog's."""
+    from .sagas import (
+        MaxRate,
+        SagaBenchResult,
+        broker_text,
+        confirm_rate,
+        cpu_per_saga_text,
+        find_max_rate,
+        warm_up,
+    )
 
+    prefix = "baseline_shared" if shared else "baseline"
+    label = "baseline on one shared topic" if shared else "baseline"
     scratch.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"baseline_sagas_per_s": None}
+    results: dict[str, Any] = {f"{prefix}_sagas_per_s": None}
     rows: list[tuple[str, str]] = []
-    system = ChainSystem(settings, scratch, partitions=partitions)
+    system = ChainSystem(settings, scratch, partitions=partitions, shared=shared)
     try:
         system.setup()
         system.start()
@@ -344,14 +415,14 @@ def measure_baseline(
             system, rate, duration_s=duration_s, progress=progress
         )
         found = MaxRate(chosen, [*probes, *runs], confirmed)
-        results |= found.as_dict("baseline_sagas")
+        results |= found.as_dict(f"{prefix}_sagas")
         if confirmed is None:
-            rows.append(("baseline sagas/s", f"FAILED: no {duration_s:g}s run was sustained"))
+            rows.append((f"{label} sagas/s", f"FAILED: no {duration_s:g}s run was sustained"))
         else:
             shares = ", ".join(f"{n} {p:.0f}%" for n, p in confirmed.cpu_pct.items())
             rows.append(
                 (
-                    "baseline sagas/s (sustained)",
+                    f"{label} sagas/s (sustained)",
                     f"{confirmed.steady_per_s:,.1f} completed/s for {duration_s:g}s, e2e p50 "
                     f"{confirmed.e2e.p50_ms:,.0f} / p99 {confirmed.e2e.p99_ms:,.0f} ms",
                 )
@@ -359,10 +430,12 @@ def measure_baseline(
             rows.append(
                 ("  CPU meanwhile", f"{shares}; machine {confirmed.machine_busy_pct:.0f}% busy")
             )
+            rows.append(("  CPU per saga", cpu_per_saga_text(confirmed)))
+            rows.append(("  broker per saga", broker_text(confirmed)))
     except Exception as exc:
-        results["baseline_error"] = str(exc)
-        rows.append(("baseline sagas/s", f"FAILED: {str(exc).splitlines()[0]}"))
-        progress(f"baseline FAILED: {exc}")
+        results[f"{prefix}_error"] = str(exc)
+        rows.append((f"{label} sagas/s", f"FAILED: {str(exc).splitlines()[0]}"))
+        progress(f"{label} FAILED: {exc}")
     finally:
         for problem in system.close():
             progress(f"{system.suffix}: cleanup: {problem}")

@@ -1286,6 +1286,7 @@ def measure_sagas(
     baseline: bool,
     baseline_start_rate: float,
     profile_dir: Path | None,
+    baseline_shared: bool = False,
     tick_hz: float = 0.0,
     tracker_fetch_wait_ms: int = 0,
     cohosted: bool = False,
@@ -1340,21 +1341,33 @@ def measure_sagas(
         if baseline:
             from .baseline_chain import measure_baseline
 
-            found = measure_baseline(
-                settings,
-                scratch / "baseline",
-                partitions=partitions,
-                duration_s=duration_s,
-                probe_s=probe_s,
-                start_rate=baseline_start_rate,
-                progress=progress,
-            )
-            results |= found.results
-            rows += found.rows
+            for one_topic in (False, True) if baseline_shared else (False,):
+                found = measure_baseline(
+                    settings,
+                    scratch / ("baseline-shared" if one_topic else "baseline"),
+                    partitions=partitions,
+                    duration_s=duration_s,
+                    probe_s=probe_s,
+                    start_rate=baseline_start_rate,
+                    progress=progress,
+                    shared=one_topic,
+                )
+                results |= found.results
+                rows += found.rows
             sagas, raw = results.get("sagas_per_s"), results.get("baseline_sagas_per_s")
             results["sagas_ratio"] = round(sagas / raw, 3) if sagas and raw else None
             if results["sagas_ratio"] is not None:
                 rows.append(("sagas ratio", f"{results['sagas_ratio']:.3f} of the baseline"))
+            shared = results.get("baseline_shared_sagas_per_s")
+            if shared and raw:
+                results["baseline_shared_ratio"] = round(shared / raw, 3)
+                rows.append(
+                    (
+                        "shared topic ratio",
+                        f"{results['baseline_shared_ratio']:.3f}: the chain on one shared "
+                        "topic against the chain on a topic per hop",
+                    )
+                )
     return SagaBenchResult(results, rows)
 
 
@@ -1459,8 +1472,8 @@ def _measure_sagalog(
         )
     )
     rows.append(("  CPU meanwhile", _cpu_text(confirmed)))
-    rows.append(("  CPU per saga", _cpu_per_saga_text(confirmed)))
-    rows.append(("  broker per saga", _broker_text(confirmed)))
+    rows.append(("  CPU per saga", cpu_per_saga_text(confirmed)))
+    rows.append(("  broker per saga", broker_text(confirmed)))
     assert chosen is not None  # confirmed implies a rate
     by_load: dict[str, Any] = {}
     for fraction in LOAD_FRACTIONS:
@@ -1528,14 +1541,14 @@ def _probe_row(name: str, probe: ProbeResult) -> tuple[str, str]:
     )
 
 
-def _cpu_per_saga_text(probe: ProbeResult) -> str:
+def cpu_per_saga_text(probe: ProbeResult) -> str:
     costs = probe.cpu_us_per_saga
     agents = sum(us for name, us in costs.items() if name.startswith("agent"))
     named = ", ".join(f"{name} {us:,.0f}" for name, us in costs.items())
-    return f"{named} us (agents together {agents:,.0f} us)"
+    return f"{named} us (agents together {agents:,.0f} us)" if agents else f"{named} us"
 
 
-def _broker_text(probe: ProbeResult) -> str:
+def broker_text(probe: ProbeResult) -> str:
     broker = probe.broker
     if broker is None:
         return "not measured (the stack's broker serves no metrics: `sagalog dev down`, `up`)"
