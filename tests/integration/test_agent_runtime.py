@@ -309,6 +309,21 @@ def test_batches_with_nothing_to_produce_open_no_transaction_and_their_offsets_f
     assert 1 <= int(counts["transactions"]) <= 6, counts
 
 
+def test_an_agent_pacing_its_fetches_hands_every_workflow_on_once(lab_factory: Any) -> None:
+    """With ``queued_fetch_pause_ms`` a record the agent has not taken yet stops its
+    consumer's fetching for a while: what is committed meanwhile must come in a later
+    fetch, all of it, and none of it twice."""
+    lab: AgentLab = lab_factory()
+    lab.agent(queued_fetch_pause_ms=20)
+    out = publisher(lab)
+    workflows = [f"wf-paced-{n}" for n in range(40)]
+    for n, workflow_id in enumerate(workflows):
+        submit(out, lab.topic, n, workflow_id=workflow_id)
+    records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= len(workflows))
+    reserved = lab.outputs(RESERVED, records)
+    assert sorted(r["key"].decode() for r in reserved) == sorted(workflows)
+
+
 def committed(lab: AgentLab) -> int:
     """The budget agent's group's committed offset of partition 0 (-1: none yet)."""
     reader = Consumer(

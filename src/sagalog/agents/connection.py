@@ -33,6 +33,22 @@ OUTAGE_BACKOFF = RetryPolicy(base_delay_s=0.5, max_delay_s=10.0)
 Rebalance = Callable[[Consumer, list[TopicPartition]], None]
 
 
+def fetch_pacing(settings: AgentSettings) -> dict[str, int]:
+    """The consumer's fetch pacing for ``queued_fetch_pause_ms``.
+
+    librdkafka keeps fetching while fewer than ``queued.min.messages`` records wait in
+    the consumer's queue, and a read_committed fetch waiting on the broker is answered
+    by every commit that makes records readable: with five agents and the load
+    writing to one topic, a busy agent sent six fetches per saga, most of them for a
+    record or two (docs/benchmarks.md). With ``queued.min.messages`` 1, a record the
+    agent has not taken yet stops its fetching for ``fetch.queue.backoff.ms``, so what
+    was committed meanwhile comes in one fetch. An idle agent's queue is empty, so its
+    fetch still waits on the broker for the next record.
+    """
+    pause = settings.queued_fetch_pause_ms
+    return {"queued.min.messages": 1, "fetch.queue.backoff.ms": pause} if pause else {}
+
+
 class KafkaClients:
     """The producer and consumer of one agent instance, and their recovery."""
 
@@ -216,6 +232,7 @@ class KafkaClients:
                     "error_cb": self._on_consumer_error,
                     "statistics.interval.ms": STATS_INTERVAL_MS,
                     "stats_cb": self._on_consumer_stats,
+                    **fetch_pacing(self.settings),
                 }
             )
         )
