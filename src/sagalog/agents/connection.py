@@ -39,11 +39,12 @@ def fetch_pacing(settings: AgentSettings) -> dict[str, int]:
     librdkafka keeps fetching while fewer than ``queued.min.messages`` records wait in
     the consumer's queue, and a read_committed fetch waiting on the broker is answered
     by every commit that makes records readable: with five agents and the load
-    writing to one topic, a busy agent sent six fetches per saga, most of them for a
-    record or two (docs/benchmarks.md). With ``queued.min.messages`` 1, a record the
-    agent has not taken yet stops its fetching for ``fetch.queue.backoff.ms``, so what
-    was committed meanwhile comes in one fetch. An idle agent's queue is empty, so its
-    fetch still waits on the broker for the next record.
+    writing to one topic, a busy agent fetches several times per saga, most of them
+    for a record or two (docs/agents.md, "Fetch pacing"). With ``queued.min.messages``
+    1, a record the agent has not taken yet stops its fetching for
+    ``fetch.queue.backoff.ms``, so what was committed meanwhile comes in one fetch. An
+    idle agent's queue is empty, so its fetch still waits on the broker for the next
+    record.
     """
     pause = settings.queued_fetch_pause_ms
     return {"queued.min.messages": 1, "fetch.queue.backoff.ms": pause} if pause else {}

@@ -60,10 +60,9 @@ class AgentSettings(ServiceSettings):
         description="While records the agent has not taken yet wait in its consumer's "
         "queue, fetch nothing for this long (librdkafka's fetch.queue.backoff.ms, with "
         "queued.min.messages 1). Each commit on the workflow topic answers every agent's "
-        "waiting fetch, so a busy agent fetches many times per batch; 20 cut five agent "
-        "processes' fetches from 6.5 to 1.6 per saga and the broker's CPU per saga by a "
-        "third, for a longer hand-off tail (docs/agents.md). 0: fetch whenever records "
-        "become readable.",
+        "waiting fetch, so a busy agent fetches many times per batch. A pause trades the "
+        "hand-off's tail for the broker's CPU (measured in docs/agents.md, 'Fetch "
+        "pacing'). 0: fetch whenever records become readable.",
     )
     step_timeout_s: float = Field(default=30.0, gt=0, description="Default per-step timeout.")
     max_attempts: int = Field(default=5, ge=1)
