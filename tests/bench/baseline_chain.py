@@ -387,6 +387,7 @@ def measure_baseline(
         broker_text,
         confirm_rate,
         cpu_per_saga_text,
+        cpu_text,
         find_max_rate,
         warm_up,
     )
@@ -419,7 +420,6 @@ def measure_baseline(
         if confirmed is None:
             rows.append((f"{label} sagas/s", f"FAILED: no {duration_s:g}s run was sustained"))
         else:
-            shares = ", ".join(f"{n} {p:.0f}%" for n, p in confirmed.cpu_pct.items())
             rows.append(
                 (
                     f"{label} sagas/s (sustained)",
@@ -427,9 +427,7 @@ def measure_baseline(
                     f"{confirmed.e2e.p50_ms:,.0f} / p99 {confirmed.e2e.p99_ms:,.0f} ms",
                 )
             )
-            rows.append(
-                ("  CPU meanwhile", f"{shares}; machine {confirmed.machine_busy_pct:.0f}% busy")
-            )
+            rows.append(("  CPU meanwhile", cpu_text(confirmed)))
             rows.append(("  CPU per saga", cpu_per_saga_text(confirmed)))
             rows.append(("  broker per saga", broker_text(confirmed)))
     except Exception as exc:

@@ -1471,7 +1471,7 @@ def _measure_sagalog(
             f"{confirmed.e2e.p50_ms:,.0f} / p99 {confirmed.e2e.p99_ms:,.0f} ms",
         )
     )
-    rows.append(("  CPU meanwhile", _cpu_text(confirmed)))
+    rows.append(("  CPU meanwhile", cpu_text(confirmed)))
     rows.append(("  CPU per saga", cpu_per_saga_text(confirmed)))
     rows.append(("  broker per saga", broker_text(confirmed)))
     assert chosen is not None  # confirmed implies a rate
@@ -1561,7 +1561,7 @@ def broker_text(probe: ProbeResult) -> str:
     )
 
 
-def _cpu_text(probe: ProbeResult) -> str:
+def cpu_text(probe: ProbeResult) -> str:
     shares = ", ".join(f"{name} {pct:.0f}%" for name, pct in probe.cpu_pct.items())
     return f"{shares} (of one core); machine {probe.machine_busy_pct:.0f}% busy"
 
