@@ -22,6 +22,7 @@ from sagalog.services.tracker.fencing import (
     transactional_id,
 )
 from sagalog.services.tracker.settings import TrackerSettings
+from sagalog.services.tracker.sink import KafkaSink
 
 
 class _Producer:
@@ -148,3 +149,74 @@ def test_a_send_after_the_fence_is_refused_as_fenced() -> None:
     lab.made[0].produce = refuse  # type: ignore[attr-defined]
     with pytest.raises(PartitionsFenced, match=r"partitions \[0\] were taken over"):
         lab.transactions.send(0, "orders.events", key=b"wf-1", value=b"")
+
+
+class _ReportingProducer(_Producer):
+    """Holds each record's delivery callback and serves it on ``poll``, as librdkafka
+    does; an abort purges what was sent, each record reporting ``_PURGE_QUEUE``."""
+
+    def __init__(self, config: dict[str, Any], failures: dict[str, list[KafkaError]]) -> None:
+        super().__init__(config, failures)
+        self.reports: list[tuple[Any, KafkaError | None]] = []
+        self.sent: list[Any] = []
+
+    def produce(self, topic: str, **record: Any) -> None:
+        self.sent.append(record["on_delivery"])
+
+    def commit_transaction(self, timeout: float) -> None:
+        super().commit_transaction(timeout)
+        self.reports += [(report, None) for report in self.sent]
+        self.sent = []
+
+    def abort_transaction(self, timeout: float) -> None:
+        super().abort_transaction(timeout)
+        purged = KafkaError(KafkaError._PURGE_QUEUE, "purged by the abort")
+        self.reports += [(report, purged) for report in self.sent]
+        self.sent = []
+
+    def poll(self, timeout: float) -> int:
+        served, self.reports = self.reports, []
+        for report, error in served:
+            report(error, _Message())
+        return len(served)
+
+
+class _Message:
+    def topic(self) -> str:
+        return "procurement.events"
+
+
+def test_a_batch_decided_again_after_an_abort_is_not_failed_by_the_aborted_records() -> None:
+    """The broker's outage aborts a commit; the batch is decided again, and the first
+    attempt's purged records, reported then or later, refuse nothing of the second.
+    (Before, the retry raised "Kafka refused 1 tracker record(s)" and the tracker
+    exited 70 under a broker SIGKILL.)"""
+    settings = TrackerSettings(app_id="saga-tracker", bootstrap_servers="127.0.0.1:1")
+    sink = KafkaSink(settings, codec=None)  # type: ignore[arg-type]  # nothing is encoded
+    made: list[_ReportingProducer] = []
+    failures = {
+        transactional_id("saga-tracker-", 0): [
+            KafkaError(KafkaError._STATE, "coordinator away", txn_requires_abort=True)
+        ]
+    }
+
+    def make(config: dict[str, Any]) -> _ReportingProducer:
+        made.append(_ReportingProducer(config, failures))
+        return made[-1]
+
+    sink.transactions = PartitionTransactions(settings, {}, make_producer=make)
+
+    async def attempts() -> None:
+        await sink.transactions.take([0])
+        sink.close_open_transaction("procurement.events", 0)
+        with pytest.raises(BatchAborted):
+            await sink.commit()
+        made[0].reports = [
+            (r, KafkaError(KafkaError._PURGE_QUEUE, "late")) for r, _ in made[0].reports
+        ]
+        sink.close_open_transaction("procurement.events", 0)  # the batch decided again
+        await sink.flush()  # serves the first attempt's late purge reports
+        await sink.commit()
+
+    asyncio.run(attempts())
+    assert made[0].calls == ["init", "begin", "commit", "abort", "begin", "commit"]

@@ -86,6 +86,9 @@ class KafkaSink:
         )
         self._errors: list[str] = []
         self._denied: AuthorizationError | None = None  # the first refused write's error
+        self._attempt = 0
+        """Counts the batches' attempts whose commit failed: a record's delivery report
+        counts only for the attempt that sent it (``_delivered``)."""
         self.sent = 0
 
     def publish(self, action: Publish, *, partition: int) -> None:
@@ -147,7 +150,7 @@ class KafkaSink:
             key=key,
             value=None,
             headers=headers,
-            on_delivery=self._delivered,
+            on_delivery=self._reporter(),
         )
         self.sent += 1
 
@@ -198,7 +201,7 @@ class KafkaSink:
                 origin=RecordPosition(topic, partition, offset),
                 now_ms=now_ms,
             ),
-            on_delivery=self._delivered,
+            on_delivery=self._reporter(),
         )
         log.warning(
             "dead-lettered %s/%s@%s: %s",
@@ -237,6 +240,12 @@ class KafkaSink:
         """
         try:
             await self.transactions.commit()
+        except BaseException:
+            # What was sent is aborted: its records report the abort's purge, now or
+            # later, and none of that refuses the attempt that decides the batch again.
+            self._attempt += 1
+            self._errors.clear()
+            raise
         finally:
             for producer in self.transactions.producers.values():
                 producer.poll(0)  # the delivery reports not yet served
@@ -295,7 +304,7 @@ class KafkaSink:
             "key": raw_key,
             "value": value,
             "headers": signed(raw_key, value, headers),
-            "on_delivery": self._delivered,
+            "on_delivery": self._reporter(),
         }
         if partition is not None:
             self.transactions.send(partition, topic, **record)
@@ -307,8 +316,17 @@ class KafkaSink:
                 self.producer.produce(topic, **record)
         self.sent += 1
 
-    def _delivered(self, error: KafkaError | None, message: Message) -> None:
-        if error is not None:
+    def _reporter(self) -> Callable[[KafkaError | None, Message], None]:
+        """The delivery callback of a record sent now, in this attempt."""
+        attempt = self._attempt
+        return lambda error, message: self._delivered(error, message, attempt)
+
+    def _delivered(self, error: KafkaError | None, message: Message, attempt: int) -> None:
+        """Note a refused record of the current attempt. A report of an aborted attempt
+        is no refusal: before this rule, a batch whose commit the broker aborted (its
+        coordinator killed) was decided again and then failed on the first attempt's
+        purged records, and the tracker exited 70 instead of riding the outage out."""
+        if error is not None and attempt == self._attempt:
             self._errors.append(f"{message.topic()}: {error.str()}")
         if is_authorization_failure(error) and self._denied is None:
             assert error is not None
