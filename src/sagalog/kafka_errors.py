@@ -17,3 +17,12 @@ FENCED_PRODUCER = frozenset(
         KafkaError.INVALID_PRODUCER_EPOCH,
     }
 )
+
+#: What a client request raises when the broker did not answer in time: it refuses nothing.
+NO_ANSWER = frozenset(
+    {
+        KafkaError._TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+    }
+)
