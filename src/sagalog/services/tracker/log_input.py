@@ -426,13 +426,10 @@ def ends_the_input(error: KafkaError) -> bool:
     An assignment comes at the end of a rebalance, and a rebalance after every broker
     outage, so the check's metadata request meets a broker restarted or resumed a
     moment ago, on a machine busy with every client reconnecting, after this
-    consumer's reconnect backoff (up to 10 s). It took 5.9 s in the broker-outage test
-    on a loaded two-core machine, where the chaos harness's own metadata once took more
-    than 15 s after a broker restart; past ``METADATA_TIMEOUT_S`` the input failed and
-    the tracker exited 70 ("the tracker's input failed"): an outage every service is to
-    ride out cost a restart. A broker that did not answer refuses nothing: the
-    partitions are read anyway, librdkafka waits for the broker as for any fetch, and
-    a right truly missing shows as the stall the watchdog exits on, after which the
-    new worker checks again. Any other error still ends the input.
+    consumer's reconnect backoff: it can outlast ``METADATA_TIMEOUT_S``, and an outage
+    every service is to ride out then cost a restart. A broker that did not answer
+    refuses nothing: the partitions are read anyway, librdkafka waits for the broker
+    as for any fetch, and a right truly missing shows as the stall the watchdog exits
+    on, after which the new worker checks again. Any other error still ends the input.
     """
     return error.code() not in NO_ANSWER
