@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 
-.PHONY: install up down status demo first-touch chromium tools docs docs-serve test unit integration lint format clean bench chaos demo-cluster down-cluster
+.PHONY: install up down status demo first-touch chromium tools docs docs-serve test test-all unit integration lint format clean bench chaos demo-cluster down-cluster
 
 # Runs a command with every SAGALOG_* variable a client of the dev stack needs (its
 # brokers, registry, replication profile, logins), except those already exported:
@@ -71,10 +71,10 @@ format: install
 	$(BIN)/ruff check --fix src services tests
 
 unit: install
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest tests/unit -m "not extended"
 
 integration: up
-	$(ON_STACK) $(BIN)/pytest tests/integration
+	$(ON_STACK) $(BIN)/pytest tests/integration -m "not extended"
 
 # The documentation (docs/, mkdocs.yml) into site/; docs-serve rebuilds it as you edit.
 docs: install
@@ -92,8 +92,21 @@ chromium:
 tools: chromium
 	@bash .ci/ensure-tools
 
-test: up lint tools
-	$(ON_STACK) $(BIN)/pytest
+# Two tiers of one suite (tests/conftest.py). `make test` is a newcomer's: lint, the
+# unit tests and the integration tests on the shared dev stack. `make test-all` (CI)
+# adds the tests marked `extended`: chaos rounds, private three-broker and secured
+# stacks, the installed wheel, the browser, Prometheus, Helm, compose, AsyncAPI and
+# whatever takes over a minute. Both print their 25 slowest tests.
+# The tests wait on brokers and processes far more than they compute, so both tiers
+# run on several pytest-xdist workers: a module's tests stay together on one worker,
+# and so do the users of one private stack (tests/conftest.py).
+WORKERS ?= 4
+PYTEST_PARALLEL := -n $(WORKERS) --dist loadgroup
+test: up lint
+	$(ON_STACK) $(BIN)/pytest $(PYTEST_PARALLEL) -m "not extended"
+
+test-all: up lint tools
+	$(ON_STACK) $(BIN)/pytest $(PYTEST_PARALLEL)
 
 .PHONY: bench
 bench: up
@@ -101,7 +114,7 @@ bench: up
 
 # Fault injection (issue 7): every fault against the reference workflow on a private
 # Kafka + registry (ports 29092/29093/28081, never the shared stack); prints a table and
-# writes chaos-results.json. `pytest` runs a short version (deselect with -m "not chaos").
+# writes chaos-results.json. `make test-all` runs a short version (`make test` does not).
 chaos: install
 	PYTHONPATH=services:tests $(BIN)/python -m chaos $(CHAOS_ARGS)
 

@@ -130,15 +130,18 @@ def run_suite(
     report: Callable[[str], None] = print,
     keep_stack: bool = False,
     brokers: int = 1,
+    stack: ChaosStack | None = None,
 ) -> tuple[int, list[RoundResult]]:
     """Start the chaos stack and fleet, run each fault's round, stop everything.
 
     ``brokers=3`` runs them on a three-broker cluster (``cluster.py``'s rounds).
+    A ``stack`` given (the tests' shared one) is used and left running.
     Returns the seed and one result per fault.
     """
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 1_000_000)
     report(f"chaos: seed {seed} (rerun with --seed {seed}); work dir {work_dir}")
-    stack = ChaosStack.from_env(work_dir / "stack", brokers=brokers)
+    keep_stack = keep_stack or stack is not None
+    stack = stack or ChaosStack.from_env(work_dir / "stack", brokers=brokers)
     if not keep_stack:
         stack_running = stack.stack.status().kafka.state.value == "running"
         if not stack_running:
@@ -146,24 +149,11 @@ def run_suite(
             stack = ChaosStack.from_env(work_dir / "stack", brokers=brokers)
     report(f"chaos: own stack on {stack.stack.bootstrap_servers} ready in {stack.up():.1f}s")
     run = ChaosRun(stack, work_dir / f"run-{seed}", seed=seed)
-    results: list[RoundResult] = []
     try:
         started = time.monotonic()
         run.setup()
         report(f"chaos: fleet up in {time.monotonic() - started:.0f}s")
-        for fault in suite:
-            if only and not any(o.lower() in fault.name.lower() for o in only):
-                continue
-            report(
-                f"chaos: {fault.name}: {fault.workflows} workflows, {fault.window_s:g}s of faults…"
-            )
-            result = run.round(fault)
-            results.append(result)
-            verdict = "ok" if result.ok else "FAILED: " + "; ".join(result.failures)
-            report(
-                f"chaos: {fault.name}: {result.ended_as_planned}/{result.workflows} as planned, "
-                f"{result.details.get('seconds')}s, {verdict}"
-            )
+        results = run_rounds(run, suite, only=only, report=report)
     finally:
         try:
             run.close()
@@ -171,6 +161,29 @@ def run_suite(
             if not keep_stack:
                 stack.down()
     return seed, results
+
+
+def run_rounds(
+    run: ChaosRun,
+    suite: Sequence[Fault],
+    *,
+    only: Sequence[str] = (),
+    report: Callable[[str], None] = print,
+) -> list[RoundResult]:
+    """Each fault's round on a fleet already up; one result per round run."""
+    results = []
+    for fault in suite:
+        if only and not any(o.lower() in fault.name.lower() for o in only):
+            continue
+        report(f"chaos: {fault.name}: {fault.workflows} workflows, {fault.window_s:g}s of faults…")
+        result = run.round(fault)
+        results.append(result)
+        verdict = "ok" if result.ok else "FAILED: " + "; ".join(result.failures)
+        report(
+            f"chaos: {fault.name}: {result.ended_as_planned}/{result.workflows} as planned, "
+            f"{result.details.get('seconds')}s, {verdict}"
+        )
+    return results
 
 
 def write_results(path: Path, seed: int, results: Sequence[RoundResult]) -> None:

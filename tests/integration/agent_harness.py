@@ -365,16 +365,6 @@ def publish_requests(
     return sent
 
 
-def wait_until(condition: Callable[[], bool], *, timeout: float, step: float = 0.05) -> bool:
-    """Poll ``condition`` until it holds or ``timeout`` seconds pass; return the last answer."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(step)
-    return condition()
-
-
 def log_size(process: AgentProcess) -> int:
     """The log's length in bytes now; pass it to ``log_count`` to skip earlier lines."""
     return process.log.stat().st_size if process.log.exists() else 0

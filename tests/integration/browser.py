@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -19,13 +18,8 @@ from typing import Any
 
 import aiohttp
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-# The skip reason of every browser test; the terminal summary counts skips by it.
-NO_CHROMIUM = "needs headless Chromium (Debian's chromium), not found on PATH"
-HOW_TO_GET_CHROMIUM = (
-    "`make test` and .ci/run install it when run as root with apt-get (.ci/ensure-chromium); "
-    "otherwise: apt-get install -y chromium"
-)
+import external_tools
+
 FLAGS = [
     "--headless=new",
     "--no-sandbox",  # the tests run as root
@@ -44,7 +38,7 @@ class Browser:
     """One Chromium process with one page; use as ``async with Browser(profile) as page``."""
 
     def __init__(self, profile: Path) -> None:
-        assert CHROMIUM is not None, f"{NO_CHROMIUM}: {HOW_TO_GET_CHROMIUM}"
+        self.chromium = external_tools.require("chromium")
         self.profile = profile
         self.process: subprocess.Popen[bytes] | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -54,7 +48,7 @@ class Browser:
     async def __aenter__(self) -> Browser:
         self.profile.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [CHROMIUM, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+            [self.chromium, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=(self.profile / "chromium.log").open("wb"),
         )

@@ -19,7 +19,6 @@ from sagalog.cluster import connect_admin
 from sagalog.errors import ServiceUnavailableError
 from sagalog.settings import ClientSettings
 
-from .browser import HOW_TO_GET_CHROMIUM, NO_CHROMIUM
 from .project import REPO, Project
 
 
@@ -64,22 +63,6 @@ topics:
         if suffix in subject:
             registry.delete_subject(subject)
             registry.delete_subject(subject, permanent=True)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say why the browser tests skipped and how to run them, rather than only that
-    they skipped: a run without Chromium checks neither the reviewer page nor the
-    analytics report in a browser."""
-    skipped = [
-        report
-        for report in terminalreporter.stats.get("skipped", [])
-        if NO_CHROMIUM in str(getattr(report, "longrepr", ""))
-    ]
-    if skipped:
-        terminalreporter.section("browser tests skipped", yellow=True)
-        terminalreporter.line(
-            f"{len(skipped)} browser test(s) skipped: {NO_CHROMIUM}. {HOW_TO_GET_CHROMIUM}."
-        )
 
 
 # Fixtures that live next to the helpers they drive.

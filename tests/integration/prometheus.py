@@ -8,8 +8,6 @@ one-second scrape interval, and stopped with the test. Queried through its HTTP 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 import urllib.parse
@@ -18,23 +16,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+import external_tools
 from sagalog.service_process import free_port
-
-BINARY = "prometheus"
-
-
-def require_prometheus() -> str:
-    """The server's path; a skip naming the install when it is missing (CI installs it:
-    ``.ci/ensure-tools``), a failure under CI, where a skip would hide the check."""
-    found = shutil.which(BINARY)
-    if found is None:
-        why = "Prometheus is not installed (apt-get install prometheus; .ci/ensure-tools does)"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    return found
 
 
 class Prometheus:
@@ -57,7 +40,7 @@ class Prometheus:
         self._log = (workdir / "prometheus.log").open("wb")
         self._process = subprocess.Popen(
             [
-                require_prometheus(),
+                external_tools.require("prometheus"),
                 f"--config.file={workdir / 'prometheus.yml'}",
                 f"--storage.tsdb.path={workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",

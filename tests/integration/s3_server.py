@@ -8,8 +8,6 @@ objects in a directory of the test.
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import subprocess
 import time
@@ -19,27 +17,10 @@ from pathlib import Path
 
 import pytest
 
+import external_tools
 from sagalog.service_process import free_port
 
-TOOLS = Path.home() / ".cache" / "sagalog" / "tools" / "bin"
 BUCKET = "sagalog-blobs"
-
-
-def require_gofakes3() -> str:
-    """The server's path; a skip naming the build when it is missing, a failure under CI
-    (where ``.ci/ensure-tools`` builds it), since a skip there would hide the check."""
-    found = shutil.which("gofakes3") or (
-        str(TOOLS / "gofakes3") if (TOOLS / "gofakes3").is_file() else None
-    )
-    if found is None:
-        why = (
-            "gofakes3 is not built (.ci/ensure-tools builds it: go install "
-            "github.com/johannesboyne/gofakes3/cmd/gofakes3@v1.2.0)"
-        )
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    return found
 
 
 @dataclass(frozen=True)
@@ -51,7 +32,7 @@ class S3Server:
 @pytest.fixture
 def s3_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
     """A fresh S3 server with one bucket; boto3 is given throwaway credentials."""
-    binary = require_gofakes3()
+    binary = external_tools.require("gofakes3")
     port = free_port()
     log = (tmp_path / "gofakes3.log").open("wb")
     process = subprocess.Popen(

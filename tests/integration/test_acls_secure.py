@@ -1,9 +1,8 @@
 """ACLs as code on the secure dev stack: applied exactly, sufficient, and least.
 
-One private secure ``LocalStack`` for the module (1 broker; SASL_SSL with SCRAM-SHA-512
-and the stack's CA; ``StandardAuthorizer``, deny by default; registry behind basic
-auth) on ports of its own (23092 SASL_SSL, 23102 mTLS, 23093 controller, registry
-23081; ``SAGALOG_TEST_ACLS_*`` moves them) and a tmp state dir, stopped at the end.
+The run's private secure ``LocalStack`` (``secure_stack``, ``tests/stacks.py``: 1
+broker; SASL_SSL with SCRAM-SHA-512 and the stack's CA; ``StandardAuthorizer``, deny
+by default; registry behind basic auth), shared with the secure stack's own tests.
 The project is the repository's own topology: the procurement flow, its topics and
 ``topology/services.yaml``. ``apply`` runs as the stack's admin; every service
 connects as its own SCRAM user, created by ``sagalog topology apply --dev-users``
@@ -23,7 +22,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +60,7 @@ from sagalog.settings import ClientSettings
 from sagalog.topology.acl_apply import current_acls, to_binding
 from sagalog.topology.acls import AclRule, Operation, PatternKind, ResourceKind, derive_acls
 from sagalog.topology.loader import load_topology
-
-from .private_stack import cli_environment, client_settings, private_settings, running, sagalog
-
-pytestmark = pytest.mark.private_stack  # integration: by folder, tests/conftest.py
+from stacks import cli_environment, client_settings, sagalog
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = "procurement.events"
@@ -79,12 +74,9 @@ class RawCodec:
         return b"raw"
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    state_dir = tmp_path_factory.mktemp("acls") / "state"
-    settings = private_settings(name="acls", base=23092, state_dir=state_dir)
-    with running(LocalStack(settings, secure=True)) as secure:
-        yield secure
+@pytest.fixture
+def stack(secure_stack: LocalStack) -> LocalStack:
+    return secure_stack
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from sagalog.agents.context import idempotency_key
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.exit_codes import ExitCode, restart_policy
+from waiting import poll
 
 from .agent_harness import (
     AgentLab,
@@ -35,7 +36,6 @@ from .agent_harness import (
     publish_requests,
     read_all,
     track_requests,
-    wait_until,
 )
 
 RESERVED = "procurement.v1.BudgetReserved"
@@ -57,7 +57,13 @@ def decoder(lab: AgentLab) -> EventCodec:
 
 def joined(agent: AgentProcess, *, since: int, timeout: float = 30) -> bool:
     """Wait until ``agent`` (started when its log was ``since`` bytes long) got partitions."""
-    return wait_until(lambda: log_count(agent, ASSIGNED, since=since) > 0, timeout=timeout)
+    return bool(
+        poll(
+            lambda: log_count(agent, ASSIGNED, since=since) > 0,
+            what="the agent assigned partitions",
+            timeout=timeout,
+        )
+    )
 
 
 def check_exactly_once(lab: AgentLab, sent: list[SentRequest]) -> dict[str, Any]:
@@ -113,7 +119,12 @@ def check_exactly_once(lab: AgentLab, sent: list[SentRequest]) -> dict[str, Any]
     return figures
 
 
+@pytest.mark.extended
 def test_sigkill_mid_handler_20_times_loses_and_duplicates_nothing(lab_factory: Any) -> None:
+    """Two minutes: 500 workflows at ~15 a second so that 20 kills, each followed by
+    the restarted instance rejoining its group, spread over a run that always has
+    committed work behind a kill and an open batch in front of it. Fewer workflows
+    would leave the later kills nothing to interrupt."""
     lab: AgentLab = lab_factory(partitions=3)
     ignore_hung_up_clients(lab)
     sent = publish_requests(lab, 500, prefix="wf-kill")
@@ -148,7 +159,7 @@ def test_sigkill_mid_handler_20_times_loses_and_duplicates_nothing(lab_factory: 
     since = log_size(lab.processes[-1])
     final = lab.agent(instance="a", **settings)
     assert joined(final, since=since)
-    assert wait_until(lambda: len(lab.ledger.book.effects) == len(sent), timeout=90)
+    poll(lambda: len(lab.ledger.book.effects) == len(sent), what="every effect applied", timeout=90)
     seen = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= len(sent), timeout=60)
     assert len(lab.outputs(RESERVED, seen)) >= len(sent), "the final run did not finish"
     assert final.stop() == 0
@@ -213,7 +224,7 @@ def test_sigkill_between_the_call_and_the_record_20_times_reconciles_every_inten
     since = log_size(lab.processes[-1])
     final = lab.agent(instance="a", ledger_lookup=offered(20), **settings)
     assert joined(final, since=since)
-    assert wait_until(lambda: len(book.effects) == len(sent), timeout=90)
+    poll(lambda: len(book.effects) == len(sent), what="every effect applied", timeout=90)
     seen = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= len(sent), timeout=60)
     assert len(lab.outputs(RESERVED, seen)) >= len(sent), "the final run did not finish"
     assert final.stop() == 0
@@ -258,7 +269,7 @@ def test_a_paused_zombie_is_fenced_and_its_work_never_shows(lab_factory: Any) ->
     # A slow ledger for A's call (below the client's 5 s timeout, so A gets its answer).
     lab.faults(latency_ms=4000)
     zombie = lab.agent(instance="z")
-    assert wait_until(lambda: arrived[slow_key] == 1, timeout=30), "A never called the ledger"
+    poll(lambda: arrived[slow_key] == 1, what="A calling the ledger", timeout=30)
     zombie.signal(signal.SIGSTOP)  # A is inside its effect call, transaction not begun
     stopped_at = time.time()
     lab.faults(latency_ms=0)  # A's call still takes its 4 s; later calls are quick
@@ -272,7 +283,7 @@ def test_a_paused_zombie_is_fenced_and_its_work_never_shows(lab_factory: Any) ->
     taken_over_in = time.time() - stopped_at
     # A's call is answered while A is paused: A wakes up holding a complete result,
     # which it will try to commit with its old producer epoch.
-    assert wait_until(lambda: lab.ledger.book.calls.get(slow_key) == 2, timeout=15)
+    poll(lambda: lab.ledger.book.calls.get(slow_key) == 2, what="the second call", timeout=15)
 
     zombie.signal(signal.SIGCONT)
     assert zombie.process is not None
@@ -286,7 +297,7 @@ def test_a_paused_zombie_is_fenced_and_its_work_never_shows(lab_factory: Any) ->
 
     # Later events are handled once, by B (A is gone by now).
     later = publish_requests(lab, 5, prefix="wf-later")
-    assert wait_until(lambda: len(lab.ledger.book.effects) == 6, timeout=30)
+    poll(lambda: len(lab.ledger.book.effects) == 6, what="six effects applied", timeout=30)
     assert lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= 6, timeout=30)
     assert replacement.alive
     assert replacement.stop() == 0
@@ -342,8 +353,10 @@ def test_global_rate_limit_holds_across_three_instances(lab_factory: Any) -> Non
         lab.agent(instance=name, rate_limits=json.dumps({"ledger": limit}), max_batch=20)
         for name in ("a", "b", "c")
     ]
-    assert wait_until(lambda: len(lab.ledger.book.effects) == len(sent), timeout=90), (
-        f"{len(lab.ledger.book.effects)} of {len(sent)} effects after 90s"
+    poll(
+        lambda: len(lab.ledger.book.effects) == len(sent),
+        what=f"all {len(sent)} effects applied",
+        timeout=90,
     )
     for agent in agents:
         assert agent.stop() == 0
@@ -403,7 +416,7 @@ def test_sigterm_finishes_the_batch_commits_and_exits_0(lab_factory: Any) -> Non
     lab.faults(latency_ms=20)
     settings = {"max_batch": 20, "max_in_flight": 4, "shutdown_timeout_s": 10}
     agent = lab.agent(instance="t", **settings)
-    assert wait_until(lambda: len(lab.ledger.book.effects) >= 60, timeout=30)
+    poll(lambda: len(lab.ledger.book.effects) >= 60, what="60 effects applied", timeout=30)
     code, took = sigterm(agent)
     assert code == 0, f"exit code {code} after SIGTERM"
     assert took <= 10 + 3, f"took {took:.1f}s to exit"
@@ -418,7 +431,7 @@ def test_sigterm_finishes_the_batch_commits_and_exits_0(lab_factory: Any) -> Non
     since = log_size(agent)
     restarted = lab.agent(instance="t", **settings)
     assert joined(restarted, since=since)
-    assert wait_until(lambda: len(lab.ledger.book.effects) == len(sent), timeout=60)
+    poll(lambda: len(lab.ledger.book.effects) == len(sent), what="every effect applied", timeout=60)
     seen = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= len(sent))
     assert len(lab.outputs(RESERVED, seen)) >= len(sent)
     code_after, _ = sigterm(restarted)
@@ -436,7 +449,7 @@ def test_sigterm_during_a_batch_longer_than_shutdown_timeout_exits_within_it(
     lab.faults(latency_ms=250)  # one batch of 300 takes ~12 s with the default settings
     budget = 3.0
     agent = lab.agent(instance="t", shutdown_timeout_s=budget)
-    assert wait_until(lambda: len(lab.ledger.book.effects) >= 20, timeout=30)
+    poll(lambda: len(lab.ledger.book.effects) >= 20, what="20 effects applied", timeout=30)
     code, took = sigterm(agent)
     assert code == 0, f"exit code {code} after SIGTERM"
     assert took <= budget + 3, f"took {took:.1f}s to exit with shutdown_timeout_s={budget:g}"
@@ -445,7 +458,7 @@ def test_sigterm_during_a_batch_longer_than_shutdown_timeout_exits_within_it(
 
     restarted = lab.agent(instance="t")
     lab.faults(latency_ms=0)
-    assert wait_until(lambda: len(lab.ledger.book.effects) == len(sent), timeout=60)
+    poll(lambda: len(lab.ledger.book.effects) == len(sent), what="every effect applied", timeout=60)
     seen = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) >= len(sent))
     assert len(lab.outputs(RESERVED, seen)) >= len(sent)
     assert sigterm(restarted)[0] == 0

@@ -13,11 +13,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from sagalog.publisher import EventPublisher
 from sagalog.topic_names import retry_topic_for
+from waiting import poll
 
 from .agent_harness import (
     REQUEST,
@@ -28,7 +30,6 @@ from .agent_harness import (
     request,
     risk_scored,
     submit,
-    wait_until,
 )
 
 RESERVED = "procurement.v1.BudgetReserved"
@@ -182,13 +183,15 @@ def test_circuit_breaker_opens_during_an_outage_and_closes_after(lab_factory: An
     assert '"action": "dead_letter"' not in logs
 
 
+@pytest.mark.extended
 def test_a_minute_long_outage_at_the_default_settings_dead_letters_nothing(
     lab_factory: Any,
 ) -> None:
     """Outages wait, they do not fail: failed half-open probes spend no attempt.
 
     With the defaults (5 attempts, a probe every 10 s) a 60 s outage is six failed
-    probes; counted as attempts, they dead-lettered every waiting workflow.
+    probes; counted as attempts, they dead-lettered every waiting workflow. Over a
+    minute by design: the defaults are what is tested, and they make it a minute.
     """
     lab: AgentLab = lab_factory()
     lab.faults(outage=True)
@@ -286,18 +289,18 @@ def test_batches_with_nothing_to_produce_open_no_transaction_and_their_offsets_f
     are committed on their own after ``offsets_commit_s``."""
     lab: AgentLab = lab_factory(partitions=1)
     agent = lab.agent(offsets_commit_s=0.5)
-    assert wait_until(lambda: log_count(agent, '"outcome": "assigned"') > 0, timeout=30)
+    poll(lambda: log_count(agent, '"outcome": "assigned"') > 0, what="assigned", timeout=30)
     out = publisher(lab)
     for n in range(12):  # one at a time, so each arrives in a batch of its own
         out.publish(lab.topic, REQUEST, request(n), workflow_id=f"wf-fold-{n}")
         time.sleep(0.15)
     end = 12
-    assert wait_until(lambda: committed(lab) == end, timeout=30), committed(lab)
+    poll(lambda: committed(lab) == end, what=f"offset {end} committed", timeout=30)
 
     submit(out, lab.topic, 99, workflow_id="wf-handled")
     records = lab.records(expect=lambda rs: len(lab.outputs(RESERVED, rs)) == 1)
     assert len(lab.outputs(RESERVED, records)) == 1
-    assert wait_until(lambda: committed(lab) == end + 2, timeout=30), committed(lab)
+    poll(lambda: committed(lab) == end + 2, what=f"offset {end + 2} committed", timeout=30)
 
     assert agent.stop() == 0
     counts = dict(re.findall(r"(\w+) (\d+)", lab.logs().split("stopped;", 1)[1].split('"')[0]))
@@ -445,9 +448,11 @@ def test_input_and_retry_partitions_held_open_get_a_closing_record_then_a_report
     try:
         submit(out, lab.topic, 2, workflow_id="wf-behind")  # behind the open range
         every = sum(len(partitions) for partitions in held.values())
-        assert wait_until(
-            lambda: log_count(agent, "by another producer's transaction") >= every, timeout=90
-        ), lab.logs()[-3000:]
+        poll(
+            lambda: log_count(agent, "by another producer's transaction") >= every,
+            what=f"{every} partitions reported held by another producer's transaction",
+            timeout=90,
+        )
         reported = lab.logs()
         for topic, partitions in held.items():
             for partition in partitions:

@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner, Result
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import NewTopic
 
+import external_tools
 from sagalog.analytics import TimeRange, read_transitions
 from sagalog.analytics.timerange import iso
 from sagalog.cli.main import cli
@@ -33,7 +33,7 @@ from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.registry import SchemaRegistry, subject_for
 from sagalog.events import StateTransition
 
-from .browser import CHROMIUM, NO_CHROMIUM, Browser
+from .browser import Browser
 from .project import Project
 
 S = 1000
@@ -248,8 +248,7 @@ def test_known_transitions_give_known_figures(project: Project, tmp_path: Path) 
 
 def check_in_chromium(report: Path, tmp_path: Path) -> None:
     """The report as a person sees it: four charts drawn, nothing cut off, a screenshot."""
-    if CHROMIUM is None:
-        pytest.skip(NO_CHROMIUM)
+    external_tools.require("chromium")  # the figures above are checked without it
     shot = tmp_path / "analytics-report.png"
 
     async def look() -> dict[str, Any]:

@@ -399,7 +399,7 @@ class BlobPlace:
     where: str
 
 
-@pytest.fixture(params=["directory", "s3"])
+@pytest.fixture(params=["directory", pytest.param("s3", marks=pytest.mark.tool("gofakes3"))])
 def blob_place(request: pytest.FixtureRequest, tmp_path: Path) -> BlobPlace:
     if request.param == "directory":
         local = LocalBlobStore(tmp_path / "blobs")
@@ -508,13 +508,15 @@ def test_a_blob_an_event_refers_to_is_checked_against_its_hash(
 # -- the real services -------------------------------------------------------------------
 
 
+@pytest.mark.extended
 def test_the_reference_workflow_run_by_its_services_verifies_clean_despite_a_crash(
     project: Project, tmp_path: Path
 ) -> None:
     """Agents link to what they consumed, the gateway and the tracker stamp the chain:
     after a run of the procurement fleet (the tracker SIGKILLed and restarted mid-run,
     so batches are read again), every workflow's log verifies clean, through the
-    gateway and through the changelog."""
+    gateway and through the changelog. About a minute and a half: the fleet's ten
+    processes start, the tracker is restarted, and each workflow is audited twice."""
     s = project.suffix
     apply_reference_project(project)
     api_key = secrets.token_urlsafe(16)

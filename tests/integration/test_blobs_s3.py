@@ -11,6 +11,8 @@ from sagalog.settings import ClientSettings
 
 from .s3_server import S3Server, s3_server  # noqa: F401
 
+pytestmark = pytest.mark.tool("gofakes3")
+
 TEXT = "text/plain; charset=utf-8"
 
 

@@ -1,69 +1,37 @@
 """A broker's loss and return is an outage every service rides out, never a crash.
 
 The reference workflow's real services (stand-ins, tracker, gateway, six agents,
-each a process; the chaos suite's fleet) on a **private** single broker that these
-tests SIGKILL and restart, or SIGSTOP and SIGCONT (ports 24092/24093/24081/24094,
-override with ``SAGALOG_OUTAGE_KAFKA_PORT`` etc.; never the shared stack). The
-chaos supervisor restarts what exits and counts it; every test here asserts it
-counted nothing. Waits are bounded polls for a condition, never sleeps that assert
-timing.
+each a process; the chaos suite's fleet, ``chaos_run`` in ``tests/stacks.py``) on the
+run's **private** single broker, which these tests SIGKILL and restart, or SIGSTOP
+and SIGCONT (never the shared stack). The chaos supervisor restarts what exits and
+counts it; every test here asserts it counted nothing while it ran. Waits are
+bounded polls for a condition, never sleeps that assert timing.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from chaos import faults
 from chaos.harness import ChaosRun, Fault
-from chaos.stack import ChaosStack
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
-
-# Below Linux's ephemeral range (32768-60999): a listening port there can be taken by any
-# client connection's local port first (a run failed on "address already in use" 39294).
-PORTS = {"kafka_port": 24092, "controller_port": 24093, "registry_port": 24081, "proxy_port": 24094}
+from waiting import poll
 
 
-def poll(condition: Callable[[], Any], *, what: str, timeout: float) -> Any:
-    """The first truthy value of ``condition()`` within ``timeout`` seconds, or fail."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.25)
-    pytest.fail(f"not within {timeout:g}s: {what}")
-
-
-@pytest.fixture(scope="module")
-def outage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosRun]:
-    ports = {k: int(os.environ.get(f"SAGALOG_OUTAGE_{k.upper()}", v)) for k, v in PORTS.items()}
-    work = tmp_path_factory.mktemp("outage")
-    stack = ChaosStack(state_dir=work / "stack", **ports)
-    stack.up()
-    run = ChaosRun(stack, work / "run", seed=7)
-    try:
-        run.setup()
-        yield run
-    finally:
-        try:
-            run.close()
-        finally:
-            stack.down()
-
-
-def no_exits(run: ChaosRun) -> None:
-    assert run.supervisor.exits == [], (
-        f"services exited (the supervisor restarted them): {run.supervisor.exits}"
-    )
+@pytest.fixture
+def outage(chaos_run: ChaosRun) -> Iterator[ChaosRun]:
+    """The run's chaos fleet (``tests/stacks.py``); a test here may not add to its exits."""
+    before = list(chaos_run.supervisor.exits)
+    yield chaos_run
+    during = chaos_run.supervisor.exits[len(before) :]
+    assert during == [], f"services exited (the supervisor restarted them): {during}"
 
 
 class Http:
@@ -139,7 +107,6 @@ def test_the_gateway_serves_reads_and_503s_writes_with_retry_after_while_the_bro
         timeout=60,
     )
     assert accepted["workflow_id"] == workflow_id
-    no_exits(outage)
 
 
 def test_gateway_client_retries_a_write_through_a_short_outage(outage: ChaosRun) -> None:
@@ -169,7 +136,6 @@ def test_gateway_client_retries_a_write_through_a_short_outage(outage: ChaosRun)
     worker.join(180)
     assert "reply" in result, "the client gave up"
     assert result["reply"]["workflow_id"] == workflow_id
-    no_exits(outage)
 
 
 def test_tracker_agents_and_gateway_ride_out_a_broker_sigkill_and_restart(
@@ -186,7 +152,6 @@ def test_tracker_agents_and_gateway_ride_out_a_broker_sigkill_and_restart(
     )
     assert result.ok, (result.failures, result.row())
     assert result.exits == 0 and result.lost == result.duplicated_effects == result.stuck == 0
-    no_exits(outage)
     logs = [
         s.log.read_text(errors="replace")
         for name, s in outage.fleet.services.items()
@@ -207,7 +172,6 @@ def test_the_same_through_a_broker_pause(outage: ChaosRun) -> None:
         Fault("broker SIGSTOP", faults.broker_pause, window_s=30, workflows=20, max_exits=0)
     )
     assert result.ok, (result.failures, result.row())
-    no_exits(outage)
 
 
 def _lower(headers: Any) -> dict[str, str]:

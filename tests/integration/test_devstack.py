@@ -1,8 +1,10 @@
 """The embedded stack on the real JVMs: idempotent ``up``, ``status``, and a stop/start.
 
-Runs against the stack the settings point at (``SAGALOG_DEV_*``, default ports),
-starting it if needed, and always leaves it running: the other integration
-tests share it.
+``up`` and ``status`` run against the stack the settings point at (``SAGALOG_DEV_*``,
+default ports), starting it if needed, and leave it running: the other integration
+tests share it, on several workers at once. The stop and start runs on a private
+stack of its own (``plain_stack``, ``tests/stacks.py``), since stopping the shared one
+would fail whatever test another worker runs meanwhile.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sagalog.cli.dev import dev
 from sagalog.devstack import ComponentState, DevStackSettings, LocalStack, StartAction
+from stacks import cli_environment
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +31,11 @@ def stack() -> Iterator[LocalStack]:
         yield stack
     finally:
         stack.up()  # whatever a test did, the shared stack is left running
+
+
+def dev_environment(stack: LocalStack) -> dict[str, str]:
+    """What points ``sagalog dev`` at ``stack`` rather than the default one."""
+    return {k: v for k, v in cli_environment(stack).items() if k.startswith("SAGALOG_DEV_")}
 
 
 def _register(url: str, subject: str) -> int:
@@ -85,7 +93,8 @@ def test_cli_up_prints_the_exports_and_status_json_exits_zero(stack: LocalStack)
     assert set(report["components"]) == {"kafka", "registry"}
 
 
-def test_stop_and_start_keep_topics_and_schemas(stack: LocalStack) -> None:
+def test_stop_and_start_keep_topics_and_schemas(plain_stack: LocalStack) -> None:
+    stack = plain_stack
     settings = stack.settings
     name = f"devstack-probe-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers})
@@ -98,7 +107,7 @@ def test_stop_and_start_keep_topics_and_schemas(stack: LocalStack) -> None:
         stopped = stack.status()
         assert not stopped.healthy
         assert stopped.kafka.state is ComponentState.STOPPED
-        assert CliRunner().invoke(dev, ["status"]).exit_code == 1
+        assert CliRunner().invoke(dev, ["status"], env=dev_environment(stack)).exit_code == 1
 
         again = stack.up()
         assert again.kafka.action is StartAction.STARTED

@@ -8,27 +8,22 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from chaos.stack import ChaosStack
 from sagalog.cluster import connect_admin
 from sagalog.devstack import LocalStack, StartAction
-
-from .private_stack import cli_environment, client_settings, private_settings, running, sagalog
-
-pytestmark = pytest.mark.private_stack  # integration: by folder, tests/conftest.py
+from stacks import cli_environment, client_settings, sagalog
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    state_dir = tmp_path_factory.mktemp("cluster") / "state"
-    settings = private_settings(name="cluster", base=27092, state_dir=state_dir)
-    with running(LocalStack(settings, brokers=3)) as stack:
-        yield stack
+@pytest.fixture
+def cluster(cluster: ChaosStack) -> LocalStack:
+    """The run's three-broker stack (``tests/stacks.py``), as ``sagalog dev`` drives it."""
+    return cluster.stack
 
 
 def test_three_nodes_form_one_cluster(cluster: LocalStack) -> None:

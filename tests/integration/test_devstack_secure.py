@@ -1,7 +1,7 @@
 """The secure dev stack on the real JVMs: who gets in, who is refused, and why.
 
-One secure single-broker stack for the module (private ports 26092 SASL_SSL, 26102
-mTLS, 26093 controller, registry 26081; a tmp state dir), stopped at the end. The
+The run's one secure single-broker stack (``secure_stack``, ``tests/stacks.py``),
+shared with the ACL tests. The
 refusals run through the CLI (``sagalog topology plan``), as a user meets them:
 exit code 5 and a message naming the principal and the address.
 """
@@ -14,7 +14,6 @@ import stat
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,18 +22,12 @@ from confluent_kafka import Producer
 from sagalog.cluster import connect_admin
 from sagalog.devstack import LocalStack
 from sagalog.devstack.certificates import CertificateAuthority
-
-from .private_stack import cli_environment, client_settings, private_settings, running, sagalog
-
-pytestmark = pytest.mark.private_stack  # integration: by folder, tests/conftest.py
+from stacks import cli_environment, client_settings, sagalog
 
 
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    state_dir = tmp_path_factory.mktemp("secure") / "state"
-    settings = private_settings(name="secure", base=26092, state_dir=state_dir)
-    with running(LocalStack(settings, secure=True)) as stack:
-        yield stack
+@pytest.fixture
+def secure(secure_stack: LocalStack) -> LocalStack:
+    return secure_stack
 
 
 def test_the_admin_gets_in_over_sasl_ssl(secure: LocalStack) -> None:

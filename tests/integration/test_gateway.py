@@ -20,7 +20,7 @@ import pytest
 
 from sagalog.tracker import gate_token
 
-from .browser import CHROMIUM, NO_CHROMIUM, Browser
+from .browser import Browser
 from .gateway_harness import API_KEY, GatewayLab, gateway_lab  # noqa: F401
 from .project import REPO
 from .tracker_harness import SECRET
@@ -284,7 +284,7 @@ def test_the_cli_rejects_a_gate_and_the_read_model_survives_a_restart(
     assert rebuilt["history"][: len(shown["history"])] == shown["history"]
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
+@pytest.mark.tool("chromium")
 def test_a_reviewer_approves_in_headless_chromium(
     gateway_lab: GatewayLab,  # noqa: F811
     tmp_path: Path,

@@ -12,48 +12,23 @@ the broker ending such a range at the same producer's next marker on the partiti
 this module checks that rule where it can fail: the records held, then ended,
 committed, by a later transaction of the same transactional id.
 
-Its own stack (ports 22092-22292, registry 22081): the replica must live on a broker
-other than the transaction's coordinator, so that one can be killed alone.
+On the run's three-broker stack (``cluster``, ``tests/stacks.py``), which it leaves
+running: the replica must live on a broker other than the transaction's coordinator,
+so that one can be killed alone.
 """
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
 
-import pytest
 from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from chaos.stack import ChaosStack
+from waiting import poll
 
-from .agent_harness import wait_until
-
-pytestmark = pytest.mark.private_stack
-
-PORTS = {"kafka_port": 22092, "controller_port": 22093, "registry_port": 22081, "proxy_port": 22094}
 TRANSACTION_STATE_PARTITIONS = 50  # the broker's transaction.state.log.num.partitions
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChaosStack]:
-    ports = {k: int(os.environ.get(f"SAGALOG_HANGING_{k.upper()}", v)) for k, v in PORTS.items()}
-    stack = ChaosStack(
-        state_dir=Path(tmp_path_factory.mktemp("hanging")) / "stack", broker_count=3, **ports
-    )
-    stack.up()
-    try:
-        yield stack
-    finally:
-        stack.down()
-
-
-def poll(condition: Callable[[], Any], *, what: str) -> None:
-    assert wait_until(condition, timeout=90, step=0.25), f"not within 90 s: {what}"
 
 
 def coordinator_of(admin: AdminClient, transactional_id: str) -> int:
@@ -103,19 +78,29 @@ def test_a_marker_skipped_for_a_leaderless_partition_holds_it_until_the_same_id_
     away = next(b.node_id for b in cluster.brokers() if b.node_id != coordinator)
     topic = f"held.{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(topic, 1, replica_assignment=[[away]])])[topic].result(30)
-    poll(lambda: leader(admin, topic) == away, what=f"{topic} led by broker {away}")
+    poll(
+        timeout=90,
+        condition=lambda: leader(admin, topic) == away,
+        what=f"{topic} led by broker {away}",
+    )
 
     producer.begin_transaction()
     producer.produce(topic, value=b"first", partition=0)
     producer.flush(30)
     cluster.kill_broker(away)
     poll(
-        lambda: leader(admin, topic) == -1, what=f"{topic} leaderless once broker {away} is fenced"
+        timeout=90,
+        condition=lambda: leader(admin, topic) == -1,
+        what=f"{topic} leaderless once broker {away} is fenced",
     )
     producer.commit_transaction(60)  # the coordinator finds no leader: no marker for it
 
     cluster.restart_broker(away)
-    poll(lambda: leader(admin, topic) == away, what=f"broker {away} leading {topic} again")
+    poll(
+        timeout=90,
+        condition=lambda: leader(admin, topic) == away,
+        what=f"broker {away} leading {topic} again",
+    )
     time.sleep(5)  # a marker in flight would have landed by now
     stable, end = ends(admin, topic)
     assert (stable, end) == (0, 1), "the committed record is held open, nothing can read it"
@@ -123,7 +108,11 @@ def test_a_marker_skipped_for_a_leaderless_partition_holds_it_until_the_same_id_
     producer.begin_transaction()
     producer.produce(topic, value=b"closer", partition=0)
     producer.commit_transaction(60)
-    poll(lambda: ends(admin, topic) == (3, 3), what="the range ended by the same id's marker")
+    poll(
+        timeout=90,
+        condition=lambda: ends(admin, topic) == (3, 3),
+        what="the range ended by the same id's marker",
+    )
     reader = Consumer(
         {
             "bootstrap.servers": bootstrap,

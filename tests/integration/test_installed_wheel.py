@@ -33,6 +33,10 @@ from sagalog.service_process import free_port
 
 from .dockerfile import Image
 
+# Builds the wheel and installs it, with every dependency, into a fresh environment
+# (minutes of pip on two cores before a test starts): a packaging check for test-all.
+pytestmark = pytest.mark.extended
+
 REPO = Path(__file__).resolve().parents[2]
 
 # The procurement agents: the containers run them on its topic.

@@ -31,16 +31,16 @@ from sagalog.metrics import exported_names
 
 from .otlp_receiver import OtlpReceiver, ReceivedSpan
 from .project import REPO, Project
-from .prometheus import Prometheus, require_prometheus
+from .prometheus import Prometheus
 from .test_reference_workflow import apply_reference_project, reference_fleet_config
 
 POISONS = 3
 
 
+@pytest.mark.tool("prometheus")
 def test_promql_counts_the_reference_run_and_each_workflow_is_one_trace(
     project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_prometheus()
     receiver = OtlpReceiver().start()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)  # the fleet inherits
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")

@@ -41,9 +41,12 @@ ERASURES = """
 """
 
 
+@pytest.mark.extended
 def test_an_erased_requester_reads_as_erased_everywhere_and_the_log_still_verifies(
     project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """About a minute: the whole fleet runs (the purchasing agent reveals the address
+    to the ERP), then every reader of the log is asked after the erasure."""
     s = project.suffix
     key_file = tmp_path / "personal-data.key"
     LocalKeyService.load(key_file, create=True)

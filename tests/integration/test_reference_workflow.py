@@ -16,6 +16,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from demo.driver import Driver
 from demo.fleet import Fleet, FleetConfig
 from demo.scenario import FAILING_VENDOR, Plan, build_mix
@@ -83,9 +85,13 @@ def reference_fleet_config(
     )
 
 
+@pytest.mark.extended
 def test_every_workflow_ends_as_planned_and_every_effect_happens_once_despite_crashes(
     project: Project, tmp_path: Path
 ) -> None:
+    """About a minute: the fleet's ten processes start, 40 requests run through every
+    path of the mix while three services are SIGKILLed and restarted, and the gate's
+    escalation and deadline pass on the tracker's virtual clock."""
     s = project.suffix
     apply_reference_project(project)
     api_key = secrets.token_urlsafe(16)

@@ -228,9 +228,14 @@ def test_in_flight_workflows_finish_under_v1_when_v2_is_deployed(
     assert "check_vendor" not in {t["step"] for t in lab.transitions("wf-old")}
 
 
+@pytest.mark.extended
 def test_sigkill_during_1000_workflows_loses_nothing_and_matches_a_rebuild(
     tracker_lab: TrackerLab,
 ) -> None:
+    """About a minute and a half: 1,000 workflows, two SIGKILLs (the second restarts
+    on an empty data dir, a full restore from the changelog), then a rebuild from the
+    log compared record by record. The restore is the point, and it needs tables big
+    enough for a partial one to show."""
     lab = tracker_lab
     driver = Driver(lab)
     lab.tracker("a")
@@ -446,11 +451,15 @@ LINGER_S = 2.0
 PAUSES = 8
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(900)
 def test_a_worker_paused_through_a_rebalance_publishes_nothing_for_the_partitions_it_lost(
     tracker_lab: TrackerLab,
 ) -> None:
     """SIGSTOP worker a mid-work until b has taken all its partitions, then SIGCONT it.
+
+    About a minute: b takes a's partitions only once a's group session has expired,
+    and the thawed a must then find itself fenced; both waits are the broker's.
 
     b took a's partitions' transactional ids before reading their changelogs, so the
     batch a froze with cannot commit: a exits 70 (restarted here, as a supervisor

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+import external_tools
 from sagalog.cli.main import cli
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.flows.loader import load_flows
@@ -39,9 +39,7 @@ def document() -> dict[str, Any]:
 
 
 def parse(document: dict[str, Any], tmp_path: Path) -> tuple[int, dict[str, Any]]:
-    node = shutil.which("node")
-    if node is None or not (CHECKER / "node_modules" / "@asyncapi" / "parser").is_dir():
-        pytest.skip("the AsyncAPI parser is not installed: run .ci/ensure-tools (needs npm)")
+    node = external_tools.require(external_tools.ASYNCAPI)
     path = tmp_path / "asyncapi.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     done = subprocess.run(
@@ -54,6 +52,7 @@ def parse(document: dict[str, Any], tmp_path: Path) -> tuple[int, dict[str, Any]
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.tool(external_tools.ASYNCAPI)
 def test_the_official_parser_accepts_the_generated_document(
     document: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -63,6 +62,7 @@ def test_the_official_parser_accepts_the_generated_document(
     assert (result["channels"], result["messages"]) == (7, 31)
 
 
+@pytest.mark.tool(external_tools.ASYNCAPI)
 def test_the_check_fails_on_a_broken_avro_payload(document: dict[str, Any], tmp_path: Path) -> None:
     """The parser reads the Avro schemas too: the check can fail, and names the place."""
     broken = copy.deepcopy(document)

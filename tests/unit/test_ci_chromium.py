@@ -1,6 +1,6 @@
-"""`.ci/ensure-chromium`, which `make test` and `.ci/run` both call: it finds Chromium on
-PATH and says where, and it never fails the build (without Chromium the browser tests
-skip, and pytest's summary says why)."""
+"""`.ci/ensure-chromium`, which `make test-all` and `.ci/run` both call: it finds Chromium
+on PATH and says where, and it never fails the build (without Chromium the browser tests
+skip outside CI, saying why, and fail under CI: ``tests/external_tools.py``)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ def test_a_chromium_on_path_is_found_and_named(repo_root: Path, tmp_path: Path) 
     assert done.stdout.strip() == f"chromium: {fake}"
 
 
-def test_make_test_and_ci_use_the_same_scripts(repo_root: Path) -> None:
+def test_make_test_all_and_ci_use_the_same_scripts(repo_root: Path) -> None:
     makefile = (repo_root / "Makefile").read_text()
-    assert "test: up lint tools" in makefile and "tools: chromium" in makefile
+    assert "test-all: up lint tools" in makefile and "tools: chromium" in makefile
+    assert "make test-all" in (repo_root / ".ci" / "run").read_text()
     ci = (repo_root / ".ci" / "run").read_text()
     for script in ("bash .ci/ensure-chromium", "bash .ci/ensure-tools"):
         assert script in makefile and script in ci, script

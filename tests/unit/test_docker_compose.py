@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+import external_tools
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +43,9 @@ AGENTS = _declared_agents()
 SAGALOG_SERVICES = ("saga-tracker", "gateway", *AGENTS)
 
 
+@pytest.mark.tool("docker-compose")
 def test_docker_compose_accepts_and_resolves_the_file(repo_root: Path) -> None:
-    tool = shutil.which("docker-compose")
-    if tool is None:
-        pytest.skip("docker-compose not found: apt-get install -y docker-compose (make tools)")
+    tool = external_tools.require("docker-compose")
     env = {**os.environ, "SAGALOG_GATE_SECRET": "s" * 32, "GATEWAY_API_KEYS": "k1,k2"}
     done = subprocess.run(
         [tool, "-f", str(repo_root / "docker-compose.yml"), "config"],
@@ -63,10 +63,9 @@ def test_docker_compose_accepts_and_resolves_the_file(repo_root: Path) -> None:
     assert budget["SAGALOG_BOOTSTRAP_SERVERS"] == "kafka:29092"  # merged from the anchor
 
 
+@pytest.mark.tool("docker-compose")
 def test_without_the_gate_secret_compose_refuses_naming_it(repo_root: Path) -> None:
-    tool = shutil.which("docker-compose")
-    if tool is None:
-        pytest.skip("docker-compose not found: apt-get install -y docker-compose (make tools)")
+    tool = external_tools.require("docker-compose")
     env = {k: v for k, v in os.environ.items() if k != "SAGALOG_GATE_SECRET"}
     done = subprocess.run(
         [tool, "-f", str(repo_root / "docker-compose.yml"), "config", "-q"],

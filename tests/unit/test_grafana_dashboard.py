@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+import external_tools
 from sagalog import metrics
 from sagalog.flows.states import TERMINAL_STATES
 
@@ -51,10 +51,9 @@ def test_the_ended_and_in_flight_panels_name_exactly_the_terminal_states() -> No
     assert states == {str(state) for state in TERMINAL_STATES}
 
 
+@pytest.mark.tool("promtool")
 def test_every_query_is_valid_promql(tmp_path: Path) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool (Debian's prometheus package; .ci/ensure-tools installs it)")
+    promtool = external_tools.require("promtool")
     rules = {
         "groups": [
             {

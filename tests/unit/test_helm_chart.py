@@ -10,7 +10,6 @@ tracker a StatefulSet with its RocksDB on a volume and a headless Service, probe
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,17 +18,19 @@ import kubernetes_validate
 import pytest
 import yaml
 
+import external_tools
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "sagalog"
 KUBERNETES = "1.33.0"
 VALUES = ["--set", "secrets.gateSecret=0123456789abcdef0123", "--set", "secrets.apiKeys=k1"]
 
 
+pytestmark = pytest.mark.tool("helm")
+
+
 def helm() -> str:
-    found = shutil.which("helm") or str(Path.home() / ".cache/sagalog/tools/bin/helm")
-    if not Path(found).is_file():
-        pytest.skip("helm not found: run .ci/ensure-tools (builds it with Go)")
-    return found
+    return external_tools.require("helm")
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
