@@ -13,8 +13,6 @@ only view that counts for exactly-once.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -27,6 +25,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from processes import ServiceProcess
 from sagalog import client_config
 from sagalog.contracts.headers import header_dict
 from sagalog.publisher import EventPublisher, PublishedEvent
@@ -111,51 +110,18 @@ def submit(
     )
 
 
-@dataclass
-class AgentProcess:
+class AgentProcess(ServiceProcess):
     """One agent instance as an OS process: ``python -m <module>`` (the budget agent
     unless told otherwise)."""
 
-    env: dict[str, str]
-    log: Path
-    cwd: Path
-    module: str = "budget_agent"
-    process: subprocess.Popen[bytes] | None = None
+    def __init__(
+        self, *, env: dict[str, str], log: Path, cwd: Path, module: str = "budget_agent"
+    ) -> None:
+        super().__init__(env=env, log=log, module=module, cwd=cwd)
 
     def start(self) -> AgentProcess:
-        handle = self.log.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", self.module],
-            cwd=self.cwd,
-            env=self.env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-        )
+        super().start()
         return self
-
-    def signal(self, signum: int) -> None:
-        assert self.process is not None
-        self.process.send_signal(signum)
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-    def stop(self, timeout: float = 30) -> int | None:
-        """SIGTERM and wait; returns the exit code."""
-        if self.process is None or self.process.poll() is not None:
-            return None if self.process is None else self.process.returncode
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
 
 @dataclass

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -26,6 +23,7 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from processes import ServiceProcess
 from sagalog import client_config
 from sagalog.contracts.headers import header_dict
 from sagalog.service_process import free_port
@@ -43,36 +41,16 @@ class Reply:
     headers: dict[str, str]
 
 
-@dataclass
-class GatewayProcess:
-    env: dict[str, str]
-    log: Path
-    url: str
-    process: subprocess.Popen[bytes] | None = None
+class GatewayProcess(ServiceProcess):
+    """The gateway as an OS process, serving on ``url``."""
+
+    def __init__(self, *, env: dict[str, str], log: Path, url: str) -> None:
+        super().__init__(env=env, log=log, module="sagalog.services.gateway")
+        self.url = url
 
     def start(self) -> GatewayProcess:
-        handle = self.log.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "sagalog.services.gateway"],
-            cwd=REPO,
-            env=self.env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-        )
+        super().start()
         return self
-
-    def stop(self, timeout: float = 30) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
-
-    def logs(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
 
 class GatewayLab:

@@ -13,9 +13,6 @@ import datetime as dt
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -30,6 +27,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from processes import ServiceProcess
 from sagalog import client_config
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import header_dict
@@ -150,53 +148,14 @@ UNDO = {  # step -> the event that completes its compensation
 }
 
 
-@dataclass
-class TrackerProcess:
-    env: dict[str, str]
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-    stopped: bool = False
+class TrackerProcess(ServiceProcess):
+    """One tracker worker as an OS process."""
 
-    def start(self) -> TrackerProcess:
-        self.stopped = False
-        handle = self.log.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "sagalog.services.tracker"],
-            cwd=REPO,
-            env=self.env,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-        )
-        return self
-
-    def kill(self) -> None:
-        self.stopped = True
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
+    def __init__(self, *, env: dict[str, str], log: Path) -> None:
+        super().__init__(env=env, log=log, module="sagalog.services.tracker")
 
     def stop(self, timeout: float = 60) -> int | None:
-        self.stopped = True
-        if self.process is None or self.process.poll() is not None:
-            return None if self.process is None else self.process.returncode
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            raise
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def logs(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        return super().stop(timeout)
 
 
 @dataclass
