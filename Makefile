@@ -99,14 +99,18 @@ tools: chromium
 # whatever takes over a minute. Both print their 25 slowest tests.
 # The tests wait on brokers and processes far more than they compute, so both tiers
 # run on several pytest-xdist workers: a module's tests stay together on one worker,
-# and so do the users of one private stack (tests/conftest.py).
+# and so do the users of one private stack (tests/conftest.py). The private stacks'
+# tests run last, on fewer workers: each shape is brokers and a fleet of its own,
+# and two cores carry two of them at a time without starving their timeouts.
 WORKERS ?= 4
-PYTEST_PARALLEL := -n $(WORKERS) --dist loadgroup
+STACK_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(WORKERS)
 test: up lint
 	$(ON_STACK) $(BIN)/pytest $(PYTEST_PARALLEL) -m "not extended"
 
 test-all: up lint tools
-	$(ON_STACK) $(BIN)/pytest $(PYTEST_PARALLEL)
+	$(ON_STACK) $(BIN)/pytest $(PYTEST_PARALLEL) -m "not private_stack"
+	$(ON_STACK) $(BIN)/pytest -n $(STACK_WORKERS) -m private_stack
 
 .PHONY: bench
 bench: up

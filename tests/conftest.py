@@ -15,7 +15,7 @@ import json
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -90,13 +90,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         shape = stacks.shape_of(item)
         if shape is not None:
             item.add_marker("private_stack")
-        # Under xdist (--dist loadgroup): a module's tests stay on one worker, in order,
-        # and so do all the tests of one private stack, which each worker would
-        # otherwise start for itself.
-        item.add_marker(pytest.mark.xdist_group(shape or str(path.relative_to(tests))))
         if any(item.get_closest_marker(name) for name in EXTENDED_BY):
             item.add_marker("extended")
     stacks.order_by_shape(items)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under xdist, a module's tests stay on one worker, in order, and so do all the
+    modules of one private stack's shape, which each worker would otherwise start for
+    itself. (xdist's own ``loadgroup`` marks no longer reach its scheduler on pytest 9,
+    whose node ids it cannot suffix.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModuleAndShape(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return stacks.shape_of_module(REPO / module) or module
+
+    return ByModuleAndShape(config, log)
 
 
 _STACKS = pytest.StashKey[stacks.SharedStacks]()
@@ -115,31 +126,31 @@ def private_stacks(
         shared.release_all()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def plain_stack(private_stacks: stacks.SharedStacks) -> LocalStack:
     """One plaintext broker and its registry, which a test may stop and start again."""
     return private_stacks.get("plain_stack")  # type: ignore[no-any-return]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def secure_stack(private_stacks: stacks.SharedStacks) -> LocalStack:
     """One SASL_SSL broker (and mTLS), ACLs denying by default, and its registry."""
     return private_stacks.get("secure_stack")  # type: ignore[no-any-return]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def secure_cluster(private_stacks: stacks.SharedStacks) -> LocalStack:
     """Three SASL_SSL brokers: RF 3, min ISR 2, production's profile."""
     return private_stacks.get("secure_cluster")  # type: ignore[no-any-return]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cluster(private_stacks: stacks.SharedStacks) -> ChaosStack:
     """Three plaintext brokers a test may kill and restart (it leaves them running)."""
     return private_stacks.get("cluster")  # type: ignore[no-any-return]
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def chaos_run(private_stacks: stacks.SharedStacks) -> ChaosRun:
     """The reference fleet, supervised, on one broker behind the fault proxy."""
     return private_stacks.get("chaos_run")  # type: ignore[no-any-return]

@@ -18,6 +18,8 @@ first (a run once failed on "address already in use" there).
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import subprocess
 import sys
@@ -153,6 +155,23 @@ class SharedStacks:
 SHAPES = ("plain_stack", "chaos_run", "cluster", "secure_stack", "secure_cluster")
 """The fixtures of the shapes, in the order their modules run, after every test of
 the shared dev stack."""
+
+
+@functools.cache
+def shape_of_module(path: Path) -> str | None:
+    """The shape a test module's tests and fixtures ask for by parameter name, read
+    from its source: xdist's controller schedules by node id, and collects nothing."""
+    if not path.is_file():
+        return None
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    asked = {
+        argument.arg
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        and (node.name.startswith("test") or "fixture" in ast.unparse(node.decorator_list))
+        for argument in node.args.args
+    }
+    return next((shape for shape in SHAPES if shape in asked), None)
 
 
 def shape_of(item: pytest.Item) -> str | None:

@@ -254,6 +254,9 @@ class ChaosRun:
         recorder = getattr(self, "recorder", None)
         if recorder is not None:
             recorder.stop()
+        sender = getattr(self, "sender", None)
+        if sender is not None:
+            sender.close()
 
     # -- the people ----------------------------------------------------------------
 

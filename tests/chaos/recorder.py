@@ -183,6 +183,11 @@ class Sender:
             )
         )
 
+    def close(self) -> None:
+        """Flush and close the producer: left open, it would go on dialling a stopped
+        stack's broker for the rest of the test run."""
+        self.producer.close()
+
     def send(
         self,
         event_type: str,

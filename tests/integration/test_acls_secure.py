@@ -74,7 +74,7 @@ class RawCodec:
         return b"raw"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def stack(secure_stack: LocalStack) -> LocalStack:
     return secure_stack
 
