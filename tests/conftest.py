@@ -99,8 +99,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under xdist, a module's tests stay on one worker, in order, and so do all the
     modules of one private stack's shape, which each worker would otherwise start for
     itself. (xdist's own ``loadgroup`` marks no longer reach its scheduler on pytest 9,
-    whose node ids it cannot suffix.)"""
+    whose node ids it cannot suffix.) Scopes go out in collection order, which puts
+    the integration tests before the quick unit modules and the longest shapes first,
+    rather than xdist's default of the most tests first, which left the one-test
+    secured-cluster demo for last."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False
 
     class ByModuleAndShape(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:

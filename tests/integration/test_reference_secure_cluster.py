@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sagalog.devstack import LocalStack
 from stacks import REPO, cli_environment, sagalog
 
@@ -36,6 +38,7 @@ SERVICES = (
 )
 
 
+@pytest.mark.timeout(900)  # three minutes alone; twice that beside another shape's fleet
 def test_the_reference_workflow_ends_as_planned_on_three_secure_brokers(
     secure_cluster: LocalStack, tmp_path: Path
 ) -> None:
