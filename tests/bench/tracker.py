@@ -31,7 +31,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
+from tests.processes import ServiceProcess
 
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
@@ -157,51 +157,20 @@ class TrackerBenchError(Exception):
 
 
 @dataclass
-class Worker:
+class Worker(ServiceProcess):
     """One ``python -m sagalog.services.tracker`` process; its stdout and stderr go to ``log``."""
 
-    name: str
-    env: dict[str, str]
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Worker:
-        with self.log.open("ab") as handle:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "sagalog.services.tracker"],
-                cwd=REPO,
-                env=self.env,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-            )
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+    module: str = "sagalog.services.tracker"
+    name: str = "tracker"
 
     def stop(self, timeout: float = 60) -> int | None:
         """SIGTERM and wait; killed (and an error raised) if it does not exit in time."""
-        if self.process is None or self.process.poll() is not None:
-            return None if self.process is None else self.process.returncode
-        self.process.send_signal(signal.SIGTERM)
         try:
-            return self.process.wait(timeout)
+            return super().stop(timeout)
         except subprocess.TimeoutExpired:
-            self.kill()
             raise TrackerBenchError(
                 f"{self.name}: no exit within {timeout:g}s of SIGTERM; killed\n{self.tail()}"
             ) from None
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
 
     def lines(self) -> list[dict[str, Any]]:
         """Its JSON log lines (faust's own plain lines are skipped)."""
