@@ -30,8 +30,8 @@ from sagalog.agents.lineage import DecisionLineage, decision_lineage, prompt_has
 from sagalog.agents.model_client import ChatModel, post_chat
 from sagalog.agents.running import run
 from sagalog.agents.settings import AgentSettings
-from sagalog.agents.state_store import WorkflowContext
 from sagalog.agents.tool_loop import LoopResult, Tool, ToolLoopError, run_tool_loop
+from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.budgets.declaration import Budget
 from sagalog.budgets.estimate import Price
 from sagalog.priority import Priority
