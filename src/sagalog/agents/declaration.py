@@ -11,7 +11,7 @@
     async def release(request: CompensationRequested, ctx: HandlerContext) -> BudgetReleased:
         ...
 
-Declaring is pure data; ``sagalog.agents.run`` hands it to the worker (this module
+Declaring is pure data; ``sagalog.run_agent`` hands it to the worker (this module
 imports nothing of the runtime, which imports it). Nothing about Kafka appears
 in a handler: it gets a typed event and a context, and returns the events it causes.
 """
