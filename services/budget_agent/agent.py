@@ -21,8 +21,7 @@ from procurement.events import (
     RequestSubmitted,
     RiskScored,
 )
-from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError
-from sagalog.events import CompensationRequested
+from sagalog import Agent, AgentSettings, CompensationRequested, HandlerContext, NonRetryableError
 from standins.client import look_up, perform
 
 
@@ -52,31 +51,15 @@ def cost_center_of(department: str) -> str:
     return f"CC-{department.upper()[:8]}"
 
 
-def submitted_request(ctx: HandlerContext, request_id: str) -> RequestSubmitted:
-    """The workflow's ``RequestSubmitted``.
-
-    Raises:
-        NonRetryableError: the workflow has none; no retry can make one appear.
-    """
-    payload = ctx.workflow.get(RequestSubmitted.event_type)
-    if payload is None:
-        raise NonRetryableError(
-            f"workflow {ctx.workflow_id}: request {request_id} was scored but the workflow "
-            f"has no {RequestSubmitted.event_type}, so there is no amount to reserve; "
-            "publish the request on the workflow's topic and key before it is scored"
-        )
-    return RequestSubmitted.from_avro(payload)
-
-
 @agent.handles(RiskScored, step="reserve_budget", dependencies=["ledger"])
 async def reserve_budget(event: RiskScored, ctx: HandlerContext) -> BudgetReserved:
-    request = submitted_request(ctx, event.request_id)
+    request = ctx.workflow.require(RequestSubmitted)
     if request.amount <= 0:
         raise NonRetryableError(
             f"request {request.request_id}: amount must be positive, got {request.amount}"
         )
-    classified = ctx.workflow.get(RequestClassified.event_type)
-    extracted = (classified or {}).get("extracted") or {}
+    classified = ctx.workflow.latest(RequestClassified)
+    extracted = {} if classified is None else classified.extracted
     cost_center = extracted.get("cost_center") or cost_center_of(request.department)
     reservation = await ctx.effect(
         "ledger.reserve",
@@ -101,7 +84,7 @@ async def reserve_budget(event: RiskScored, ctx: HandlerContext) -> BudgetReserv
 
 @agent.compensates("reserve_budget", dependencies=["ledger"])
 async def release_budget(request: CompensationRequested, ctx: HandlerContext) -> BudgetReleased:
-    reserved = ctx.workflow.get(BudgetReserved.event_type)
+    reserved = ctx.workflow.latest(BudgetReserved)
     if reserved is None:  # nothing was reserved: releasing is a no-op, still completed
         return BudgetReleased(reservation_id="none", reason=request.reason or "compensation")
     await ctx.effect(
@@ -109,8 +92,8 @@ async def release_budget(request: CompensationRequested, ctx: HandlerContext) ->
         perform,
         settings.ledger_url,
         "release",
-        {"reservation_id": reserved["reservation_id"]},
+        {"reservation_id": reserved.reservation_id},
     )
     return BudgetReleased(
-        reservation_id=reserved["reservation_id"], reason=request.reason or "compensation"
+        reservation_id=reserved.reservation_id, reason=request.reason or "compensation"
     )

@@ -1,6 +1,6 @@
 """``python -m drafting_agent``: run one instance of the drafting agent."""
 
 from drafting_agent.agent import agent, settings
-from sagalog.agents import run
+from sagalog import run_agent
 
-run(agent, settings)
+run_agent(agent, settings)

@@ -8,15 +8,7 @@ from pydantic_settings import SettingsConfigDict
 from filings import drafting
 from filings.events import DocumentsRetrieved, FilingDrafted, FilingOpened
 from filings.tools import filing_tools
-from sagalog.agents import (
-    Agent,
-    AgentSettings,
-    Budget,
-    ChatModel,
-    HandlerContext,
-    NonRetryableError,
-    run_tool_loop,
-)
+from sagalog import Agent, AgentSettings, Budget, ChatModel, HandlerContext, run_tool_loop
 
 
 class DraftingAgentSettings(AgentSettings):
@@ -54,7 +46,7 @@ agent = Agent(
         Budget.of(
             drafting.STANDARD_BUDGET,
             tokens_per_minute=settings.tokens_per_minute,
-            key=lambda ctx: ctx.workflow.get(FilingOpened.event_type)["tenant"],
+            key=lambda ctx: ctx.workflow.require(FilingOpened).tenant,
         ),
         Budget.of(drafting.TRIAL_BUDGET, tokens_per_minute=settings.trial_tokens_per_minute),
     ],
@@ -63,13 +55,7 @@ agent = Agent(
 
 @agent.handles(DocumentsRetrieved, step="draft_filing", dependencies=["model", "registers"])
 async def draft_filing(event: DocumentsRetrieved, ctx: HandlerContext) -> FilingDrafted:
-    opened = ctx.workflow.get(FilingOpened.event_type)
-    if opened is None:
-        raise NonRetryableError(
-            f"workflow {ctx.workflow_id}: documents of filing {event.filing_number} were "
-            f"retrieved but the workflow has no {FilingOpened.event_type} to draft from"
-        )
-    filing = FilingOpened.from_avro(opened)
+    filing = ctx.workflow.require(FilingOpened)
     documents = [(d.title, str(ctx.content(d.text) or "")) for d in event.documents]
     result = await run_tool_loop(
         ctx,

@@ -6,9 +6,7 @@ import datetime as dt
 
 from pydantic import BaseModel, ConfigDict
 
-from sagalog.agents.lineage import DecisionLineage
-from sagalog.blobs.store import BlobRef
-from sagalog.contracts.models import Event
+from sagalog import BlobRef, DecisionLineage, Event
 
 
 class FilingOpened(Event):

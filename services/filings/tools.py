@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from filings.rulebook import facts_of, rule_for
-from sagalog.agents import Tool
+from sagalog import Tool
 from standins.client import perform
 
 QUERY = {

@@ -1,6 +1,6 @@
 """``python -m intake_agent``: run one instance of the intake agent."""
 
 from intake_agent.agent import agent, settings
-from sagalog.agents import run
+from sagalog import run_agent
 
-run(agent, settings)
+run_agent(agent, settings)

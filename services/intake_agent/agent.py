@@ -10,7 +10,7 @@ from procurement.classifier import train_from_corpus
 from procurement.corpus import CORPUS_DIR
 from procurement.events import RequestClassified, RequestSubmitted
 from procurement.extraction import extract_fields
-from sagalog.agents import Agent, AgentSettings, HandlerContext
+from sagalog import Agent, AgentSettings, HandlerContext
 
 
 class IntakeAgentSettings(AgentSettings):

@@ -8,8 +8,7 @@ from typing import Any
 from pydantic_settings import SettingsConfigDict
 
 from procurement.events import CorrectionNoticeSent, PurchaseOrderCreated, VendorNotified
-from sagalog.agents import Agent, AgentSettings, HandlerContext
-from sagalog.events import CompensationRequested
+from sagalog import Agent, AgentSettings, CompensationRequested, HandlerContext
 from standins.client import perform
 
 
@@ -50,8 +49,8 @@ def send_mail(
 
 @agent.handles(PurchaseOrderCreated, step="notify_vendor", dependencies=["mail"])
 async def notify_vendor(event: PurchaseOrderCreated, ctx: HandlerContext) -> VendorNotified | None:
-    notified = ctx.workflow.get(VendorNotified.event_type)
-    if notified is not None and notified.get("purchase_order_id") == event.purchase_order_id:
+    notified = ctx.workflow.latest(VendorNotified)
+    if notified is not None and notified.purchase_order_id == event.purchase_order_id:
         return None  # this order was sent already (the order was announced twice)
     message = await ctx.effect(
         "mail.send",
@@ -85,17 +84,17 @@ async def send_correction_notice(
     request: CompensationRequested, ctx: HandlerContext
 ) -> CorrectionNoticeSent:
     reason = request.reason or "the purchase order was withdrawn"
-    notified = ctx.workflow.get(VendorNotified.event_type)
+    notified = ctx.workflow.latest(VendorNotified)
     if notified is None:  # the vendor was never told: nothing to correct, still completed
-        ordered = ctx.workflow.get(PurchaseOrderCreated.event_type) or {}
+        ordered = ctx.workflow.latest(PurchaseOrderCreated)
         return CorrectionNoticeSent(
-            request_id=str(ordered.get("request_id", "none")),
-            purchase_order_id=str(ordered.get("purchase_order_id", "none")),
-            vendor=str(ordered.get("vendor", "none")),
+            request_id="none" if ordered is None else ordered.request_id,
+            purchase_order_id="none" if ordered is None else ordered.purchase_order_id,
+            vendor="none" if ordered is None else ordered.vendor,
             message_id="none",
             reason=reason,
         )
-    order_id, vendor = str(notified["purchase_order_id"]), str(notified["vendor"])
+    order_id, vendor = notified.purchase_order_id, notified.vendor
     message = await ctx.effect(
         "mail.send_correction",
         send_mail,
@@ -106,16 +105,16 @@ async def send_correction_notice(
             "subject": f"Correction: purchase order {order_id} is withdrawn",
             "text": (
                 f"Please disregard purchase order {order_id} sent earlier "
-                f"(message {notified['message_id']}): {reason}."
+                f"(message {notified.message_id}): {reason}."
             ),
             "purchase_order_id": order_id,
-            "request_id": str(notified["request_id"]),
-            "corrects": str(notified["message_id"]),
+            "request_id": notified.request_id,
+            "corrects": notified.message_id,
         },
         key=message_key("correction-notice", ctx.workflow_id, order_id),
     )
     return CorrectionNoticeSent(
-        request_id=str(notified["request_id"]),
+        request_id=notified.request_id,
         purchase_order_id=order_id,
         vendor=vendor,
         message_id=message["id"],

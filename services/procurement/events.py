@@ -8,9 +8,7 @@ import enum
 
 from pydantic import BaseModel, ConfigDict
 
-from sagalog.agents import DecisionLineage
-from sagalog.blobs.store import BlobRef
-from sagalog.contracts.models import Event
+from sagalog import BlobRef, DecisionLineage, Event
 
 
 class Priority(enum.StrEnum):

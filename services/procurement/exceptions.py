@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sagalog.errors import ConfigurationError, SagalogError
+from sagalog import ConfigurationError, SagalogError
 
 
 class CorpusError(ConfigurationError):

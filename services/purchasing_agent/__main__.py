@@ -1,6 +1,6 @@
 """``python -m purchasing_agent``: run one instance of the purchasing agent."""
 
 from purchasing_agent.agent import agent, settings
-from sagalog.agents import run
+from sagalog import run_agent
 
-run(agent, settings)
+run_agent(agent, settings)

@@ -10,10 +10,18 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from procurement.events import PurchaseOrderCancelled, PurchaseOrderCreated, RequestSubmitted
-from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError
-from sagalog.events import CompensationRequested, GateDecided, GateDecision, GateOpened
-from sagalog.tracker.exceptions import GateSecretError
-from sagalog.tracker.gates import checked_secret, verify_gate_token
+from sagalog import (
+    Agent,
+    AgentSettings,
+    CompensationRequested,
+    GateDecided,
+    GateDecision,
+    GateOpened,
+    GateSecretError,
+    HandlerContext,
+    checked_secret,
+    verify_gate_token,
+)
 from standins.client import perform
 
 
@@ -55,7 +63,6 @@ agent = Agent(
     workflow_context=[GateOpened, RequestSubmitted, PurchaseOrderCreated],
 )
 log = logging.getLogger(f"sagalog.agent.{settings.name}")
-COMPENSATION = CompensationRequested.event_type
 
 
 def approval_refusal(event: GateDecided, ctx: HandlerContext, secret: bytes) -> str | None:
@@ -65,10 +72,10 @@ def approval_refusal(event: GateDecided, ctx: HandlerContext, secret: bytes) -> 
     the workflow's latest ``GateOpened`` (escalations keep the attempt), as the tracker
     checks it. Anything else is forged or expired.
     """
-    opened = ctx.workflow.get(GateOpened.event_type)
-    if opened is None or opened.get("gate") != event.gate:
+    opened = ctx.workflow.latest(GateOpened)
+    if opened is None or opened.gate != event.gate:
         return f"gate '{event.gate}' was never opened in this workflow"
-    attempt = int(opened["attempt"])
+    attempt = opened.attempt
     if not verify_gate_token(
         secret, event.token, workflow_id=ctx.workflow_id, gate=event.gate, attempt=attempt
     ):
@@ -76,7 +83,7 @@ def approval_refusal(event: GateDecided, ctx: HandlerContext, secret: bytes) -> 
             f"the token does not verify for opening {attempt} of gate '{event.gate}': "
             "forged, or for an earlier opening"
         )
-    if any(kind == COMPENSATION for _, kind, _ in ctx.workflow.history):
+    if ctx.workflow.latest_id(CompensationRequested) is not None:
         return "the workflow is being compensated: the approval came too late"
     return None
 
@@ -133,15 +140,9 @@ async def create_purchase_order(
     if reason is not None:
         _refuse(event, ctx, reason)
         return None
-    if ctx.workflow.get(PurchaseOrderCreated.event_type) is not None:
+    if ctx.workflow.latest(PurchaseOrderCreated) is not None:
         return None  # ordered already on an earlier approval
-    submitted = ctx.workflow.get(RequestSubmitted.event_type)
-    if submitted is None:
-        raise NonRetryableError(
-            f"workflow {ctx.workflow_id}: gate '{event.gate}' approved, but the workflow has "
-            f"no {RequestSubmitted.event_type}: nothing says what to order"
-        )
-    request = RequestSubmitted.from_avro(submitted)
+    request = ctx.workflow.require(RequestSubmitted)
     order = await ctx.effect(
         "erp.create_po",
         erp_call,
@@ -169,10 +170,10 @@ async def create_purchase_order(
 @agent.compensates("create_purchase_order", dependencies=["erp"])
 async def cancel_po(request: CompensationRequested, ctx: HandlerContext) -> PurchaseOrderCancelled:
     reason = request.reason or "compensation"
-    created = ctx.workflow.get(PurchaseOrderCreated.event_type)
+    created = ctx.workflow.latest(PurchaseOrderCreated)
     if created is None:  # nothing was ordered: cancelling is a no-op, still completed
         return PurchaseOrderCancelled(purchase_order_id="none", reason=reason)
-    order_id = str(created["purchase_order_id"])
+    order_id = created.purchase_order_id
     await ctx.effect(
         "erp.cancel_po",
         erp_call,

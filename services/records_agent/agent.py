@@ -11,8 +11,7 @@ from pydantic_settings import SettingsConfigDict
 
 from filings.events import DocumentsReleased, DocumentsRetrieved, FilingOpened, SourceDocument
 from filings.sources import documents_for
-from sagalog.agents import Agent, AgentSettings, HandlerContext
-from sagalog.events import CompensationRequested
+from sagalog import Agent, AgentSettings, CompensationRequested, HandlerContext
 from standins.client import perform_once
 
 
@@ -58,7 +57,7 @@ async def release_documents(
     request: CompensationRequested, ctx: HandlerContext
 ) -> DocumentsReleased:
     reason = request.reason or "compensation"
-    retrieved = ctx.workflow.get(DocumentsRetrieved.event_type)
+    retrieved = ctx.workflow.latest(DocumentsRetrieved)
     if retrieved is None:  # nothing was held: releasing is a no-op, still completed
         return DocumentsReleased(hold_id="none", reason=reason)
     await ctx.effect(
@@ -66,7 +65,7 @@ async def release_documents(
         perform_once,
         settings.records_url,
         "release",
-        {"hold_id": retrieved["hold_id"]},
+        {"hold_id": retrieved.hold_id},
         key=f"release:{ctx.workflow_id}",
     )
-    return DocumentsReleased(hold_id=retrieved["hold_id"], reason=reason)
+    return DocumentsReleased(hold_id=retrieved.hold_id, reason=reason)

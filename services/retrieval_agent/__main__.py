@@ -1,6 +1,6 @@
 """``python -m retrieval_agent``: run one instance of the retrieval agent."""
 
 from retrieval_agent.agent import agent, settings
-from sagalog.agents import run
+from sagalog import run_agent
 
-run(agent, settings)
+run_agent(agent, settings)

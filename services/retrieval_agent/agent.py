@@ -16,7 +16,7 @@ from procurement.events import (
     RetrievedDocument,
 )
 from procurement.retrieval import RETRIEVER_NAME, BM25Index
-from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError
+from sagalog import Agent, AgentSettings, HandlerContext
 
 
 class RetrievalAgentSettings(AgentSettings):
@@ -43,13 +43,8 @@ retriever_id = (
 
 @agent.handles(RequestClassified, step="retrieve_policies")
 async def retrieve_policies(event: RequestClassified, ctx: HandlerContext) -> PoliciesRetrieved:
-    submitted = ctx.workflow.get(RequestSubmitted.event_type)
-    if submitted is None:
-        raise NonRetryableError(
-            f"workflow {ctx.workflow_id}: request {event.request_id} was classified but the "
-            f"workflow has no {RequestSubmitted.event_type} to build the query from"
-        )
-    query = f"{submitted['title']}\n{submitted['description']}\n{event.category}"
+    submitted = ctx.workflow.require(RequestSubmitted)
+    query = f"{submitted.title}\n{submitted.description}\n{event.category}"
     hits = index.search(query, top_k=settings.top_k)
     return PoliciesRetrieved(
         request_id=event.request_id,

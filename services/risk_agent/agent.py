@@ -25,7 +25,7 @@ from procurement.risk import (
     score_offline,
 )
 from risk_agent.llm import chat_completion, request_parameters
-from sagalog.agents import Agent, AgentSettings, DecisionLineage, HandlerContext, NonRetryableError
+from sagalog import Agent, AgentSettings, DecisionLineage, HandlerContext, NonRetryableError
 
 
 class RiskAgentSettings(AgentSettings):
@@ -67,21 +67,6 @@ agent = Agent(
 _documents = load_documents(settings.corpus_dir)
 documents_by_id = {d.document_id: d for d in _documents}
 contracts = tuple(d for d in _documents if d.kind == "contract")
-
-
-def _required(ctx: HandlerContext, event_type: str, request_id: str) -> dict[str, object]:
-    payload = ctx.workflow.get(event_type)
-    if payload is None:
-        raise NonRetryableError(
-            f"workflow {ctx.workflow_id}: cannot score request {request_id}: the workflow has "
-            f"no {event_type}; the steps before score_risk must have run on this topic"
-        )
-    return payload
-
-
-def _latest_event_id(ctx: HandlerContext, event_type: str) -> str:
-    ids = [event_id for event_id, kind, _ in ctx.workflow.history if kind == event_type]
-    return ids[-1] if ids else ""
 
 
 Scored = tuple[RiskAssessment, DecisionLineage, str]
@@ -151,11 +136,8 @@ async def _with_model(facts: RiskInput, ctx: HandlerContext, inputs: Inputs) -> 
     timeout_s=settings.llm_timeout_s + 5 if settings.llm_base_url else None,
 )
 async def score_risk(event: PoliciesRetrieved, ctx: HandlerContext) -> RiskScored:
-    submitted = _required(ctx, RequestSubmitted.event_type, event.request_id)
-    request = RequestSubmitted.from_avro(submitted)
-    classified = RequestClassified.from_avro(
-        _required(ctx, RequestClassified.event_type, event.request_id)
-    )
+    request = ctx.workflow.require(RequestSubmitted)
+    classified = ctx.workflow.require(RequestClassified)
     facts = RiskInput(
         request_id=request.request_id,
         title=request.title,
@@ -175,8 +157,8 @@ async def score_risk(event: PoliciesRetrieved, ctx: HandlerContext) -> RiskScore
         contracts=contracts,
     )
     inputs: Inputs = {
-        _latest_event_id(ctx, RequestSubmitted.event_type): json.dumps(
-            submitted, sort_keys=True, separators=(",", ":"), default=str
+        ctx.workflow.latest_id(RequestSubmitted) or "": json.dumps(
+            request.to_avro(), sort_keys=True, separators=(",", ":"), default=str
         ),
         **{d.document_id: d.body for d in facts.documents},
     }

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from procurement.exceptions import ModelAnswerError
-from sagalog.agents import post_chat
+from sagalog import post_chat
 
 
 def request_parameters(model: str, *, json_mode: bool = True) -> dict[str, Any]:

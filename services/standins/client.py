@@ -8,7 +8,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from sagalog.agents import NonRetryableError, RetryableError
+from sagalog import NonRetryableError, RetryableError
 
 
 def perform(

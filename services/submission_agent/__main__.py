@@ -1,6 +1,6 @@
 """``python -m submission_agent``: run one instance of the submission agent."""
 
-from sagalog.agents import run
+from sagalog import run_agent
 from submission_agent.agent import agent, settings
 
-run(agent, settings)
+run_agent(agent, settings)

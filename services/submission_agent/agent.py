@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from pydantic_settings import SettingsConfigDict
 
@@ -14,8 +13,7 @@ from filings.events import (
     FilingWithdrawn,
     SignatureCaptured,
 )
-from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError
-from sagalog.events import CompensationRequested, WaitEnded
+from sagalog import Agent, AgentSettings, CompensationRequested, HandlerContext, WaitEnded
 from standins.client import perform_once
 
 
@@ -41,25 +39,15 @@ agent = Agent(
 )
 
 
-def _required(ctx: HandlerContext, event_type: str) -> dict[str, Any]:
-    found = ctx.workflow.get(event_type)
-    if found is None:
-        raise NonRetryableError(
-            f"workflow {ctx.workflow_id}: the signature wait ended, but the workflow has no "
-            f"{event_type}: there is nothing signed to submit"
-        )
-    return dict(found)
-
-
 @agent.handles(WaitEnded, step="submit_filing", dependencies=["regulator"])
 async def submit_filing(event: WaitEnded, ctx: HandlerContext) -> FilingSubmitted | None:
     if event.wait != settings.wait or event.timed_out or event.missing:
         return None  # another wait, or no signature came: the tracker compensates
-    if ctx.workflow.get(FilingSubmitted.event_type) is not None:
+    if ctx.workflow.latest(FilingSubmitted) is not None:
         return None  # submitted already
-    opened = FilingOpened.from_avro(_required(ctx, FilingOpened.event_type))
-    drafted = _required(ctx, FilingDrafted.event_type)
-    signed = _required(ctx, SignatureCaptured.event_type)
+    opened = ctx.workflow.require(FilingOpened)
+    drafted = ctx.workflow.require(FilingDrafted)
+    signed = ctx.workflow.require(SignatureCaptured)
     receipt = await ctx.effect(
         "regulator.submit",
         perform_once,
@@ -69,8 +57,8 @@ async def submit_filing(event: WaitEnded, ctx: HandlerContext) -> FilingSubmitte
             "filing_number": opened.filing_number,
             "regulator": opened.regulator,
             "company": opened.company,
-            "signed_by": signed["signed_by"],
-            "draft_sha256": hashlib.sha256(str(drafted["draft"]).encode()).hexdigest(),
+            "signed_by": signed.signed_by,
+            "draft_sha256": hashlib.sha256(drafted.draft.encode()).hexdigest(),
         },
         key=f"submission:{ctx.workflow_id}",
     )
@@ -78,18 +66,18 @@ async def submit_filing(event: WaitEnded, ctx: HandlerContext) -> FilingSubmitte
         filing_number=opened.filing_number,
         regulator=opened.regulator,
         submission_id=receipt["id"],
-        signed_by=str(signed["signed_by"]),
+        signed_by=signed.signed_by,
     )
 
 
 @agent.compensates("submit_filing", dependencies=["regulator"])
 async def withdraw_filing(request: CompensationRequested, ctx: HandlerContext) -> FilingWithdrawn:
     reason = request.reason or "the filing was withdrawn"
-    submitted = ctx.workflow.get(FilingSubmitted.event_type)
+    submitted = ctx.workflow.latest(FilingSubmitted)
     if submitted is None:  # never submitted: nothing to withdraw, still completed
-        opened = ctx.workflow.get(FilingOpened.event_type) or {}
+        opened = ctx.workflow.latest(FilingOpened)
         return FilingWithdrawn(
-            filing_number=str(opened.get("filing_number", "none")),
+            filing_number="none" if opened is None else opened.filing_number,
             submission_id="none",
             reason=reason,
         )
@@ -98,11 +86,11 @@ async def withdraw_filing(request: CompensationRequested, ctx: HandlerContext) -
         perform_once,
         settings.regulator_url,
         "withdraw",
-        {"submission_id": submitted["submission_id"], "reason": reason},
+        {"submission_id": submitted.submission_id, "reason": reason},
         key=f"withdrawal:{ctx.workflow_id}",
     )
     return FilingWithdrawn(
-        filing_number=str(submitted["filing_number"]),
-        submission_id=str(submitted["submission_id"]),
+        filing_number=submitted.filing_number,
+        submission_id=submitted.submission_id,
         reason=reason,
     )

@@ -39,7 +39,7 @@ from procurement.events import (
     RiskLevel,
     RiskScored,
 )
-from sagalog.agents import Agent, AgentSettings, DecisionLineage, HandlerContext, run
+from sagalog.agents import Agent, AgentSettings, DecisionLineage, HandlerContext, run_agent
 from sagalog.agents.running import run_together
 from sagalog.contracts.models import Event
 from sagalog.events import GateDecided
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     settings = SagaAgentSettings()
     if len(args.step) == 1:
-        run(build_agent(settings, args.step[0]), settings)
+        run_agent(build_agent(settings, args.step[0]), settings)
     else:
         run_together([(build_agent(settings, step), settings) for step in args.step], settings)
 

@@ -986,7 +986,7 @@ PLUMBING = frozenset(
         "Tracker.run_batch",
         "run_patched_tracker",
         # the agent runtime around one batch
-        "run",  # sagalog.agents.run
+        "run_agent",  # sagalog.run_agent
         "AgentWorker.run",
         "AgentWorker._iteration",
         "AgentWorker._process",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pydantic_settings import SettingsConfigDict
 
 from filings.events import FilingDrafted, FilingOpened
-from sagalog.agents import Agent, AgentSettings, Budget, ChatModel, HandlerContext, run
+from sagalog.agents import Agent, AgentSettings, Budget, ChatModel, HandlerContext, run_agent
 
 INSTRUCTIONS = "You draft regulatory filings. Answer with the filing's first paragraph."
 
@@ -67,4 +67,4 @@ async def draft_filing(event: FilingOpened, ctx: HandlerContext) -> FilingDrafte
 
 
 if __name__ == "__main__":
-    run(agent, settings)
+    run_agent(agent, settings)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pydantic_settings import SettingsConfigDict
 
 from procurement.events import BudgetReleased, BudgetReserved, RequestSubmitted
-from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError, run
+from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError, run_agent
 from sagalog.events import CompensationRequested
 
 
@@ -52,4 +52,4 @@ async def release_budget(request: CompensationRequested, ctx: HandlerContext) ->
 
 
 if __name__ == "__main__":
-    run(agent, settings)
+    run_agent(agent, settings)

@@ -37,7 +37,7 @@ def drafting_context(
     from sagalog.agents.circuit_breaker import BreakerPolicy
     from sagalog.agents.context import HandlerContext
     from sagalog.agents.flow_control import FlowControl
-    from sagalog.agents.state_store import WorkflowContext
+    from sagalog.agents.workflow_context import WorkflowContext
     from sagalog.contracts.headers import EventHeaders
     from sagalog.position import RecordPosition
 

@@ -11,7 +11,8 @@ from sagalog.agents.circuit_breaker import BreakerPolicy
 from sagalog.agents.context import HandlerContext
 from sagalog.agents.failures import NonRetryableError, is_retryable
 from sagalog.agents.flow_control import FlowControl
-from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.agents.state_store import StateStore
+from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.blobs.store import BlobMissing, BlobRef, LocalBlobStore
 from sagalog.contracts.headers import EventHeaders
 

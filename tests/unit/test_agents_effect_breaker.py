@@ -18,7 +18,8 @@ from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
 from sagalog.agents.context import HandlerContext
 from sagalog.agents.failures import NonRetryableError, RetryableError
 from sagalog.agents.flow_control import FlowControl
-from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.agents.state_store import StateStore
+from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.contracts.headers import EventHeaders
 
 from .fakes import FakeClock

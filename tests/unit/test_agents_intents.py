@@ -23,7 +23,8 @@ from sagalog.agents.intents import (
     describe,
     settlement_of_lookup,
 )
-from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.agents.state_store import StateStore
+from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.contracts.headers import EventHeaders
 
 from .fakes import FakeClock

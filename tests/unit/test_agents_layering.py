@@ -75,7 +75,7 @@ def test_the_facade_is_the_agent_api_and_nothing_internal() -> None:
         "decision_lineage",
         "post_chat",
         "prompt_hash",
-        "run",
+        "run_agent",
         "run_tool_loop",
     }
     assert all(getattr(facade, name) is not None for name in facade.__all__)

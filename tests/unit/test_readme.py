@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from sagalog.agents.declaration import Agent
+from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.cli.main import cli
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.flows.agent_contract import check_agent_contract
@@ -145,20 +146,16 @@ def test_every_yaml_block_parses() -> None:
         assert isinstance(yaml.safe_load(body), dict), body
 
 
-class _Workflow:
-    def __init__(self, events: dict[str, dict[str, Any]]) -> None:
-        self.events = events
-
-    def get(self, event_type: str) -> dict[str, Any] | None:
-        return self.events.get(event_type)
-
-
 class _Context:
     """Enough of a HandlerContext for the README's handlers: the folded workflow, and
     effects recorded instead of performed."""
 
     def __init__(self, events: dict[str, dict[str, Any]]) -> None:
-        self.workflow = _Workflow(events)
+        self.workflow = WorkflowContext(  # the real one, each payload as its own record
+            "wf-readme",
+            records={event_type: event_type.encode() for event_type in events},
+            decoder=lambda raw: events[raw.decode()],
+        )
         self.effects: list[tuple[str, tuple[Any, ...]]] = []
 
     async def effect(self, name: str, func: Any, *args: Any) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The agent API: declare an agent, write its handlers, run it.
 
-    from sagalog.agents import Agent, AgentSettings, HandlerContext, NonRetryableError, run
+    from sagalog import Agent, AgentSettings, HandlerContext, NonRetryableError, run_agent
 
     agent = Agent("budget-agent", topics=["procurement.events"])
 
@@ -8,7 +8,7 @@
     async def reserve(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
         ...
 
-    run(agent, AgentSettings())
+    run_agent(agent, AgentSettings())
 
 This is what agent services import; ``__all__`` lists it. The runtime's modules
 (``sagalog.agents.worker``, ``triage``, ``state_store``, ...) are internal: sagalog's
@@ -28,10 +28,10 @@ from sagalog.agents.failures import (
 )
 from sagalog.agents.lineage import DecisionLineage, decision_lineage, prompt_hash
 from sagalog.agents.model_client import ChatModel, post_chat
-from sagalog.agents.running import run
+from sagalog.agents.running import run_agent
 from sagalog.agents.settings import AgentSettings
-from sagalog.agents.state_store import WorkflowContext
 from sagalog.agents.tool_loop import LoopResult, Tool, ToolLoopError, run_tool_loop
+from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.budgets.declaration import Budget
 from sagalog.budgets.estimate import Price
 from sagalog.priority import Priority
@@ -59,6 +59,6 @@ __all__ = [
     "decision_lineage",
     "post_chat",
     "prompt_hash",
-    "run",
+    "run_agent",
     "run_tool_loop",
 ]

@@ -36,7 +36,8 @@ from sagalog.agents.intents import (
     settlement_of_lookup,
 )
 from sagalog.agents.lineage import DecisionLineage, decision_lineage
-from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.agents.state_store import StateStore
+from sagalog.agents.workflow_context import Reader, WorkflowContext
 from sagalog.blobs.store import BlobModified, BlobRef, BlobStore
 from sagalog.budgets.book import BudgetBook, Spend, logged_claim
 from sagalog.budgets.estimate import Price, estimate
@@ -67,7 +68,8 @@ class HandlerContext:
         headers: the triggering event's metadata.
         attempt: 1 for the first attempt, 2 for the first retry, and so on.
         workflow: the workflow's accumulated context (earlier steps' outputs, gate
-            decisions, webhook payloads), from the agent's local projection.
+            decisions, webhook payloads), from the agent's local projection:
+            ``ctx.workflow.latest(BudgetReserved)``, ``ctx.workflow.require(...)``.
         record_headers: every header of the triggering record as text, for headers
             beyond the CloudEvents ones (a partner's correlation header, say).
     """
@@ -113,6 +115,10 @@ class HandlerContext:
     as an outage opened the breaker: if the handler then fails retryably, the runtime
     defers the event without an attempt."""
     _occurrences: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Its errors name the handler: the context itself knows only the workflow.
+        self.workflow = self.workflow.read_by(Reader(self.agent, self.step, self.headers.type))
 
     @property
     def record_headers(self) -> dict[str, str]:

@@ -11,7 +11,7 @@
     async def release(request: CompensationRequested, ctx: HandlerContext) -> BudgetReleased:
         ...
 
-Declaring is pure data; ``sagalog.agents.run`` hands it to the worker (this module
+Declaring is pure data; ``sagalog.run_agent`` hands it to the worker (this module
 imports nothing of the runtime, which imports it). Nothing about Kafka appears
 in a handler: it gets a typed event and a context, and returns the events it causes.
 """
@@ -94,13 +94,14 @@ class Agent:
         output_topic: where outputs go; by default the topic the input came from,
             which keeps a workflow's history in one topic and partition.
         workflow_context: the event types the handlers look up in ``ctx.workflow``
-            (``get`` and ``history``), besides the ones they handle. None (the
-            default) keeps every event of the topics in the projection. A list
-            keeps only these and the handled types, and the agent stops paying for
-            the rest: no fold, no write per event. ``ctx.workflow.get`` of a type
-            outside it raises ``ConfigurationError``; ``history`` lists only these
-            types. Changing the list so that it names a type the projection did not
-            keep rebuilds the projection from the log on the next start.
+            (``latest``, ``require``, ``history``), besides the ones they handle.
+            None (the default) keeps every event of the topics in the projection.
+            A list keeps only these and the handled types, and the agent stops
+            paying for the rest: no fold, no write per event. Reading a type outside
+            it raises ``ConfigurationError`` naming the agent, the step and the
+            type; ``history`` lists only these types. Changing the list so that it
+            names a type the projection did not keep rebuilds the projection from
+            the log on the next start.
         budgets: the budgets its model calls are made under (``ctx.model_call``),
             each shared by all the agent's instances (``sagalog.budgets``).
         """

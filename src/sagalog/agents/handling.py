@@ -28,9 +28,10 @@ from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.outputs import OutRecord, RecordBuilder, Result
 from sagalog.agents.records import headers_of
 from sagalog.agents.settings import AgentSettings
-from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.agents.state_store import StateStore
 from sagalog.agents.telemetry import AgentTelemetry, current_traceparent
 from sagalog.agents.triage import PARKED_BEHIND, Outcome, after_failure
+from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.backoff import RetryPolicy
 from sagalog.budgets.book import BudgetBook
 from sagalog.contracts.headers import EventHeaders

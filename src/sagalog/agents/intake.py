@@ -16,8 +16,9 @@ from sagalog.agents.handling import Work
 from sagalog.agents.outputs import RecordBuilder, Result
 from sagalog.agents.records import Delivered
 from sagalog.agents.routing import read_mark
-from sagalog.agents.state_store import StateStore, WorkflowContext
+from sagalog.agents.state_store import StateStore
 from sagalog.agents.triage import Outcome, Verdict, admit, origin_of, screen, sort
+from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import content_hash
 from sagalog.contracts.headers import EventHeaders

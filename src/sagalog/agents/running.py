@@ -19,7 +19,7 @@ from sagalog.errors import AuthorizationError, ConfigurationError, ServiceUnavai
 from sagalog.flows.agent_contract import check_agent_in_project
 
 
-def run(agent: Agent, settings: AgentSettings | None = None) -> None:
+def run_agent(agent: Agent, settings: AgentSettings | None = None) -> None:
     """Run ``agent`` until SIGTERM or SIGINT (blocking).
 
     Exits the process with the codes of ``sagalog.exit_codes``: 7 (``FENCED``) when

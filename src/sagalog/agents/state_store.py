@@ -32,16 +32,15 @@ leave a checkpoint ahead of the projection.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rocksdict import Rdict, WriteBatch, WriteOptions
 
 from sagalog.agents.intents import EffectIntent
+from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.budgets.book import Spend
-from sagalog.errors import ConfigurationError
 from sagalog.position import RecordPosition
 from sagalog.rocksdb_options import bounded_options
 
@@ -54,78 +53,6 @@ _CHECKPOINT = "o:"
 _SPEND = "b:"
 _FOLDED = "m:folded"  # the event types the projection keeps, sorted; absent or "*": all
 _REBUILT_PREFIXES = (_PROJECTION, _SEEN, _CHECKPOINT)
-
-
-@dataclass
-class WorkflowContext:
-    """What a handler knows about its workflow without asking another service.
-
-    Payloads are kept as the record bytes (wire format) and decoded when a handler
-    asks for them: most events are folded in and never read, and bytes store and load
-    several times faster than decoded values.
-
-    Attributes:
-        workflow_id: the workflow.
-        latest: the latest record value of each event type seen, by event type.
-        history: (event id, event type, producing source) in log order.
-        decoder: turns a record value into its payload (set by the runtime).
-        kept: the event types the projection keeps (the agent's declared
-            ``workflow_context`` and handled types); None: all.
-    """
-
-    workflow_id: str
-    latest: dict[str, bytes] = field(default_factory=dict)
-    history: list[tuple[str, str, str]] = field(default_factory=list)
-    decoder: Callable[[bytes], dict[str, Any]] | None = field(default=None, repr=False)
-    kept: frozenset[str] | None = field(default=None, repr=False)
-
-    def get(self, event_type: str) -> dict[str, Any] | None:
-        """The latest payload of ``event_type`` in this workflow, if any.
-
-        Raises:
-            ConfigurationError: the agent's ``workflow_context`` does not name
-                ``event_type``, so the answer would be None whatever the log holds.
-        """
-        raw = self.latest.get(event_type)
-        if raw is None:
-            if self.kept is not None and event_type not in self.kept:
-                raise ConfigurationError(
-                    f"workflow {self.workflow_id}: a handler reads {event_type} from "
-                    "ctx.workflow, which this agent does not keep; add it to "
-                    "Agent(..., workflow_context=[...]) (it keeps: "
-                    f"{', '.join(sorted(self.kept)) or 'nothing'})"
-                )
-            return None
-        if self.decoder is None:
-            raise RuntimeError("WorkflowContext has no decoder; the runtime sets one")
-        return self.decoder(raw)
-
-    def seen(self, event_id: str) -> bool:
-        # A plain loop: twice as fast as any() over a generator, on every folded event.
-        for entry in self.history:  # noqa: SIM110
-            if entry[0] == event_id:
-                return True
-        return False
-
-    def snapshot(self) -> WorkflowContext:
-        """A copy frozen at this point of the log.
-
-        The store keeps one live context per workflow and folds a whole polled batch
-        into it before handlers run; a handler must see the workflow as it was when
-        its own event arrived, not events that come after it, or its decision would
-        depend on where batch boundaries fell.
-        """
-        return WorkflowContext(
-            self.workflow_id,
-            latest=dict(self.latest),
-            history=list(self.history),
-            decoder=self.decoder,
-            kept=self.kept,
-        )
-
-    def to_stored(self) -> tuple[dict[str, bytes], list[tuple[str, str, str]]]:
-        # Plain containers pickle several times faster than a dataclass.
-        return (self.latest, self.history)
 
 
 class StateStore:
@@ -211,7 +138,7 @@ class StateStore:
         if stored is None:
             return WorkflowContext(workflow_id, kept=self.folded_types)
         latest, history = stored
-        return WorkflowContext(workflow_id, latest=latest, history=history, kept=self.folded_types)
+        return WorkflowContext(workflow_id, records=latest, history=history, kept=self.folded_types)
 
     def _remember(self, context: WorkflowContext) -> None:
         contexts = self._contexts
@@ -263,7 +190,7 @@ class StateStore:
         self._pending_seen[event_id] = position
         context.history.append((event_id, event_type, source))
         if payload is not None:
-            context.latest[event_type] = payload
+            context.records[event_type] = payload
         self._dirty[workflow_id] = context
         self._remember(context)
         return context, position

@@ -9,7 +9,7 @@
                 tokens_per_minute=10_000,
                 money_per_day="25.00",
                 price=Price.per_million(input="2.50", output="10.00"),
-                key=lambda ctx: ctx.workflow.get("filings.v1.FilingOpened")["regulator"],
+                key=lambda ctx: ctx.workflow.require(FilingOpened).regulator,
             )
         ],
     )

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from sagalog.agents import Agent, AgentSettings
-from sagalog.agents import run as run_until_stopped
+from sagalog.agents import run_agent as run_until_stopped
 from sagalog.agents.running import run_together
 from sagalog.cli.agent_modules import add_import_paths, load_agent
 
@@ -38,7 +38,7 @@ def run_agent(module: str, paths: tuple[str, ...]) -> None:
     The module's `settings` (an AgentSettings) is used when it has one, so the service's
     own env prefix applies. Before it starts, its handlers are checked against the
     project's flows (as `sagalog flows check --agent MODULE` does, and as every start
-    through `sagalog.agents.run` does): a mismatch exits 2
+    through `sagalog.run_agent` does): a mismatch exits 2
     naming the agent, the flow and the step. Scale out by starting more processes,
     each with its own instance id. Exits 0 after SIGTERM, 70 when fenced by a newer
     instance.

@@ -1,0 +1,156 @@
+"""A handler reads earlier events of its workflow typed: ``ctx.workflow.latest(X)`` and
+``ctx.workflow.require(X)``, and the errors say who read what."""
+
+from __future__ import annotations
+
+import decimal
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from procurement.events import BudgetReserved, RequestSubmitted
+from sagalog import HandlerContext, NonRetryableError
+from sagalog.agents.circuit_breaker import BreakerPolicy
+from sagalog.agents.failures import is_retryable
+from sagalog.agents.flow_control import FlowControl
+from sagalog.agents.state_store import StateStore
+from sagalog.agents.workflow_context import WorkflowContext
+from sagalog.contracts.headers import EventHeaders
+from sagalog.errors import ConfigurationError
+from sagalog.position import RecordPosition
+
+from .fakes import FakeClock
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[StateStore]:
+    opened = StateStore(tmp_path / "db")
+    yield opened
+    opened.close()
+
+
+def _reserved(reservation_id: str) -> BudgetReserved:
+    return BudgetReserved(
+        reservation_id=reservation_id,
+        cost_center="CC-OPS",
+        amount=decimal.Decimal("12.50"),
+        currency="EUR",
+    )
+
+
+def _fold(store: StateStore, event_id: str, event: BudgetReserved, offset: int) -> None:
+    """Fold ``event`` as the runtime does; JSON stands in for the Avro wire format."""
+    store.project(
+        workflow_id="wf-7",
+        event_id=event_id,
+        event_type=event.event_type,
+        source="budget-agent",
+        payload=json.dumps(event.to_avro(), default=str).encode(),
+        position=RecordPosition("procurement.events", 0, offset),
+    )
+
+
+def _decode(raw: bytes) -> dict[str, Any]:
+    decoded: dict[str, Any] = json.loads(raw)
+    return decoded
+
+
+def _handler(workflow: WorkflowContext, store: StateStore) -> HandlerContext:
+    """The context of the budget agent's ``reserve_budget``, handling a RiskScored."""
+    workflow.decoder = _decode  # the runtime decodes with the codec
+    return HandlerContext(
+        agent="budget-agent",
+        step="reserve_budget",
+        headers=EventHeaders(
+            id="e9", type="procurement.v1.RiskScored", source="risk-agent", workflow_id="wf-7"
+        ),
+        attempt=1,
+        workflow=workflow,
+        store=store,
+        flow=FlowControl(
+            breaker_policy=BreakerPolicy(failure_threshold=5, open_for_s=10.0),
+            rate_limits={},
+            max_rate_wait_s=1.0,
+            clock=FakeClock(),
+        ),
+    )
+
+
+def test_latest_decodes_the_earlier_event_into_its_class(store: StateStore) -> None:
+    _fold(store, "e1", _reserved("R-1"), offset=1)
+    ctx = _handler(store.context("wf-7").snapshot(), store)
+
+    found = ctx.workflow.latest(BudgetReserved)
+
+    assert found == _reserved("R-1")
+    assert isinstance(found, BudgetReserved)
+    assert ctx.workflow.require(BudgetReserved) == found
+    assert ctx.workflow.latest_id(BudgetReserved) == "e1"
+
+
+def test_latest_is_the_last_of_several_in_log_order(store: StateStore) -> None:
+    for offset, reservation in enumerate(["R-1", "R-2", "R-3"]):
+        _fold(store, f"e{offset}", _reserved(reservation), offset=offset)
+    _fold(store, "e1", _reserved("R-2"), offset=9)  # a duplicate changes nothing
+    ctx = _handler(store.context("wf-7").snapshot(), store)
+
+    assert ctx.workflow.require(BudgetReserved).reservation_id == "R-3"
+    assert ctx.workflow.latest_id(BudgetReserved) == "e2"
+
+
+def test_latest_of_a_missing_event_is_none(store: StateStore) -> None:
+    ctx = _handler(store.context("wf-7").snapshot(), store)
+
+    assert ctx.workflow.latest(RequestSubmitted) is None
+    assert ctx.workflow.latest_id(RequestSubmitted) is None
+
+
+def test_require_of_a_missing_event_fails_the_step_naming_workflow_step_and_event(
+    store: StateStore,
+) -> None:
+    _fold(store, "e1", _reserved("R-1"), offset=1)
+    ctx = _handler(store.context("wf-7").snapshot(), store)
+
+    with pytest.raises(NonRetryableError) as raised:
+        ctx.workflow.require(RequestSubmitted)
+
+    message = str(raised.value)
+    assert "workflow wf-7" in message
+    assert "agent 'budget-agent'" in message
+    assert "step 'reserve_budget'" in message
+    assert "handling procurement.v1.RiskScored" in message
+    assert "requires an earlier procurement.v1.RequestSubmitted" in message
+    assert "ctx.workflow.latest(RequestSubmitted)" in message  # what to do instead
+    assert not is_retryable(raised.value)  # no retry makes an earlier event appear
+
+
+def test_reading_a_type_the_agent_does_not_keep_names_agent_step_and_type(
+    tmp_path: Path,
+) -> None:
+    store = StateStore(tmp_path / "db", folded_types=frozenset({BudgetReserved.event_type}))
+    ctx = _handler(store.context("wf-7").snapshot(), store)
+
+    for read in (
+        lambda: ctx.workflow.require(RequestSubmitted),
+        lambda: ctx.workflow.latest(RequestSubmitted),
+        lambda: ctx.workflow.latest_id(RequestSubmitted),
+    ):
+        with pytest.raises(ConfigurationError) as raised:
+            read()
+        message = str(raised.value)
+        assert "agent 'budget-agent', step 'reserve_budget'" in message
+        assert "reads procurement.v1.RequestSubmitted" in message
+        assert "Agent('budget-agent', workflow_context=[...])" in message  # the fix
+        assert "it keeps: procurement.v1.BudgetReserved" in message
+    assert ctx.workflow.latest(BudgetReserved) is None  # kept, only absent
+    store.close()
+
+
+def test_a_context_read_outside_a_handler_still_names_the_workflow() -> None:
+    workflow = WorkflowContext("wf-3", decoder=_decode)
+
+    with pytest.raises(NonRetryableError, match="workflow wf-3: a handler requires an earlier"):
+        workflow.require(BudgetReserved)
