@@ -23,16 +23,16 @@ NOT_OURS = frozenset({KafkaError.GROUP_AUTHORIZATION_FAILED})
 
 def assigned_consumer(settings: ClientSettings, group_id: str, **config: Any) -> Consumer:
     """A consumer for ``assign``: never commits, stores no offsets, plus ``config``."""
-    merged = settings.kafka_config(
-        **{
-            "group.id": group_id,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            **config,
-        }
+    return Consumer(
+        settings.kafka_config(
+            **{
+                "group.id": group_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                **config,
+            }
+        )
     )
-    merged.pop("partitioner", None)  # a producer setting: librdkafka warns about it here
-    return Consumer(merged)
 
 
 def not_ours(error: Any) -> bool:

@@ -18,20 +18,31 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sagalog.settings import ClientSettings
 
-#: What every producer sagalog builds guarantees: a write is acknowledged only once
-#: ``min.insync.replicas`` replicas hold it, and a retried send is never a duplicate.
-PRODUCER_DURABILITY: dict[str, Any] = {"acks": "all", "enable.idempotence": True}
+#: What every producer sagalog builds sets, and only producers: a consumer given any
+#: of these ignores it and logs a CONFWARN, so they stay out of ``librdkafka``.
+PRODUCER_ONLY: dict[str, Any] = {
+    # A write is acknowledged only once ``min.insync.replicas`` replicas hold it, and a
+    # retried send is never a duplicate.
+    "acks": "all",
+    "enable.idempotence": True,
+    # The Java client's partitioner (murmur2), also aiokafka's and so faust's:
+    # librdkafka's default (crc32) would send one workflow id to a different
+    # partition than the tracker does, breaking "one workflow, one partition".
+    # Every producer must carry it, which is why none is built from ``librdkafka``.
+    "partitioner": "murmur2_random",
+}
 
 
 def librdkafka(settings: ClientSettings, **overrides: Any) -> dict[str, Any]:
-    """A librdkafka (confluent-kafka) configuration for producers, consumers and admin."""
+    """What every librdkafka (confluent-kafka) client shares: consumers and admin use it
+    as it is, producers through ``producer``.
+
+    Only connection and security properties belong here: librdkafka warns about a
+    producer property given to a consumer (and the reverse) on every construction.
+    """
     config: dict[str, Any] = {
         "bootstrap.servers": settings.bootstrap_servers,
         "security.protocol": settings.security_protocol,
-        # The Java client's partitioner (murmur2), also aiokafka's and so faust's:
-        # librdkafka's default (crc32) would send one workflow id to a different
-        # partition than the tracker does, breaking "one workflow, one partition".
-        "partitioner": "murmur2_random",
         "socket.connection.setup.timeout.ms": int(settings.connect_timeout_s * 1000),
     }
     if settings.sasl_mechanism:
@@ -53,8 +64,9 @@ def librdkafka(settings: ClientSettings, **overrides: Any) -> dict[str, Any]:
 
 
 def producer(settings: ClientSettings, **overrides: Any) -> dict[str, Any]:
-    """A librdkafka producer: ``acks=all`` and idempotent, whatever else it sets."""
-    config = librdkafka(settings, **PRODUCER_DURABILITY)
+    """A librdkafka producer: ``acks=all``, idempotent and partitioned as Java's client
+    is, unless ``overrides`` says otherwise."""
+    config = librdkafka(settings, **PRODUCER_ONLY)
     config.update(overrides)
     return config
 

@@ -24,8 +24,8 @@ def limit_arenas(count: int) -> bool:
     eight per core, and memory freed in one stays there: a service with librdkafka
     clients (several threads each, allocating every fetch and delivery report) ends a
     burst with its peak spread over arenas that ``malloc_trim`` cannot shrink from the
-    middle. Called first thing, before those threads start. Measured on the tracker
-    after 80,000 events: 265 MB RSS idle with glibc's default, 242 MB with two arenas.
+    middle. Called first thing, before those threads start (what it saves:
+    docs/design/tuning-measurements.md).
     """
     name = ctypes.util.find_library("c")
     if name is None:
@@ -53,10 +53,9 @@ def tune_collector(young_threshold: int) -> None:
 
     A hot path that allocates per event but makes no reference cycles (decoding,
     deciding, encoding) pays for every collection its allocations trigger, each
-    traversing the young objects and, every hundred or so, the whole heap. Measured on
-    the tracker's decide path alone (``python -m tests.bench.processor``, remembering
-    4,096 records): 117 µs per event with the collector on, 85 with it off. Reference
-    counting still frees everything at once; the collector still runs, rarer.
+    traversing the young objects and, every hundred or so, the whole heap (on the
+    tracker's decide path, about a quarter of its time: docs/design/tuning-measurements.md).
+    Reference counting still frees everything at once; the collector still runs, rarer.
 
     Not ``gc.freeze()``: frozen objects are never collected, and faust's stream
     generators end in reference cycles whose finalization its shutdown waits for (a

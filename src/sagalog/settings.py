@@ -161,11 +161,14 @@ class ClientSettings(BaseSettings):
         return tuple(sources)
 
     def kafka_config(self, **overrides: Any) -> dict[str, Any]:
-        """librdkafka configuration for this cluster, with per-client overrides."""
+        """librdkafka configuration for this cluster, for a consumer or an admin client.
+
+        A producer takes ``producer_config`` instead: this one lacks its partitioner.
+        """
         return client_config.librdkafka(self, **overrides)
 
     def producer_config(self, **overrides: Any) -> dict[str, Any]:
-        """librdkafka producer configuration: ``acks=all`` and idempotent."""
+        """librdkafka producer configuration (``client_config.PRODUCER_ONLY`` added)."""
         return client_config.producer(self, **overrides)
 
     def registry_config(self) -> dict[str, Any]:

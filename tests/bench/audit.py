@@ -61,7 +61,7 @@ def _publish_noise(lab: TrackerLab, count: int, tag: str) -> None:
         for t in NOISE_TYPES
     }
     producer = Producer(
-        lab.project.settings.kafka_config(**{"linger.ms": 20, "compression.type": "lz4"})
+        lab.project.settings.producer_config(**{"linger.ms": 20, "compression.type": "lz4"})
     )
     for n in range(count // 2):
         workflow_id = f"noise-{tag}-{n}"

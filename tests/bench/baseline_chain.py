@@ -29,7 +29,9 @@ variant loses against the per-hop chain is the price of the shared topic itself,
 no sagalog code: the broker's fetches and each hop's screening of the others' records.
 
 The relay runs as ``python -m tests.bench.baseline_chain --in ... --out ...``; it
-imports nothing from sagalog (the measurement half of this module does, lazily).
+imports nothing from sagalog but the properties every producer on a sagalog cluster
+sets (``client_config.PRODUCER_ONLY``; the measurement half of this module imports
+the rest, lazily).
 """
 
 from __future__ import annotations
@@ -48,7 +50,14 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from .harness import SENT_HEADER, GeneratorProducer, Headers, RecordFactory, take_available
+from .harness import (
+    SENT_HEADER,
+    GeneratorProducer,
+    Headers,
+    RecordFactory,
+    producer_config,
+    take_available,
+)
 
 if TYPE_CHECKING:
     from sagalog.settings import ClientSettings
@@ -107,7 +116,7 @@ class ChainRelay:
         self._stopping = False
         self.consumer = Consumer(
             {
-                **{k: v for k, v in kafka_config.items() if k != "partitioner"},
+                **kafka_config,
                 "group.id": group_id,
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "earliest",
@@ -115,11 +124,9 @@ class ChainRelay:
             }
         )
         delivery = (
-            {"transactional.id": transactional_id, "retry.backoff.ms": 5}
-            if transactional
-            else {"enable.idempotence": True, "acks": "all"}
+            {"transactional.id": transactional_id, "retry.backoff.ms": 5} if transactional else {}
         )
-        self.producer = Producer({**kafka_config, "linger.ms": 1, **delivery})
+        self.producer = Producer(producer_config(kafka_config, **{"linger.ms": 1, **delivery}))
 
     def stop(self) -> None:
         self._stopping = True
@@ -321,11 +328,11 @@ class ChainSystem:
         return self._generator.get()
 
     def marks(self, topics: list[str] | None = None) -> Marks:
-        from .sagas import consumer_config, watermarks
+        from .sagas import watermarks
 
         if self._reader is None:
             self._reader = Consumer(
-                consumer_config(self.kafka_config, **{"group.id": f"bench-reader-{self.suffix}"})
+                {**self.kafka_config, "group.id": f"bench-reader-{self.suffix}"}
             )
         return watermarks(self._reader, topics or [self.completion_topic])
 

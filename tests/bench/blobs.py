@@ -89,9 +89,10 @@ def scored(index: int, prompt: str) -> dict[str, Any]:
 
 def topic_bytes(settings: ClientSettings, topic: str, expected: int) -> tuple[int, int]:
     """(records, key + value + header bytes) of the whole topic."""
-    config = {k: v for k, v in settings.kafka_config().items() if k != "partitioner"}
     consumer = Consumer(
-        {**config, "group.id": f"bench-blobs-{uuid.uuid4()}", "enable.auto.commit": False}
+        settings.kafka_config(
+            **{"group.id": f"bench-blobs-{uuid.uuid4()}", "enable.auto.commit": False}
+        )
     )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     records = total = 0

@@ -48,6 +48,7 @@ from .harness import (
     LoadReport,
     OpenLoopLoad,
     RecordFactory,
+    producer_config,
     raw_records,
     read_pickups,
     take_available,
@@ -247,7 +248,7 @@ def measure_handoff(
             progress_reader = RelayProgress(kafka_config, job)
             relay = start_relay(job)
             progress(f"{run_id}: relay started, warming up")
-            load_producer = Producer({**kafka_config, "enable.idempotence": True, "linger.ms": 1})
+            load_producer = Producer(producer_config(kafka_config, **{"linger.ms": 1}))
             for p in range(partitions):
                 key, value, headers = make_record(p)
                 load_producer.produce(job.in_topic, value, key, partition=p, headers=headers)
@@ -337,7 +338,9 @@ def _preload(
     run_id: str,
 ) -> float:
     """Write ``count`` records in one transaction; the perf_counter time of the commit."""
-    producer = Producer({**kafka_config, "transactional.id": f"{run_id}.preload", "linger.ms": 20})
+    producer = Producer(
+        producer_config(kafka_config, **{"transactional.id": f"{run_id}.preload", "linger.ms": 20})
+    )
     producer.init_transactions(30)
     producer.begin_transaction()
     for i in range(count):

@@ -27,12 +27,24 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
+from sagalog.client_config import PRODUCER_ONLY
+
 SENT_HEADER = "bench_sent_ns"
 """Header holding the intended publish time, ``time.time_ns()`` as ASCII digits."""
 
 Headers = list[tuple[str, str | bytes | None]]
 RecordFactory = Callable[[int], tuple[bytes, bytes, Headers]]
 """Builds record number ``i`` as ``(key, value, headers)``; the load adds ``SENT_HEADER``."""
+
+
+def producer_config(kafka_config: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
+    """A producer's configuration from the one ``kafka_config`` the bench hands around.
+
+    That configuration is what consumers and admin clients take; a producer adds what
+    every producer on a sagalog cluster sets, the Java client's partitioner above all,
+    so that a keyed record lands where sagalog's own producers would put it.
+    """
+    return {**kafka_config, **PRODUCER_ONLY, **overrides}
 
 
 # --- the machine -----------------------------------------------------------------------
@@ -236,7 +248,7 @@ class GeneratorProducer:
     """
 
     def __init__(self, kafka_config: Mapping[str, Any]) -> None:
-        self._config = {**kafka_config, "linger.ms": 1, "enable.idempotence": True}
+        self._config = producer_config(kafka_config, **{"linger.ms": 1})
         self._producer: Producer | None = None
 
     def get(self) -> Producer:

@@ -135,11 +135,11 @@ def measure(
 
 
 def read_all(settings: ClientSettings, topic: str) -> list[bytes]:
-    config = settings.kafka_config(
-        **{"group.id": f"bench-{uuid.uuid4().hex}", "enable.partition.eof": True}
+    consumer = Consumer(
+        settings.kafka_config(
+            **{"group.id": f"bench-{uuid.uuid4().hex}", "enable.partition.eof": True}
+        )
     )
-    config.pop("partitioner", None)
-    consumer = Consumer(config)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(3)])
     values: list[bytes] = []
     ends = 0

@@ -35,7 +35,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from .handoff import RelayJob, StartRelay
-from .harness import sent_ns_of, take_available, write_pickups
+from .harness import producer_config, sent_ns_of, take_available, write_pickups
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_ENV = "BENCH_KAFKA_CONFIG"
@@ -72,11 +72,10 @@ class RawRelay:
             }
         )
         self.producer = Producer(
-            {
-                **kafka_config,
-                "transactional.id": job.transactional_id,
-                "retry.backoff.ms": retry_backoff_ms,
-            }
+            producer_config(
+                kafka_config,
+                **{"transactional.id": job.transactional_id, "retry.backoff.ms": retry_backoff_ms},
+            )
         )
 
     def stop(self) -> None:

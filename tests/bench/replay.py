@@ -121,7 +121,7 @@ def procurement_histories(
 def preload(settings: ClientSettings, codec: EventCodec, topic: str, events: int) -> None:
     """``events`` transitions on ``topic``, as the tracker's producer sends them."""
     producer = Producer(
-        settings.kafka_config(
+        settings.producer_config(
             **{
                 "linger.ms": 20,
                 "batch.size": 1_000_000,

@@ -95,6 +95,7 @@ from .harness import (
     LoadReport,
     OpenLoopLoad,
     RecordFactory,
+    producer_config,
 )
 from .saga_agents import agent_name, bench_flow
 from .tracker import (
@@ -230,11 +231,6 @@ def delete_suffixed(
     return problems
 
 
-def consumer_config(kafka_config: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
-    """``kafka_config`` without the producer-only ``partitioner`` (a warning per consumer)."""
-    return {k: v for k, v in kafka_config.items() if k != "partitioner"} | overrides
-
-
 Marks = dict[str, dict[int, int]]
 """Per topic, per partition: a high watermark."""
 
@@ -268,15 +264,13 @@ def read_range(
     if not todo:
         return []
     consumer = Consumer(
-        consumer_config(
-            kafka_config,
-            **{
-                "group.id": group,
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-                "isolation.level": "read_committed",
-            },
-        )
+        {
+            **kafka_config,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
     )
     found: list[Message] = []
     try:
@@ -814,7 +808,7 @@ class SagalogSystem:
         from sagalog.tracker.ticks import encode_tick
 
         stop = self._ticking = threading.Event()
-        producer = Producer(self.kafka_config)
+        producer = Producer(producer_config(self.kafka_config))
         clock = clock_topic(self.app_id)
 
         def tick() -> None:
@@ -852,10 +846,11 @@ class SagalogSystem:
     def reader(self) -> Consumer:
         if self._reader is None:
             self._reader = Consumer(
-                consumer_config(
-                    self.kafka_config,
-                    **{"group.id": f"bench-reader-{self.suffix}", "enable.auto.commit": False},
-                )
+                {
+                    **self.kafka_config,
+                    "group.id": f"bench-reader-{self.suffix}",
+                    "enable.auto.commit": False,
+                }
             )
         return self._reader
 
@@ -1176,9 +1171,7 @@ def _start_gate_agents(
     agents = []
     for step in range(1, STEPS + 1):
         name = agent_name("orders", step, f"-{lab.suffix}")
-        committer = Consumer(
-            consumer_config(lab.settings.kafka_config(), **{"group.id": f"sagalog-agent-{name}"})
-        )
+        committer = Consumer(lab.settings.kafka_config(**{"group.id": f"sagalog-agent-{name}"}))
         offsets = [TopicPartition(lab.topic, p, end) for p, end in ends.items()]
         committer.commit(offsets=offsets, asynchronous=False)
         committer.close()

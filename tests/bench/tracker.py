@@ -368,7 +368,7 @@ class Lab:
             except KafkaException as exc:
                 if "TOPIC_ALREADY_EXISTS" not in str(exc):
                     raise
-        producer = Producer(self.settings.kafka_config())
+        producer = Producer(self.settings.producer_config())
         for partition in range(self.partitions):
             producer.produce(clock, value=str(T0).encode(), partition=partition)
         if producer.flush(30):
@@ -382,7 +382,7 @@ class Lab:
             datum = to_avro_datum(definition, body, event_type=event_type)
             values[event_type] = self.codec.encode(self.topic, event_type, datum)
         producer = Producer(
-            self.settings.kafka_config(
+            self.settings.producer_config(
                 **{
                     "enable.idempotence": True,
                     "linger.ms": 20,

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sagalog.settings import ClientSettings
 
-from .harness import print_figures
+from .harness import print_figures, producer_config
 from .sagas import stack_pids
 from .tracker import cpu_seconds
 
@@ -41,7 +41,7 @@ def measure(kafka_config: dict[str, Any], *, sizes: list[int], records: int) -> 
     for future in admin.create_topics([NewTopic(source, 3, 1), NewTopic(sink, 3, 1)]).values():
         future.result()
     try:
-        seed = Producer(kafka_config)
+        seed = Producer(producer_config(kafka_config))
         for i in range(records * (len(sizes) + 1)):
             seed.produce(source, key=str(i).encode(), value=b"x" * 300)
         seed.flush(30)
@@ -56,12 +56,14 @@ def measure(kafka_config: dict[str, Any], *, sizes: list[int], records: int) -> 
         )
         consumer.subscribe([source])
         producer = Producer(
-            {
-                **kafka_config,
-                "transactional.id": f"bench-txn-{suffix}",
-                "linger.ms": 1,
-                "retry.backoff.ms": 5,
-            }
+            producer_config(
+                kafka_config,
+                **{
+                    "transactional.id": f"bench-txn-{suffix}",
+                    "linger.ms": 1,
+                    "retry.backoff.ms": 5,
+                },
+            )
         )
         producer.init_transactions(30)
         figures = {}

@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sagalog.settings import ClientSettings
 
-from .harness import LatencyRecorder, print_figures
+from .harness import LatencyRecorder, print_figures, producer_config
 
 
 def measure(
@@ -48,12 +48,10 @@ def measure(
 
     def transactional(n: int) -> None:
         producer = Producer(
-            {
-                **kafka_config,
-                "transactional.id": f"{topic}-{n}",
-                "linger.ms": 1,
-                "retry.backoff.ms": 5,
-            }
+            producer_config(
+                kafka_config,
+                **{"transactional.id": f"{topic}-{n}", "linger.ms": 1, "retry.backoff.ms": 5},
+            )
         )
         producer.init_transactions(30)
         while time.monotonic() < stop:
@@ -62,7 +60,7 @@ def measure(
             producer.commit_transaction(30)
             time.sleep(pause_ms / 1000)
 
-    plain_producer = Producer({**kafka_config, "linger.ms": 1, "enable.idempotence": True})
+    plain_producer = Producer(producer_config(kafka_config, **{"linger.ms": 1}))
     plain_producer.produce(topic, b"warm-up")
     plain_producer.flush(30)
 
@@ -134,7 +132,9 @@ def first_delivery(
     """From ``produce`` to the delivery report of a new producer's first record."""
     recorder = LatencyRecorder()
     for _ in range(rounds):
-        producer = Producer({**kafka_config, "linger.ms": 1, "enable.idempotence": idempotent})
+        producer = Producer(
+            producer_config(kafka_config, **{"linger.ms": 1, "enable.idempotence": idempotent})
+        )
         started = time.perf_counter_ns()
         producer.produce(
             topic,

@@ -107,15 +107,14 @@ class Recorder:
     # -- the thread ----------------------------------------------------------------
 
     def _run(self) -> None:
-        config = self.settings.kafka_config()
-        config.pop("partitioner", None)  # a producer setting; consumers warn about it
         consumer = Consumer(
-            {
-                **config,
-                "group.id": f"chaos-recorder-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-            }
+            self.settings.kafka_config(
+                **{
+                    "group.id": f"chaos-recorder-{uuid.uuid4()}",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                }
+            )
         )
         topics = [self.topics.workflow, self.topics.transitions, self.topics.deadletter]
         assignment = []
@@ -173,14 +172,7 @@ class Sender:
         self.sends: list[Send] = []
         self._lock = threading.Lock()
         self.producer = Producer(
-            settings.kafka_config(
-                **{
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 5,
-                    "message.timeout.ms": 120_000,
-                }
-            )
+            settings.producer_config(**{"linger.ms": 5, "message.timeout.ms": 120_000})
         )
 
     def close(self) -> None:

@@ -204,7 +204,7 @@ def committed_reader(
     (no group membership, so it never disturbs the agents' offsets)."""
     consumer = Consumer(
         {
-            **{k: v for k, v in config.items() if k != "partitioner"},  # a producer setting
+            **config,
             "group.id": f"test-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "isolation.level": "read_committed",

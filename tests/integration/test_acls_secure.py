@@ -147,7 +147,7 @@ def topics_of(principal: str, rules: tuple[AclRule, ...], existing: set[str]) ->
 
 
 def produce_as_admin(stack: LocalStack, topic: str, value: bytes, key: bytes = b"wf-1") -> None:
-    producer = Producer(as_admin(stack).kafka_config())
+    producer = Producer(as_admin(stack).producer_config())
     producer.produce(topic, key=key, value=value)
     assert producer.flush(15) == 0
 
@@ -337,9 +337,7 @@ def test_an_agent_consumes_and_produces_in_a_transaction_as_itself(
         assert message is None or message.error() is None, message.error()
     assert found is not None
     producer = Producer(
-        agent.kafka_config(
-            **{"transactional.id": "sagalog-agent-intake-agent-it-1", "enable.idempotence": True}
-        )
+        agent.producer_config(**{"transactional.id": "sagalog-agent-intake-agent-it-1"})
     )
     producer.init_transactions(30)
     producer.begin_transaction()
@@ -365,8 +363,9 @@ def test_the_tracker_creates_its_prefixed_topics_and_writes_idempotently(
     [outside] = admin.create_topics([NewTopic("other-app-records-changelog", 1, 1)]).values()
     with pytest.raises(KafkaException, match=r"(?i)authoriz"):
         outside.result(timeout=15)
-    # An idempotent (non-transactional) producer with no CLUSTER right (KIP-679).
-    producer = Producer(tracker.kafka_config(**{"enable.idempotence": True, "acks": "all"}))
+    # An idempotent (non-transactional) producer, as every producer_config is, with no
+    # CLUSTER right (KIP-679).
+    producer = Producer(tracker.producer_config())
     errors: list[Any] = []
     producer.produce("sagalog.transitions", value=b"t", on_delivery=lambda e, m: errors.append(e))
     producer.produce(
@@ -556,7 +555,7 @@ def test_faust_runs_as_the_tracker_with_only_the_derived_rights(
     commits: CREATE/READ/WRITE/DESCRIBE on '<app id>-' and READ on the group suffice
     (no DESCRIBE_CONFIGS, ALTER_CONFIGS or CLUSTER right)."""
     key = f"wf-faust-{uuid.uuid4()}".encode()
-    producer = Producer(as_admin(stack).kafka_config())
+    producer = Producer(as_admin(stack).producer_config())
     producer.produce(WORKFLOWS, key=key, value=b"submitted")
     assert producer.flush(15) == 0
     env = {

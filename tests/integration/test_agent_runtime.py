@@ -121,7 +121,7 @@ def test_invalid_events_are_dead_lettered_at_once_and_the_partition_flows(
     out.publish(lab.topic, SCORED, risk_scored(3), workflow_id="wf-orphan")
     from confluent_kafka import Producer
 
-    raw = Producer(lab.project.settings.kafka_config())
+    raw = Producer(lab.project.settings.producer_config())
     raw.produce(
         lab.topic,
         key=b"wf-garbage",
@@ -435,7 +435,7 @@ def test_input_and_retry_partitions_held_open_get_a_closing_record_then_a_report
         for topic in (lab.topic, retry)
     }
     holder = Producer(
-        lab.project.settings.kafka_config(
+        lab.project.settings.producer_config(
             **{"transactional.id": f"holder-{lab.name}", "transaction.timeout.ms": 300_000}
         )
     )

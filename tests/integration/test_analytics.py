@@ -129,7 +129,7 @@ def publish(
 ) -> None:
     """As the tracker's sink publishes them; ``garbage`` bodies are sent as they are."""
     codec = EventCodec(catalog=project.catalog, registry=SchemaRegistry(project.settings))
-    producer = Producer(project.settings.kafka_config(**{"linger.ms": 5}))
+    producer = Producer(project.settings.producer_config(**{"linger.ms": 5}))
     refused: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, _: Any) -> None:

@@ -278,7 +278,7 @@ def _workflow_records(lab: TrackerLab, workflow_id: str) -> list[tuple[bytes, by
     """The workflow's records in log order: (key, value, headers) as they lie."""
     consumer = Consumer(
         {
-            **{k: v for k, v in lab.project.settings.kafka_config().items() if k != "partitioner"},
+            **lab.project.settings.kafka_config(),
             "group.id": f"copy-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -302,7 +302,7 @@ def _copy(lab: TrackerLab, name: str, records: list[tuple[bytes, bytes, list[Any
     topic = f"audit-copy-{name}.{lab.suffix}"
     admin = AdminClient(lab.project.settings.kafka_config())
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
-    producer = Producer(lab.project.settings.kafka_config())
+    producer = Producer(lab.project.settings.producer_config())
     for key, value, headers in records:
         producer.produce(topic, key=key, value=value, headers=headers)
     assert producer.flush(15) == 0

@@ -50,7 +50,7 @@ def test_a_topic_with_rf_3_and_min_isr_2_takes_acks_all_writes(cluster: LocalSta
     partitions = admin.list_topics(name, timeout=15).topics[name].partitions
     assert all(len(p.replicas) == 3 for p in partitions.values())
     delivered: list[object] = []
-    producer = Producer(settings.kafka_config(acks="all", **{"enable.idempotence": True}))
+    producer = Producer(settings.producer_config())
     for index in range(30):
         producer.produce(
             name,

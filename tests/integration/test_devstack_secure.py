@@ -84,7 +84,7 @@ def test_the_console_consumer_reads_through_sagalog_dev_kafka(secure: LocalStack
     env = cli_environment(secure)
     created = sagalog("dev", "kafka", "kafka-topics", "--create", "--topic", topic, env=env)
     assert created.returncode == 0, created.stderr
-    producer = Producer(settings.kafka_config())
+    producer = Producer(settings.producer_config())
     producer.produce(topic, key=b"k", value=b"hello from the secure stack")
     assert producer.flush(15) == 0
     consumed = sagalog(

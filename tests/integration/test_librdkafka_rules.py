@@ -63,7 +63,7 @@ def _received_after_handback(project: Project, settings: ClientSettings, resume:
     _poll_until([first, second], lambda: len(seen) >= 2)  # revoked, and handed out again
     second.close()
     _poll_until([first], lambda: len(seen) >= 3 and seen[-1] == 1)  # back with the first
-    producer = Producer(settings.kafka_config())
+    producer = Producer(settings.producer_config())
     producer.produce(topic, b"after", partition=0)
     producer.flush(30)
     deadline = time.monotonic() + 5.0  # enough for a record on an unpaused partition

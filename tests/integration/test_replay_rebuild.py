@@ -203,7 +203,7 @@ def _altered_changelog(lab: TrackerLab, *, state_of: str, drop: str) -> str:
     admin = AdminClient(lab.project.settings.kafka_config())
     for future in admin.create_topics([NewTopic(topic, 3)]).values():
         future.result(timeout=15)
-    producer = Producer(lab.project.settings.kafka_config())
+    producer = Producer(lab.project.settings.producer_config())
     for workflow_id, record in latest_records(lab).items():
         if workflow_id == drop:
             continue
@@ -309,7 +309,7 @@ def test_an_empty_log_and_unreadable_records_are_reported_not_fatal(
     assert found["workflows"] == {"rebuilt": 0, "live": 0}
 
     lab.start("wf-1")
-    producer = Producer(lab.project.settings.kafka_config())
+    producer = Producer(lab.project.settings.producer_config())
     producer.produce(lab.topic, key=b"wf-1", value=b"garbage", headers=[("x", b"y")])
     producer.flush(10)
     lab.wait(lambda: len(lab.seen.deadletters) == 1, what="the tracker dead-lettering it")

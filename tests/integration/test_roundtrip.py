@@ -86,7 +86,7 @@ def test_wire_format_is_readable_by_confluent_deserializer(project: Project) -> 
 def test_undecodable_records_are_reported_not_fatal(project: Project) -> None:
     project.apply()
     topic = project.topic("procurement.events")
-    producer = Producer(project.settings.kafka_config())
+    producer = Producer(project.settings.producer_config())
     producer.produce(
         topic,
         key=b"wf-x",
@@ -119,7 +119,7 @@ def test_workflow_keys_land_where_faust_and_java_clients_put_them(project: Proje
     topic = project.topic("partitioning")
     admin, _ = connect_admin(project.settings)
     admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(15)
-    producer = Producer(project.settings.kafka_config())
+    producer = Producer(project.settings.producer_config())
     landed: dict[bytes, int] = {}
 
     def delivered(error: object, message: object) -> None:

@@ -165,7 +165,7 @@ def test_bad_input_is_ignored_or_dead_lettered_and_changes_nothing(
     lab.decide_gate("wf-bad", "APPROVED", token="forged-token")  # forged
     lab.decide_gate("wf-bad", "APPROVED", attempt=7)  # signed, but for another attempt
     lab.complete("wf-nobody", "reserve_budget")  # a workflow nobody started
-    producer = Producer(lab.project.settings.kafka_config())
+    producer = Producer(lab.project.settings.producer_config())
     producer.produce(lab.topic, key=b"wf-bad", value=b"garbage", headers=[("x", b"y")])
     producer.flush(10)
     lab.wait(lambda: len(lab.seen.deadletters) == 1, what="the headerless record dead-lettered")
@@ -417,7 +417,7 @@ def test_an_aborted_transaction_is_never_acted_on(tracker_lab: TrackerLab) -> No
         id=new_event_id(), type=event_type, source="tests/zombie", workflow_id="wf-aborted"
     )
     zombie = Producer(
-        lab.project.settings.kafka_config(**{"transactional.id": f"zombie-{lab.topic}"})
+        lab.project.settings.producer_config(**{"transactional.id": f"zombie-{lab.topic}"})
     )
     zombie.init_transactions(30)
     zombie.begin_transaction()
@@ -576,7 +576,7 @@ def test_a_restart_keeps_a_store_past_a_transaction_left_open_in_its_changelog(
     metadata = AdminClient(lab.project.settings.kafka_config()).list_topics(changelog, timeout=15)
     partitions = sorted(metadata.topics[changelog].partitions)
     left_open = Producer(
-        lab.project.settings.kafka_config(
+        lab.project.settings.producer_config(
             **{"transactional.id": f"left-open-{lab.app_id}", "transaction.timeout.ms": 300_000}
         )
     )
@@ -620,7 +620,7 @@ def test_an_input_partition_held_open_gets_a_closing_record_then_a_report(
     metadata = AdminClient(lab.project.settings.kafka_config()).list_topics(lab.topic, timeout=15)
     partitions = sorted(metadata.topics[lab.topic].partitions)
     other = Producer(
-        lab.project.settings.kafka_config(
+        lab.project.settings.producer_config(
             **{"transactional.id": f"holder-{lab.app_id}", "transaction.timeout.ms": 300_000}
         )
     )

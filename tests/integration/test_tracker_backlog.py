@@ -34,7 +34,7 @@ def topic(settings: ClientSettings) -> Iterator[str]:
 
 
 def _write(settings: ClientSettings, topic: str, count: int, *, commit: bool) -> None:
-    producer = Producer(settings.kafka_config(**{"transactional.id": f"tx-{uuid.uuid4()}"}))
+    producer = Producer(settings.producer_config(**{"transactional.id": f"tx-{uuid.uuid4()}"}))
     producer.init_transactions(30)
     producer.begin_transaction()
     for n in range(count):

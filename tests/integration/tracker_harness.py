@@ -203,7 +203,7 @@ class TrackerLab:
         self.publisher = EventPublisher(
             self.project.settings, catalog=self.project.catalog, source="test/agents"
         )
-        self._producer = Producer(self.project.settings.kafka_config())
+        self._producer = Producer(self.project.settings.producer_config())
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         return self
@@ -486,9 +486,7 @@ class Driver:
         self.answered: set[str] = set()
         assert lab.publisher is not None
         self.codec = lab.publisher.codec
-        self.producer = Producer(
-            lab.project.settings.kafka_config(**{"linger.ms": 5, "enable.idempotence": True})
-        )
+        self.producer = Producer(lab.project.settings.producer_config(**{"linger.ms": 5}))
 
     def send(self, event_type: str, workflow_id: str, **payload: Any) -> None:
         from sagalog.contracts.headers import EventHeaders, new_event_id

@@ -668,17 +668,40 @@ def _yaml_example(text: str) -> str:
 def test_the_documented_examples_load(
     tmp_path: Path, repo_root: Path, catalog: SchemaCatalog, topology: Topology
 ) -> None:
-    """The README and the loader's docstring show flows that load, so neither rots."""
+    """The flow-format reference and the loader's docstring show flows that load, so neither
+    rots."""
     from sagalog.flows import loader
 
-    readme = _yaml_example((repo_root / "topology/flows/README.md").read_text())
+    readme = _yaml_example((repo_root / "docs/reference/flow-format.md").read_text())
     docstring = (loader.__doc__ or "").split("The format::\n", 1)[1].split("\nErrors name", 1)[0]
     for i, text in enumerate((readme, docstring)):
         folder = tmp_path / str(i)
         folder.mkdir()
         (folder / "procurement.v1.yaml").write_text(text)
         flow = load_flows(folder, catalog=catalog, topology=topology).latest("procurement")
-        expected = ["step", "step", "gate", "wait", "step"]  # the README shows a wait too
+        expected = ["step", "step", "gate", "wait", "step"]  # the reference shows a wait
         if i == 1:
             expected.remove("wait")
         assert [e.kind for e in flow.entries] == expected
+
+
+def test_the_flow_format_reference_names_every_field(repo_root: Path) -> None:
+    """Its field tables are written by hand: a field added to a model must be added there.
+    A gate's and a wait's ``starts_on`` and ``after`` are the loader's, never written."""
+    from sagalog.flows import model
+
+    text = (repo_root / "docs/reference/flow-format.md").read_text()
+    fields = text.split("### Every field", 1)[1].split("\n### ", 1)[0]
+    derived = {(model.Gate, "starts_on"), (model.Gate, "after")}
+    derived |= {(model.Wait, "starts_on"), (model.Wait, "after"), (model.Flow, "source")}
+    models = (model.Flow, model.Step, model.Compensation, model.Irreversible, model.Gate)
+    models += (model.Escalation, model.Wait, model.Signal, model.Segment, model.SlaRule)
+    missing = [
+        f"{cls.__name__}.{name}"
+        for cls in models
+        for name, info in cls.model_fields.items()
+        if (cls, name) not in derived
+        and f"`{info.alias or name}`" not in fields
+        and not re.search(rf"[{{,] ?{info.alias or name}[,}}:]", fields)
+    ]
+    assert missing == []

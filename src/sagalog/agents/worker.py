@@ -69,9 +69,8 @@ COHOSTED_BATCH_INTERVAL_S = 0.02
 """A co-host's ``batch_interval_s`` unless one is set (alone: 50 ms). Its transaction
 carries every agent's records, so it affords more of them; and a hand-off between
 two of its agents waits out one interval, since the record comes from its own last
-batch. Measured at 100 sagas/s (five agents, one process): 50 ms gave hand-off p50/p99
-50/60 ms, 20 ms 20/26 ms for ~1.1 ms more agent CPU per saga, 10 ms 10/22 ms for
-~1.5 ms more."""
+batch: the interval is the hand-off's latency, bought with a little agent CPU per saga
+(docs/design/tuning-measurements.md)."""
 
 
 class AgentWorker:

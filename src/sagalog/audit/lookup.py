@@ -8,7 +8,7 @@ workflow's events and its chain head (``sagalog.tracker.seal``). Two places hold
 - the tracker's **records changelog** (``<tracker app id>-records-changelog``). A
   record is written to the changelog partition of its workflow's topic partition,
   which sagalog's producers chose with the Java client's murmur2 partitioner (as
-  faust does; ``ClientSettings.kafka_config``), so the key's partition is computed
+  faust does; ``client_config.PRODUCER_ONLY``), so the key's partition is computed
   (``partition_for``) and only that partition is read, newest records first: the
   latest record of a key is usually near the end.
 """

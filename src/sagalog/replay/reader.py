@@ -46,7 +46,7 @@ def replay_consumer_config(settings: ClientSettings, **overrides: Any) -> dict[s
     The consumer assigns partitions itself and never commits, so it joins no group
     and moves no service's offsets; the group id is only a name librdkafka requires.
     """
-    config = settings.kafka_config(
+    return settings.kafka_config(
         **{
             "group.id": f"sagalog-replay-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
@@ -61,8 +61,6 @@ def replay_consumer_config(settings: ClientSettings, **overrides: Any) -> dict[s
             **overrides,
         }
     )
-    config.pop("partitioner", None)  # a producer setting: librdkafka warns about it here
-    return config
 
 
 @dataclass(frozen=True, slots=True)

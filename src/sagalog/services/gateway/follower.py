@@ -176,7 +176,6 @@ class Follower:
                 "queued.max.messages.kbytes": 8192,
             }
         )
-        config.pop("partitioner", None)  # a producer setting; a consumer warns about it
         consumer = Consumer(config)
         try:
             assignment = self._wait_for_topics(consumer)

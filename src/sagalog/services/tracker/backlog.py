@@ -75,7 +75,6 @@ class BacklogProbe:
                 "client.id": f"{settings.app_id}-backlog-probe",
             }
         )
-        config.pop("partitioner", None)  # a producer setting; a consumer warns about it
         self._group_offsets = Consumer(config)
 
     def behind(self, partitions: Iterable[Position]) -> dict[Position, Span]:

@@ -58,16 +58,12 @@ METADATA_TIMEOUT_S = 15.0
 
 # How the consumer fetches. A short prefetch queue: the records are decided as fast
 # as they come, and what waits in librdkafka's queue or in a large fetch buffer is
-# memory a tracker keeps after a burst (measured with 16 MiB of prefetch: 297 MB RSS
-# idle after 80,000 events, 265 MB with 1 MiB, 210 MB before, when faust read them).
-# A partition past its queue's bound is fetched again after 10 ms (librdkafka waits a
-# second by default: a stall per burst). The broker answers a fetch once 4 KiB are
-# there or the tracker's ``fetch_max_wait_ms`` passed: librdkafka fetches again as soon
-# as its queue has room, so with 1 byte a busy tracker sent a fetch for every few
-# records (2.2 fetches per saga with the agents' 1.1, against 1.1 in all before). 32 KiB
-# made a quiet tracker wait the whole ``fetch_max_wait_ms`` instead: at 90 sagas/s its
-# decisions' p50/p99 were 95/184 ms against 61/111 ms with 4 KiB, for the same
-# requests per saga (4.3) and CPU within the noise (co-hosted A/B, 2026-12-05).
+# memory a tracker keeps after a burst. A partition past its queue's bound is fetched
+# again after 10 ms (librdkafka waits a second by default: a stall per burst). The
+# broker answers a fetch once 4 KiB are there or the tracker's ``fetch_max_wait_ms``
+# passed: librdkafka fetches again as soon as its queue has room, so with less a busy
+# tracker fetches for every few records, and with much more a quiet one waits out the
+# whole ``fetch_max_wait_ms``. The measurements: docs/design/tuning-measurements.md.
 FETCH_CONFIG: dict[str, Any] = {
     "fetch.min.bytes": 4 * 1024,
     "fetch.queue.backoff.ms": 10,
