@@ -86,7 +86,8 @@ def test_the_reference_workflow_ends_as_planned_on_three_secure_brokers(
     # under its derived READ on the key topic), and one requester was erased.
     assert summary["erased"] is not None and summary["erased"]["keys"] == 1, summary
 
-    # No password of the stack is in any service's log (nor in the demo's own output).
+    # No password of the stack is in any service's log (nor in the demo's own output),
+    # and no librdkafka configuration warning: a newcomer reads both.
     passwords = [cluster.admin_credential().password.get_secret_value()] + [
         cluster.service_credential(name).password.get_secret_value() for name in SERVICES
     ]
@@ -95,7 +96,9 @@ def test_the_reference_workflow_ends_as_planned_on_three_secure_brokers(
     for log in logs:
         text = log.read_text(errors="replace")
         assert not [p for p in passwords if p in text], f"a password is in {log}"
+        assert "CONFWARN" not in text, _first_line_with("CONFWARN", text, log.name)
     assert not [p for p in passwords if p in output], "a password is in the demo's output"
+    assert "CONFWARN" not in output, _first_line_with("CONFWARN", output, "the demo's output")
 
     # The audit of one workflow of every plan, as a person would run it (as the admin).
     for workflow_id in summary["examples"].values():
@@ -120,6 +123,11 @@ def test_the_reference_workflow_ends_as_planned_on_three_secure_brokers(
             assert "ReplicationFactor: 3" in line, line
             if not name.startswith("__"):
                 assert "min.insync.replicas=2" in line, line
+
+
+def _first_line_with(needle: str, text: str, where: str) -> str:
+    line = next(line for line in text.splitlines() if needle in line)
+    return f"{where}: {line}"
 
 
 def _admin_env(cluster: LocalStack) -> dict[str, str]:
