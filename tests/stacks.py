@@ -185,7 +185,7 @@ def order_by_shape(items: list[pytest.Item]) -> None:
     """Move each module that uses a shape to the end, grouped by shape, keeping the
     order of its tests: a stack then serves one stretch of the run and stops. The
     chaos rounds go last in their shape, so the checks of a stack's own behaviour
-    see it before anything was killed."""
+    see it before anything was killed. Call it after the ``extended`` marks are set."""
     shape_of_module: dict[Path, int] = {}
     for item in items:
         shape = shape_of(item)
@@ -194,9 +194,14 @@ def order_by_shape(items: list[pytest.Item]) -> None:
             path = Path(str(item.path))
             shape_of_module[path] = min(shape_of_module.get(path, rank), rank)
 
-    def key(item: pytest.Item) -> tuple[int, bool]:
+    long_modules = {Path(str(item.path)) for item in items if item.get_closest_marker("extended")}
+
+    def key(item: pytest.Item) -> tuple[int, bool, bool]:
         path = Path(str(item.path))
-        return shape_of_module.get(path, 0), "chaos" in path.parts  # chaos rounds last
+        rank = shape_of_module.get(path, 0)
+        # Before a shape: the modules with a test over a minute first, as workers take
+        # modules in this order and the longest should not start last.
+        return rank, rank == 0 and path not in long_modules, "chaos" in path.parts
 
     items.sort(key=key)
 
