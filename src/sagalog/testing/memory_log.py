@@ -1,0 +1,110 @@
+"""The part of Kafka a whole flow in memory needs: topics as lists, records as the
+consumer hands them out, and schema ids from the project's own catalog.
+
+Records are encoded and decoded with the production ``EventCodec`` (the Confluent
+wire format), so an agent's triage, its projection and the tracker's decoding read
+exactly the bytes they read from a broker. Each topic has one partition: a
+workflow's history is in order, as it is in its partition on a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sagalog.contracts.catalog import EventSchema, SchemaCatalog
+from sagalog.contracts.headers import EventHeaders
+from sagalog.errors import SchemaError
+
+Header = tuple[str, bytes | str | None]
+
+
+class CatalogRegistry:
+    """A schema registry that has every schema of the catalog registered: one id per
+    event type, the same on every topic (the registry's global ids are too)."""
+
+    def __init__(self, catalog: SchemaCatalog) -> None:
+        self.ids = {name: number for number, name in enumerate(sorted(catalog), start=1)}
+        self.definitions = {number: catalog[name].definition for name, number in self.ids.items()}
+
+    def schema_id(self, subject: str, schema: EventSchema) -> int:
+        return self.ids[schema.name]
+
+    def writer_schema(self, schema_id: int) -> Any:
+        try:
+            return self.definitions[schema_id]
+        except KeyError:
+            raise SchemaError(f"unknown schema id {schema_id} in the in-memory registry") from None
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    """One record of the in-memory log, shaped like ``confluent_kafka.Message``."""
+
+    topic_: str
+    offset_: int
+    key_: bytes | None
+    value_: bytes | None
+    headers_: tuple[Header, ...]
+
+    def topic(self) -> str:
+        return self.topic_
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self.offset_
+
+    def key(self) -> bytes | None:
+        return self.key_
+
+    def value(self) -> bytes | None:
+        return self.value_
+
+    def headers(self) -> list[Header]:
+        return list(self.headers_)
+
+    def error(self) -> None:
+        return None
+
+    def header(self, name: str) -> str | None:
+        """A header's value as text (the last one of that name), None when absent."""
+        found = None
+        for key, value in self.headers_:
+            if key == name:
+                found = value.decode() if isinstance(value, bytes) else value
+        return found
+
+    @property
+    def meta(self) -> EventHeaders:
+        """Its CloudEvents headers, read as a consumer reads them."""
+        return EventHeaders.from_kafka(list(self.headers_))
+
+
+class MemoryLog:
+    """Every topic's records, appended in order; readers keep their own positions."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, list[LogRecord]] = {}
+
+    def append(
+        self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[Header]
+    ) -> LogRecord:
+        records = self.topics.setdefault(topic, [])
+        record = LogRecord(topic, len(records), key, value, tuple(headers))
+        records.append(record)
+        return record
+
+    def read(self, topic: str, offset: int) -> list[LogRecord]:
+        """The records of ``topic`` from ``offset`` on."""
+        return self.topics.get(topic, [])[offset:]
+
+    def end(self, topic: str) -> int:
+        """The offset the next record of ``topic`` will have."""
+        return len(self.topics.get(topic, ()))
+
+    def __iter__(self) -> Iterator[LogRecord]:
+        for records in self.topics.values():
+            yield from records
