@@ -23,10 +23,10 @@ if TYPE_CHECKING:
     from sagalog.testing.effects import EffectCall as EffectCall
     from sagalog.testing.effects import EffectStubs as EffectStubs
     from sagalog.testing.exceptions import FlowNotQuiet as FlowNotQuiet
-    from sagalog.testing.flow_environment import DeadLetter as DeadLetter
     from sagalog.testing.flow_environment import FlowTestEnvironment as FlowTestEnvironment
-    from sagalog.testing.flow_environment import LoggedEvent as LoggedEvent
     from sagalog.testing.handler_context import handler_context as handler_context
+    from sagalog.testing.memory_log import DeadLetter as DeadLetter
+    from sagalog.testing.memory_log import LoggedEvent as LoggedEvent
     from sagalog.testing.on_stack import wait_for_event as wait_for_event
     from sagalog.testing.tracker_harness import TrackerHarness as TrackerHarness
 

@@ -25,35 +25,26 @@ order, each at its own due time, and lets the agents act on what they publish.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import itertools
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
 from sagalog.agents.declaration import Agent
-from sagalog.agents.lane import Lane
-from sagalog.agents.records import Delivered
-from sagalog.agents.routing import read_mark
 from sagalog.agents.settings import AgentSettings
-from sagalog.agents.triage import hold_not_due
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
-from sagalog.dead_letters import H_DLQ_AGENT, H_DLQ_REASON
 from sagalog.errors import ConfigurationError
 from sagalog.events import EffectRecorded, GateDecided, StateTransition
-from sagalog.flows.agent_contract import check_agent_contract, exhaustion_policies
 from sagalog.flows.loader import load_flows
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
-from sagalog.position import RecordPosition
 from sagalog.priority import Priority
 from sagalog.services.gateway.decisions import (
     SOURCE as GATEWAY_SOURCE,
@@ -65,7 +56,14 @@ from sagalog.services.gateway.decisions import (
 )
 from sagalog.testing.effects import EffectCall, EffectStub, EffectStubs
 from sagalog.testing.exceptions import FlowNotQuiet
-from sagalog.testing.memory_log import CatalogRegistry, LogRecord, MemoryLog
+from sagalog.testing.memory_agents import MemoryAgents
+from sagalog.testing.memory_log import (
+    CatalogRegistry,
+    DeadLetter,
+    LoggedEvent,
+    LogRecord,
+    MemoryLog,
+)
 from sagalog.testing.tracker_harness import TrackerHarness
 from sagalog.topology.loader import load_topology
 from sagalog.tracker.actions import TRANSITIONS_TOPIC
@@ -85,41 +83,6 @@ TRACKER = "saga tracker"
 """The tracker's name among the log's readers: an agent's name cannot hold a space."""
 MAX_BATCHES = 10_000
 """Batches ``run_until_quiet`` runs before it calls the flow a loop (``FlowNotQuiet``)."""
-
-
-@dataclass(frozen=True)
-class LoggedEvent:
-    """An event of a workflow's topic, as any consumer reads it.
-
-    Attributes:
-        event_type: its type (``ce_type``).
-        id: its ``ce_id``.
-        source: who published it (``sagalog/<agent>``, ``sagalog/tracker``, ``test``).
-        payload: the decoded payload.
-    """
-
-    event_type: str
-    id: str
-    source: str
-    payload: dict[str, Any]
-
-    def as_(self, event_class: type[E]) -> E:
-        """The payload as ``event_class`` (the class of its type)."""
-        if event_class.event_type != self.event_type:
-            raise TypeError(
-                f"event {self.id} is a {self.event_type}, not a {event_class.event_type}"
-            )
-        return event_class.from_avro(self.payload)
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """A record an agent dead-lettered, and why."""
-
-    agent: str
-    event_type: str
-    workflow_id: str
-    reason: str
 
 
 class FlowTestEnvironment:
@@ -161,36 +124,23 @@ class FlowTestEnvironment:
         self.codec = EventCodec(catalog=catalog, registry=CatalogRegistry(catalog))  # type: ignore[arg-type]
         self.log = MemoryLog()
         self.effects = EffectStubs(strict=strict_effects)
-        self.settings = settings or AgentSettings(tracing=False, log_level="WARNING")
         self._folder = (
             None if data_dir is not None else tempfile.TemporaryDirectory(prefix="sagalog-flow-")
         )
-        root = data_dir or Path(self._folder.name)  # type: ignore[union-attr]
-        self._loop = asyncio.new_event_loop()
         self._ids = itertools.count(1)
-        self._positions: dict[tuple[str, str], int] = {}
         self._published = 0  # the tracker's actions already put in the log
         self._needs_payload = payload_types(registry)
-        self.lanes: list[Lane] = []
-        names = [agent.name for agent in agents]
-        if len(set(names)) < len(names):
-            raise ConfigurationError(f"an agent is named twice among {names}: names must differ")
-        for agent in agents:
-            agent.check(catalog)
-            check_agent_contract(agent, registry)
-            lane = Lane(
-                agent,
-                self.settings,
-                codec=self.codec,
-                instance="memory",
-                clock=lambda: self.now_ms / 1000,
-                wall_ms=lambda: self.now_ms,
-                give_up=lambda: False,
-                budget_policies=exhaustion_policies(agent.name, registry),
-                perform=self.effects.perform,
-            )
-            lane.open_store(root, "memory")
-            self.lanes.append(lane)
+        self.agents = MemoryAgents(
+            agents,
+            flows=registry,
+            catalog=catalog,
+            codec=self.codec,
+            log=self.log,
+            settings=settings or AgentSettings(tracing=False, log_level="WARNING"),
+            perform=self.effects.perform,
+            clock_ms=lambda: self.now_ms,
+            data_dir=data_dir or Path(self._folder.name),  # type: ignore[union-attr]
+        )
 
     @classmethod
     def for_project(
@@ -207,10 +157,7 @@ class FlowTestEnvironment:
 
     def close(self) -> None:
         """Close the agents' stores and remove their folder."""
-        for lane in self.lanes:
-            if lane.store is not None:
-                lane.store.close()
-        self._loop.close()
+        self.agents.close()
         if self._folder is not None:
             self._folder.cleanup()
 
@@ -259,8 +206,7 @@ class FlowTestEnvironment:
 
     def _next_due_ms(self) -> int | None:
         """The next moment anything is due: a tracker's timer or an agent's retry."""
-        due = [self.tracker.next_key_ms(), *(self._retry_due_ms(lane) for lane in self.lanes)]
-        known = [d for d in due if d is not None]
+        known = [d for d in (self.tracker.next_key_ms(), self.agents.next_retry_ms()) if d]
         return min(known) if known else None
 
     # -- inputs ----------------------------------------------------------------------------
@@ -383,10 +329,7 @@ class FlowTestEnvironment:
         for _ in range(MAX_BATCHES):
             if self._deliver():
                 continue
-            retry = min(
-                (d for d in (self._retry_due_ms(lane) for lane in self.lanes) if d is not None),
-                default=None,
-            )
+            retry = self.agents.next_retry_ms()
             if retry is None or (until_ms is not None and retry > until_ms):
                 break
             self.tracker.advance_to(retry)
@@ -408,18 +351,10 @@ class FlowTestEnvironment:
         anything was delivered."""
         delivered = self._collect_tracker_output()
         for topic in sorted({flow.topic for flow in self.tracker.registry}):
-            for record in self._take(TRACKER, topic):
+            for record in self.log.consume(TRACKER, topic):
                 delivered = True
                 self._feed_tracker(record)
-        for lane in self.lanes:
-            delivered = self._run_lane(lane) or delivered
-        return delivered
-
-    def _take(self, reader: str, topic: str) -> list[LogRecord]:
-        at = self._positions.get((reader, topic), 0)
-        records = self.log.read(topic, at)
-        self._positions[(reader, topic)] = at + len(records)
-        return records
+        return self.agents.run() or delivered
 
     def _feed_tracker(self, record: LogRecord) -> None:
         """As the tracker service reads a workflow topic: decoded by ``read_event``, its
@@ -450,50 +385,6 @@ class FlowTestEnvironment:
                 publish.topic, publish.workflow_id.encode(), value, publish.headers().to_kafka()
             )
         return bool(actions)
-
-    def _run_lane(self, lane: Lane) -> bool:
-        """One batch of one agent, as the worker runs it: triage, handlers, the
-        transaction's records into the log, then the bookkeeping after the commit."""
-        messages: list[LogRecord] = []
-        for topic in lane.agent.topics:
-            messages.extend(self._take(lane.name, topic))
-        messages.extend(self._due_retries(lane))
-        if not messages:
-            return False
-        records = [Delivered.of(m) for m in messages]
-        items, results = lane.take(records)
-        ran = self._loop.run_until_complete(lane.runner.run(items)) if items else []
-        handled = ran or []
-        lane.park(handled)
-        results.extend((item.message, result) for item, result in handled)
-        for _, result in results:
-            for topic, key, value, headers in result.records:
-                self.log.append(topic, key, value, headers)
-        lane.committed(records, handled, results)
-        assert lane.store is not None
-        lane.store.flush()
-        return True
-
-    def _due_retries(self, lane: Lane) -> list[LogRecord]:
-        """The agent's retry records that are due, in order; the first one not due holds
-        the rest (``triage.hold_not_due``)."""
-        at = self._positions.get((lane.name, lane.retry_topic), 0)
-        pending = self.log.read(lane.retry_topic, at)
-        if not pending:
-            return []
-        marks = [(RecordPosition.of(r), read_mark(r.headers())) for r in pending]
-        kept, _ = hold_not_due(marks, retry_topics={lane.retry_topic}, now_ms=self.now_ms)
-        due = [pending[i] for i in kept]
-        self._positions[(lane.name, lane.retry_topic)] = at + len(due)
-        return due
-
-    def _retry_due_ms(self, lane: Lane) -> int | None:
-        at = self._positions.get((lane.name, lane.retry_topic), 0)
-        pending = self.log.read(lane.retry_topic, at)
-        if not pending:
-            return None
-        mark = read_mark(pending[0].headers())
-        return self.now_ms if mark is None else max(self.now_ms, mark.not_before_ms)
 
     def _publish(
         self,
@@ -562,18 +453,7 @@ class FlowTestEnvironment:
             if record is not None
             else sorted({flow.topic for flow in self.tracker.registry})
         )
-        key = workflow_id.encode()
-        return [
-            LoggedEvent(
-                event_type=meta.type,
-                id=meta.id,
-                source=meta.source,
-                payload=self.codec.decode(r.value()).payload,
-            )
-            for topic in topics
-            for r in self.log.read(topic, 0)
-            if r.key() == key and (meta := r.meta)
-        ]
+        return self.log.events(topics, workflow_id, self.codec)
 
     def event_types(self, workflow_id: str) -> list[str]:
         """The types of ``workflow_id``'s events, in log order (``EffectRecorded``
@@ -591,18 +471,5 @@ class FlowTestEnvironment:
 
     def dead_letters(self, workflow_id: str | None = None) -> list[DeadLetter]:
         """The records the agents dead-lettered (optionally of one workflow)."""
-        topics = {lane.settings.deadletter_topic for lane in self.lanes}
-        letters = []
-        for topic in sorted(topics):
-            for r in self.log.read(topic, 0):
-                meta = r.meta
-                if workflow_id is None or meta.workflow_id == workflow_id:
-                    letters.append(
-                        DeadLetter(
-                            agent=r.header(H_DLQ_AGENT) or "",
-                            event_type=meta.type,
-                            workflow_id=meta.workflow_id,
-                            reason=r.header(H_DLQ_REASON) or "",
-                        )
-                    )
-        return letters
+        topics = {lane.settings.deadletter_topic for lane in self.agents.lanes}
+        return self.log.dead_letters(sorted(topics), workflow_id)

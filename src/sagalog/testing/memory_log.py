@@ -9,13 +9,18 @@ workflow's history is in order, as it is in its partition on a cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sagalog.contracts.catalog import EventSchema, SchemaCatalog
+from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders
+from sagalog.contracts.models import Event
+from sagalog.dead_letters import H_DLQ_AGENT, H_DLQ_REASON
 from sagalog.errors import SchemaError
+
+E = TypeVar("E", bound=Event)
 
 Header = tuple[str, bytes | str | None]
 
@@ -83,11 +88,62 @@ class LogRecord:
         return EventHeaders.from_kafka(list(self.headers_))
 
 
+@dataclass(frozen=True)
+class LoggedEvent:
+    """An event of a workflow's topic, as any consumer reads it.
+
+    Attributes:
+        event_type: its type (``ce_type``).
+        id: its ``ce_id``.
+        source: who published it (``sagalog/<agent>``, ``sagalog/tracker``, ``test``).
+        payload: the decoded payload.
+    """
+
+    event_type: str
+    id: str
+    source: str
+    payload: dict[str, Any]
+
+    def as_(self, event_class: type[E]) -> E:
+        """The payload as ``event_class`` (the class of its type)."""
+        if event_class.event_type != self.event_type:
+            raise TypeError(
+                f"event {self.id} is a {self.event_type}, not a {event_class.event_type}"
+            )
+        return event_class.from_avro(self.payload)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A record an agent dead-lettered, and why."""
+
+    agent: str
+    event_type: str
+    workflow_id: str
+    reason: str
+
+
 class MemoryLog:
-    """Every topic's records, appended in order; readers keep their own positions."""
+    """Every topic's records, appended in order, and each reader's position in each
+    topic (its committed offset)."""
 
     def __init__(self) -> None:
         self.topics: dict[str, list[LogRecord]] = {}
+        self.positions: dict[tuple[str, str], int] = {}
+
+    def pending(self, reader: str, topic: str) -> list[LogRecord]:
+        """What ``reader`` has not consumed of ``topic`` yet, in order."""
+        return self.read(topic, self.positions.get((reader, topic), 0))
+
+    def consume(self, reader: str, topic: str, count: int | None = None) -> list[LogRecord]:
+        """Hand ``reader`` the next ``count`` records of ``topic`` (all pending ones by
+        default) and move its position past them."""
+        records = self.pending(reader, topic)
+        if count is not None:
+            records = records[:count]
+        at = self.positions.get((reader, topic), 0)
+        self.positions[(reader, topic)] = at + len(records)
+        return records
 
     def append(
         self, topic: str, key: bytes | None, value: bytes | None, headers: Sequence[Header]
@@ -108,3 +164,37 @@ class MemoryLog:
     def __iter__(self) -> Iterator[LogRecord]:
         for records in self.topics.values():
             yield from records
+
+    def events(
+        self, topics: Iterable[str], workflow_id: str, codec: EventCodec
+    ) -> list[LoggedEvent]:
+        """Every event of ``workflow_id`` on ``topics``, decoded, in log order."""
+        key = workflow_id.encode()
+        return [
+            LoggedEvent(
+                event_type=meta.type,
+                id=meta.id,
+                source=meta.source,
+                payload=codec.decode(r.value()).payload,
+            )
+            for topic in topics
+            for r in self.read(topic, 0)
+            if r.key() == key and (meta := r.meta)
+        ]
+
+    def dead_letters(self, topics: Iterable[str], workflow_id: str | None) -> list[DeadLetter]:
+        """The dead letters on ``topics`` (of one workflow, or all)."""
+        letters = []
+        for topic in topics:
+            for r in self.read(topic, 0):
+                meta = r.meta
+                if workflow_id is None or meta.workflow_id == workflow_id:
+                    letters.append(
+                        DeadLetter(
+                            agent=r.header(H_DLQ_AGENT) or "",
+                            event_type=meta.type,
+                            workflow_id=meta.workflow_id,
+                            reason=r.header(H_DLQ_REASON) or "",
+                        )
+                    )
+        return letters
