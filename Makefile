@@ -116,6 +116,12 @@ test-all: up lint tools
 bench: up
 	$(ON_STACK) env PYTHONPATH=services $(BIN)/python -m tests.bench
 
+# A whole flow in memory (sagalog.testing.FlowTestEnvironment): the CPU seconds of a
+# scaffolded project's and the reference flow's paths, no broker needed.
+.PHONY: bench-memory
+bench-memory: install
+	env PYTHONPATH=services $(BIN)/python -m tests.bench.whole_flow
+
 # Fault injection (issue 7): every fault against the reference workflow on a private
 # Kafka + registry (ports 29092/29093/28081, never the shared stack); prints a table and
 # writes chaos-results.json. `make test-all` runs a short version (`make test` does not).

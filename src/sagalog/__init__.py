@@ -79,8 +79,11 @@ if TYPE_CHECKING:
     from sagalog.settings import ClientSettings as ClientSettings
 
     # Testing.
+    from sagalog.testing import EffectStubs as EffectStubs
+    from sagalog.testing import FlowTestEnvironment as FlowTestEnvironment
     from sagalog.testing import ServiceProcess as ServiceProcess
     from sagalog.testing import TrackerHarness as TrackerHarness
+    from sagalog.testing import handler_context as handler_context
     from sagalog.testing import wait_for_event as wait_for_event
 
     # An agent that acts on a human gate's decision checks its token.
@@ -95,21 +98,9 @@ __version__ = "0.1.0"
 def _exports() -> dict[str, tuple[str, str]]:
     """Each public name, and the module (and the name there) it comes from: the
     ``TYPE_CHECKING`` block above, read once, on the first public name asked for."""
-    import ast
+    from sagalog.lazy_exports import exports_of
 
-    with open(__file__, encoding="utf-8") as source:  # noqa: PTH123 (pathlib costs an import)
-        tree = ast.parse(source.read())
-    block = next(
-        node
-        for node in tree.body
-        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
-    )
-    return {
-        alias.asname or alias.name: (str(statement.module), alias.name)
-        for statement in block.body
-        if isinstance(statement, ast.ImportFrom)
-        for alias in statement.names
-    }
+    return exports_of(__file__)
 
 
 def __getattr__(name: str) -> Any:

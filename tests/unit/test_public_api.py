@@ -74,7 +74,7 @@ def test_the_agent_api_users_write_against_is_at_the_top() -> None:
 
     assert Agent.__module__ == "sagalog.agents.declaration"
     assert HandlerContext.__module__ == "sagalog.agents.context"
-    assert TrackerHarness.__module__ == "sagalog.testing"
+    assert TrackerHarness.__module__ == "sagalog.testing.tracker_harness"
     assert issubclass(NonRetryableError, HandlerError)
     assert issubclass(CompensationRequested, Event)
     assert callable(WorkflowContext.require) and callable(run_agent)

@@ -86,7 +86,7 @@ def test_its_own_pure_tests_pass(project: Path) -> None:
         text=True,
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "3 passed" in ran.stdout
+    assert "4 passed" in ran.stdout
 
 
 def test_its_python_is_clean_for_ruff(project: Path) -> None:

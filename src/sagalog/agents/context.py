@@ -51,6 +51,13 @@ from sagalog.personal.envelope import parse as parse_envelope
 from sagalog.position import RecordPosition
 from sagalog.tail import jsonable
 
+Perform = Callable[
+    ["HandlerContext", str, Callable[..., Any], Callable[..., Any] | None],
+    tuple[Callable[..., Any], Callable[..., Any] | None],
+]
+"""``perform(ctx, effect_name, call, lookup)``: the functions to call in the place of
+``call`` and of ``lookup`` (the effect's reconciliation, None when it has none)."""
+
 
 def idempotency_key(*, agent: str, event_id: str, effect: str, occurrence: int) -> str:
     """The key of the ``occurrence``-th call of ``effect`` while handling ``event_id``."""
@@ -110,6 +117,11 @@ class HandlerContext:
     the partition a model call's budget claim belongs to."""
     monotonic: Callable[[], float] = time.monotonic
     """The runtime's clock, in which a deferral's ``retry_at`` is given."""
+    perform: Perform | None = None
+    """What makes an effect's call and its lookup: None, the functions given. A test
+    environment (``sagalog.testing``) stands stubs in for them, by effect name, and
+    records each call with its key; everything around the call (the ledger, the
+    intent, the breaker, the ``EffectRecorded``) is this class's as in production."""
     failed_probe: DependencyUnavailable | None = None
     """Set when a call of this handler probed a half-open breaker and failed, or failed
     as an outage opened the breaker: if the handler then fails retryably, the runtime
@@ -262,6 +274,8 @@ class HandlerContext:
                 )
             return recorded["result"]
         dependency = dependency or name.split(".", 1)[0]
+        if self.perform is not None:
+            call, lookup = self.perform(self, name, call, lookup)
         personal = self.personal_data
         digest = arguments_digest(args, kwargs, keyed=None if personal is None else personal.digest)
         earlier = self.store.effect_intent(key)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sagalog.agents.context import HandlerContext
+from sagalog.agents.context import HandlerContext, Perform
 from sagalog.agents.declaration import HandlerSpec
 from sagalog.agents.failures import (
     BudgetRefused,
@@ -77,13 +78,18 @@ class HandlerRunner:
         give_up: Callable[[], bool],
         budgets: BudgetBook | None = None,
         budget_policies: Mapping[str, str] | None = None,
+        perform: Perform | None = None,
     ) -> None:
         """Args:
+        wall_ms: the wall clock, which a handler reads as ``ctx.clock`` too.
         give_up: whether the shutdown budget is spent; the batch is then abandoned
             uncommitted (and redelivered).
         budgets: the agent's budgets on this instance, for ``ctx.model_call``.
         budget_policies: step -> ``on_budget_exhausted`` (a step not named waits).
+        perform: stands in for effects' calls (``HandlerContext.perform``); None in
+            production.
         """
+        self.perform = perform
         self.budgets = budgets
         self.budget_policies = dict(budget_policies or {})
         self.agent = agent
@@ -162,6 +168,8 @@ class HandlerRunner:
             on_budget_exhausted=self.budget_policies.get(spec.step, "wait"),
             origin=item.origin,
             monotonic=self.clock,
+            clock=self._wall_time,
+            perform=self.perform,
             over_budget=item.over_budget,
             rerun_of=item.rerun_of,
         )
@@ -206,6 +214,9 @@ class HandlerRunner:
         result.duration_ms = (self.clock() - started) * 1000
         result.step, result.attempt = spec.step, item.attempt
         return result
+
+    def _wall_time(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.wall_ms() / 1000, dt.UTC)
 
     def _deferral(
         self,

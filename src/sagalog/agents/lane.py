@@ -23,6 +23,7 @@ from typing import Any
 
 from sagalog.agents.accounting import account, after_commit, park_before_commit
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
+from sagalog.agents.context import Perform
 from sagalog.agents.declaration import Agent
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.handling import HandlerRunner, Work
@@ -55,6 +56,7 @@ class Lane:
         instance: the process's instance id, in the lane's log lines and spans.
         give_up: whether the process's shutdown budget is spent.
         budget_policies: step -> ``on_budget_exhausted`` from the flows.
+        perform: stands in for effects' calls (``sagalog.testing``); None in production.
     """
 
     def __init__(
@@ -68,8 +70,10 @@ class Lane:
         wall_ms: Callable[[], int],
         give_up: Callable[[], bool],
         budget_policies: Mapping[str, str] | None = None,
+        perform: Perform | None = None,
     ) -> None:
         self.agent = agent
+        self.perform = perform
         self.budget_policies = dict(budget_policies or {})
         self.settings = settings
         self.clock = clock
@@ -142,6 +146,7 @@ class Lane:
             give_up=self.give_up,
             budgets=self.budgets,
             budget_policies=self.budget_policies,
+            perform=self.perform,
         )
 
     def open_store(self, data_dir: Path, instance_id: str) -> StateStore:

@@ -46,7 +46,7 @@ from sagalog.flows.model import (
 )
 from sagalog.flows.states import WorkflowState
 from sagalog.replay.assumptions import Answer, Assumption
-from sagalog.testing import TrackerHarness
+from sagalog.testing.tracker_harness import TrackerHarness
 from sagalog.tracker.compensation import CompensationRetry
 from sagalog.tracker.gates import gate_token
 from sagalog.tracker.inputs import GateVerdict, TrackedEvent

@@ -2,7 +2,7 @@
 
 The template (``template/``, files ending in ``.tmpl``) holds a complete small
 project: its events, its topology with one flow, one agent with a compensation,
-tests on the tracker's rules in memory and on a real cluster, a Dockerfile. The
+tests of the whole flow in memory and on a real cluster, a Dockerfile. The
 platform's own schemas (``sagalog.v1``) are copied beside the project's, since the
 tracker and the runtime publish them on the project's topics; a wheel carries
 them as ``sagalog/scaffold/platform_schemas``, an editable install reads the

@@ -31,9 +31,10 @@ def main(settings: GatewaySettings | None = None) -> int:
     from sagalog.publisher import EventPublisher
     from sagalog.services.gateway import exported_metrics
     from sagalog.services.gateway.api import create_app
-    from sagalog.services.gateway.application import SOURCE, Gateway
+    from sagalog.services.gateway.application import Gateway
     from sagalog.services.gateway.dead_letter_log import DeadLetterLog
     from sagalog.services.gateway.dead_letter_operations import DeadLetterOperations
+    from sagalog.services.gateway.decisions import SOURCE
     from sagalog.services.gateway.follower import Follower
     from sagalog.services.gateway.read_model import ReadModel
     from sagalog.services.gateway.signatures import WebhookSource

@@ -47,7 +47,6 @@ from sagalog.tracing import child_traceparent
 from sagalog.tracker.record import WorkflowRecord
 from sagalog.tracker.seal import chain_head
 
-SOURCE = "sagalog/gateway"
 PUBLISH_PROBLEM_S = 30.0
 """A failed publish keeps the gateway ``degraded`` this long, unless one succeeds first."""
 

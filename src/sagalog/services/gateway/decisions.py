@@ -28,6 +28,9 @@ from sagalog.services.gateway.exceptions import (
 from sagalog.tracker.gates import verify_gate_token
 from sagalog.tracker.record import GateProgress, WorkflowRecord
 
+SOURCE = "sagalog/gateway"
+"""The ``ce_source`` of what the gateway publishes."""
+
 _DECISION_IDS = uuid.UUID("6f1d3a52-3c1e-5b7a-9a55-2f0c6f5b9e10")
 """The namespace of decision event ids (uuid5); fixed forever, or repeats stop matching."""
 

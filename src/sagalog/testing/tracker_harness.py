@@ -24,26 +24,19 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from sagalog.contracts.catalog import SchemaCatalog
-from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders
-from sagalog.contracts.registry import SchemaRegistry
-from sagalog.errors import ServiceUnavailableError
 from sagalog.events import StateTransition
 from sagalog.flows.loader import load_flows
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
 from sagalog.priority import Priority
-from sagalog.service_process import ServiceProcess
-from sagalog.settings import ClientSettings
-from sagalog.tail import tail
 from sagalog.topology.loader import load_topology
 from sagalog.tracker.actions import TRANSITIONS_TOPIC, Alert, Decision, Outcome, Publish
 from sagalog.tracker.compensation import CompensationRetry
@@ -54,8 +47,6 @@ from sagalog.tracker.record import WorkflowRecord
 from sagalog.tracker.recording import RecordingSink
 from sagalog.tracker.tables import MemoryTables, Table
 from sagalog.tracker.timers import Timer, TimerKind, decode_timer
-
-__all__ = ["ServiceProcess", "TrackerHarness", "wait_for_event"]
 
 PARTITION = 0
 """The one partition everything lives on."""
@@ -176,6 +167,13 @@ class TrackerHarness:
         may be due earlier (``sagalog.tracker.timers``)."""
         timers = self.timers
         return timers[0].due_ms if timers else None
+
+    def next_key_ms(self) -> int | None:
+        """When the timer table's earliest key is due, a wake-up key included: the
+        next moment ``advance_to`` may decide something (or find nothing due there
+        yet); None when the table is empty."""
+        timer = self.processor.next_timer(self.processor.begin(self.tables), PARTITION)
+        return None if timer is None else timer.due_ms
 
     def fire_next(self) -> Decision | None:
         """Fire the earliest pending timer at its due time (the clock moves there if it
@@ -308,37 +306,3 @@ def _now(work: Coroutine[Any, Any, Any]) -> Any:
         return done.value
     work.close()
     raise RuntimeError("an in-memory commit waited on something: the harness cannot run it")
-
-
-def wait_for_event(
-    settings: ClientSettings,
-    topic: str,
-    *,
-    workflow_id: str,
-    event_type: str,
-    timeout_s: float = 120.0,
-) -> dict[str, Any]:
-    """The payload of the first ``event_type`` of ``workflow_id`` on ``topic`` (committed
-    records only), read from the beginning on a real cluster; for tests that run a
-    project's services and watch a workflow go through.
-
-    Raises:
-        ServiceUnavailableError: none came within ``timeout_s``; the message lists the
-            event types the workflow did have, which usually says where it stopped.
-    """
-    codec = EventCodec(
-        catalog=SchemaCatalog.load(Path(settings.project_dir) / "schemas"),
-        registry=SchemaRegistry(settings),
-    )
-    deadline = time.monotonic() + timeout_s
-    seen: list[str] = []
-    for record in tail(settings, codec, topic, workflow_id=workflow_id, idle_timeout_s=timeout_s):
-        if record.event_type == event_type and record.payload is not None:
-            return record.payload
-        seen.append(str(record.event_type))
-        if time.monotonic() > deadline:
-            break
-    raise ServiceUnavailableError(
-        f"no {event_type} of workflow {workflow_id!r} on {topic} within {timeout_s:g}s; "
-        f"it has {seen or 'no events'}"
-    )

@@ -1,0 +1,32 @@
+"""A package's public names, listed once in its ``if TYPE_CHECKING:`` block and loaded
+on first use (PEP 562).
+
+Type checkers read the block as the real imports; at run time the package's
+``__getattr__`` reads the same block (the idea of Scientific Python's SPEC 1,
+without its stub file), so the list cannot drift from what is importable. ``sagalog``
+and ``sagalog.testing`` use it: ``import sagalog.flows`` in the tracker must not pay
+for the agent runtime, nor the replay, which drives the rules through
+``sagalog.testing.TrackerHarness``, for the whole-flow test environment.
+"""
+
+from __future__ import annotations
+
+
+def exports_of(source_file: str) -> dict[str, tuple[str, str]]:
+    """Each public name of the package in ``source_file`` (its ``__init__.py``), and
+    the module (and the name there) it comes from."""
+    import ast
+
+    with open(source_file, encoding="utf-8") as source:  # noqa: PTH123 (pathlib costs an import)
+        tree = ast.parse(source.read())
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
+    )
+    return {
+        alias.asname or alias.name: (str(statement.module), alias.name)
+        for statement in block.body
+        if isinstance(statement, ast.ImportFrom)
+        for alias in statement.names
+    }
