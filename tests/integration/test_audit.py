@@ -4,8 +4,6 @@ and tamper evidence on copies of its log (Kafka's own log cannot be changed)."""
 from __future__ import annotations
 
 import json
-import secrets
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -18,12 +16,8 @@ from click.testing import CliRunner, Result
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from demo.driver import Driver
-from demo.fleet import Fleet
-from demo.scenario import FAILING_VENDOR, build_mix
 from sagalog.blobs.s3 import S3BlobStore
 from sagalog.blobs.store import BlobRef, BlobStore, LocalBlobStore
-from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 from sagalog.cli.main import cli
 from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import header_dict
@@ -32,9 +26,7 @@ from sagalog.topic_names import records_changelog
 from sagalog.tracker import gate_token
 
 from .gateway_harness import API_KEY, GatewayLab, gateway_lab  # noqa: F401
-from .project import Project
 from .s3_server import S3Server, s3_server  # noqa: F401
-from .test_reference_workflow import apply_reference_project, reference_fleet_config
 from .tracker_harness import FORWARD, PAYLOADS, SECRET, TrackerLab
 
 SUBMITTED = "procurement.v1.RequestSubmitted"
@@ -503,104 +495,3 @@ def test_a_blob_an_event_refers_to_is_checked_against_its_hash(
     assert code == 1
     assert [f["kind"] for f in verification["findings"]] == ["blob_missing"]
     assert blob_place.where in verification["findings"][0]["message"]
-
-
-# -- the real services -------------------------------------------------------------------
-
-
-@pytest.mark.extended
-def test_the_reference_workflow_run_by_its_services_verifies_clean_despite_a_crash(
-    project: Project, tmp_path: Path
-) -> None:
-    """Agents link to what they consumed, the gateway and the tracker stamp the chain:
-    after a run of the procurement fleet (the tracker SIGKILLed and restarted mid-run,
-    so batches are read again), every workflow's log verifies clean, through the
-    gateway and through the changelog. About a minute and a half: the fleet's ten
-    processes start, the tracker is restarted, and each workflow is audited twice."""
-    s = project.suffix
-    apply_reference_project(project)
-    api_key = secrets.token_urlsafe(16)
-    fleet = Fleet(reference_fleet_config(project, tmp_path / "run", api_key=api_key))
-    requests = build_mix(f"aud{s[:6]}", 10, seed=5)
-    try:
-        fleet.start_all()
-        fleet.faults("erp", reject_when={"vendor": FAILING_VENDOR})
-        fleet.wait_gateway_ready()
-        gateway = GatewayClient(
-            GatewayClientSettings(url=fleet.urls["gateway"], api_key=api_key, timeout_s=30)
-        )
-        driver = Driver(
-            settings=project.settings,
-            catalog=project.catalog,
-            gateway=gateway,
-            topic=f"procurement.events.{s}",
-            tracker_app_id=f"saga-tracker-{s}",
-            requests=requests,
-        )
-        failure: list[BaseException] = []
-
-        def drive() -> None:
-            try:
-                driver.run(phase_timeout_s=180)
-            except BaseException as exc:  # reported by the main thread
-                failure.append(exc)
-
-        runner = threading.Thread(target=drive, daemon=True)
-        runner.start()
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not driver.states:
-            time.sleep(0.2)
-        fleet.restart("tracker-a")
-        runner.join(600)
-        assert not runner.is_alive() and not failure, failure
-
-        def audit(workflow_id: str, *gateway_args: str) -> Result:
-            return CliRunner().invoke(
-                cli,
-                [
-                    "--bootstrap-servers",
-                    project.settings.bootstrap_servers,
-                    "--schema-registry-url",
-                    project.settings.schema_registry_url,
-                    "--project-dir",
-                    str(project.root),
-                    "audit",
-                    workflow_id,
-                    "--verify",
-                    "--json",
-                    "--tracker-app-id",
-                    f"saga-tracker-{s}",
-                    "--transitions-topic",
-                    f"transitions.{s}",
-                    *gateway_args,
-                ],
-                catch_exceptions=False,
-            )
-
-        def settled(workflow_id: str, expected: str, *args: str) -> tuple[Result, dict[str, Any]]:
-            """The audit once the record names the end (it is stored after its transition)."""
-            deadline = time.monotonic() + 30
-            while True:
-                result = audit(workflow_id, *args)
-                body = json.loads(result.stdout)
-                if body["workflow"]["state"] == expected or time.monotonic() > deadline:
-                    return result, body
-                time.sleep(0.5)
-
-        linked = 0
-        for request in requests:
-            for args in (
-                ("--no-gateway",),
-                ("--gateway-url", fleet.urls["gateway"], "--api-key", api_key),
-            ):
-                result, body = settled(request.workflow_id, request.expected_end, *args)
-                assert result.exit_code == 0, (request.plan, body["verification"])
-                events = [h for h in body["history"] if h["kind"] == "event"]
-                assert events[0]["type"] == SUBMITTED
-                assert body["workflow"]["state"] == request.expected_end
-                linked += sum(1 for e in events if "sagalog_prev_hash" in e["headers"])
-                decided = [e for e in events if e["type"] == GATE_DECIDED]
-                assert all("sagalog_chain" in e["headers"] for e in decided)
-        assert linked > 4 * len(requests)  # the agents' outputs link to their causes
-    finally:
-        fleet.stop_all()

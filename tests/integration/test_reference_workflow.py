@@ -4,7 +4,8 @@ The same fleet and driver as ``make demo``, on throwaway topics: three stand-ins
 the tracker (virtual clock), the gateway and six agents. While requests are in
 flight two agents and the tracker are SIGKILLed and restarted. Every workflow must
 still end as planned, and every external effect must have happened exactly once,
-by the stand-ins' own books.
+by the stand-ins' own books, and each workflow's log must verify clean
+(``fleet_audit.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from demo.fleet import Fleet, FleetConfig
 from demo.scenario import FAILING_VENDOR, Plan, build_mix
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 
+from .fleet_audit import assert_every_log_verifies
 from .project import REPO, Project
 from .tracker_harness import PROCUREMENT
 
@@ -89,9 +91,11 @@ def reference_fleet_config(
 def test_every_workflow_ends_as_planned_and_every_effect_happens_once_despite_crashes(
     project: Project, tmp_path: Path
 ) -> None:
-    """About a minute: the fleet's ten processes start, 40 requests run through every
-    path of the mix while three services are SIGKILLed and restarted, and the gate's
-    escalation and deadline pass on the tracker's virtual clock."""
+    """About a minute and a half: the fleet's ten processes start, 40 requests run
+    through every path of the mix while three services are SIGKILLed and restarted,
+    the gate's escalation and deadline pass on the tracker's virtual clock, and two
+    workflows of each plan are audited twice. One fleet for both checks: a shorter
+    run would not cross every path of the mix."""
     s = project.suffix
     apply_reference_project(project)
     api_key = secrets.token_urlsafe(16)
@@ -159,6 +163,13 @@ def test_every_workflow_ends_as_planned_and_every_effect_happens_once_despite_cr
         assert erp.get("cancel_po", []) == []
         mail = _effects(fleet, "mail")
         assert Counter(mail["send"]) == Counter(completed)
+
+        # And each workflow's log verifies clean despite the crashes: two of each plan.
+        by_plan: dict[Plan, list[Any]] = {}
+        for request in requests:
+            by_plan.setdefault(request.plan, []).append(request)
+        sample = [request for same in by_plan.values() for request in same[:2]]
+        assert_every_log_verifies(project, fleet, api_key, sample)
     finally:
         fleet.stop_all()
 
