@@ -100,9 +100,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     modules of one private stack's shape, which each worker would otherwise start for
     itself. (xdist's own ``loadgroup`` marks no longer reach its scheduler on pytest 9,
     whose node ids it cannot suffix.) Scopes go out in collection order, which puts
-    the integration tests before the quick unit modules and the longest shapes first,
-    rather than xdist's default of the most tests first, which left the one-test
-    secured-cluster demo for last."""
+    the modules with a test over a minute first and the quick unit modules last,
+    rather than xdist's default of the most tests first, which left the longest
+    tests for last."""
     from xdist.scheduler import LoadScopeScheduling
 
     config.option.loadscopereorder = False

@@ -154,9 +154,7 @@ class SharedStacks:
 
 SHAPES = ("chaos_run", "secure_cluster", "cluster", "secure_stack", "plain_stack")
 """The fixtures of the shapes, in the order their modules run, after every test of
-the shared dev stack: the longest first (the chaos fleet's outages and rounds, then
-the secured cluster's demo), so that two workers finish together rather than one
-starting the longest shape when the other is done."""
+the shared dev stack."""
 
 
 @functools.cache

@@ -38,7 +38,7 @@ SERVICES = (
 )
 
 
-@pytest.mark.timeout(900)  # three minutes alone; twice that beside another shape's fleet
+@pytest.mark.timeout(900)  # three minutes on a quiet machine; a bound for a loaded one
 def test_the_reference_workflow_ends_as_planned_on_three_secure_brokers(
     secure_cluster: LocalStack, tmp_path: Path
 ) -> None:
