@@ -141,7 +141,8 @@ def test_invalid_events_are_dead_lettered_at_once_and_the_partition_flows(
     by_workflow = {r["headers"]["ce_workflowid"]: r["headers"] for r in dead}
     assert sorted(by_workflow) == ["wf-garbage", "wf-orphan", "wf-zero"]
     assert "amount must be positive" in by_workflow["wf-zero"]["sagalog_dlq_reason"]
-    assert "no procurement.v1.RequestSubmitted" in by_workflow["wf-orphan"]["sagalog_dlq_reason"]
+    orphan = by_workflow["wf-orphan"]["sagalog_dlq_reason"]
+    assert "requires an earlier procurement.v1.RequestSubmitted" in orphan, orphan
     reason = by_workflow["wf-garbage"]["sagalog_dlq_reason"]
     assert "does not decode" in reason or "unknown schema id" in reason
     # non-retryable: no retries
