@@ -16,9 +16,9 @@ tracker must not pay for the agent runtime, its Kafka clients and RocksDB, nor
 
 from __future__ import annotations
 
-import importlib
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sagalog.lazy_exports import LazyNames
 
 if TYPE_CHECKING:
     # Declaring and running an agent; what a handler receives and raises.
@@ -94,28 +94,6 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
-@cache
-def _exports() -> dict[str, tuple[str, str]]:
-    """Each public name, and the module (and the name there) it comes from: the
-    ``TYPE_CHECKING`` block above, read once, on the first public name asked for."""
-    from sagalog.lazy_exports import exports_of
-
-    return exports_of(__file__)
-
-
-def __getattr__(name: str) -> Any:
-    """Load a public name on first use; an unknown one raises as a plain module would."""
-    if name == "__all__":
-        value: Any = sorted([*_exports(), "__version__"])
-    else:
-        try:
-            module, attribute = _exports()[name]
-        except KeyError:
-            raise AttributeError(f"module 'sagalog' has no attribute {name!r}") from None
-        value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_exports()))
+_names = LazyNames("sagalog", globals(), also=("__version__",))
+__getattr__ = _names.getattr
+__dir__ = _names.dir

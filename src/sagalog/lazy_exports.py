@@ -11,6 +11,46 @@ for the agent runtime, nor the replay, which drives the rules through
 
 from __future__ import annotations
 
+from typing import Any
+
+
+class LazyNames:
+    """A package's ``__getattr__`` and ``__dir__`` over its ``TYPE_CHECKING`` block,
+    read once, on the first public name asked for (``read``)."""
+
+    def __init__(self, package: str, namespace: dict[str, Any], *, also: tuple[str, ...] = ()):
+        self.package = package
+        self.namespace = namespace
+        self.also = also
+        self._exports: dict[str, tuple[str, str]] | None = None
+
+    @property
+    def read(self) -> bool:
+        return self._exports is not None
+
+    def exports(self) -> dict[str, tuple[str, str]]:
+        if self._exports is None:
+            self._exports = exports_of(self.namespace["__file__"])
+        return self._exports
+
+    def getattr(self, name: str) -> Any:
+        """Load a public name on first use; an unknown one raises as a plain module would."""
+        import importlib
+
+        if name == "__all__":
+            value: Any = sorted([*self.exports(), *self.also])
+        else:
+            try:
+                module, attribute = self.exports()[name]
+            except KeyError:
+                raise AttributeError(f"module {self.package!r} has no attribute {name!r}") from None
+            value = getattr(importlib.import_module(module), attribute)
+        self.namespace[name] = value
+        return value
+
+    def dir(self) -> list[str]:
+        return sorted(set(self.namespace) | set(self.exports()))
+
 
 def exports_of(source_file: str) -> dict[str, tuple[str, str]]:
     """Each public name of the package in ``source_file`` (its ``__init__.py``), and

@@ -14,9 +14,9 @@ the rules through ``TrackerHarness``, must not load the agent runtime with it.
 
 from __future__ import annotations
 
-import importlib
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sagalog.lazy_exports import LazyNames
 
 if TYPE_CHECKING:
     from sagalog.service_process import ServiceProcess as ServiceProcess
@@ -31,26 +31,6 @@ if TYPE_CHECKING:
     from sagalog.testing.tracker_harness import TrackerHarness as TrackerHarness
 
 
-@cache
-def _exports() -> dict[str, tuple[str, str]]:
-    from sagalog.lazy_exports import exports_of
-
-    return exports_of(__file__)
-
-
-def __getattr__(name: str) -> Any:
-    """Load a public name on first use; an unknown one raises as a plain module would."""
-    if name == "__all__":
-        value: Any = sorted(_exports())
-    else:
-        try:
-            module, attribute = _exports()[name]
-        except KeyError:
-            raise AttributeError(f"module 'sagalog.testing' has no attribute {name!r}") from None
-        value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_exports()))
+_names = LazyNames("sagalog.testing", globals())
+__getattr__ = _names.getattr
+__dir__ = _names.dir
