@@ -2,22 +2,28 @@
 
 There is no Docker engine here, yet an image whose entry point cannot start is the
 first thing a user would hit. ``Image.parse`` reads the instructions our Dockerfiles
-use (ENV, WORKDIR, COPY, RUN, CMD, HEALTHCHECK); ``Image.lay_out`` copies what the
-COPY lines copy into a folder standing for the image's root; ``Image.command`` and
-``Image.environment`` give the CMD and the ENV with the image's absolute paths moved
-under that root. ``RUN pip install .`` is the one install our images make: the test
-plays it by installing the wheel built from the same tree into a fresh venv.
+use (ARG, ENV, WORKDIR, COPY, RUN, CMD, HEALTHCHECK) with the build arguments the
+image is built with, expanding ``$NAME`` and ``${NAME}`` where Docker does (ENV,
+WORKDIR, COPY); ``Image.lay_out`` copies what the COPY lines copy into a folder
+standing for the image's root; ``Image.cmd`` is the CMD and ``Image.environment`` the
+ENV with the image's absolute paths moved under that root. ``RUN pip install .`` is
+the one install our images make: the test plays it by installing the wheel built from
+the same tree into a fresh venv.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 INSTALL = "pip install ."
+
+_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
 @dataclass
@@ -34,17 +40,35 @@ class Image:
     healthcheck: list[str] = field(default_factory=list)
 
     @classmethod
-    def parse(cls, path: Path) -> Image:
+    def parse(cls, path: Path, build_args: Mapping[str, str] | None = None) -> Image:
+        """The image ``path`` builds with ``build_args`` (``docker build --build-arg``).
+
+        Stricter than Docker, which only warns: a build argument no ARG declares, or an
+        ARG left without a value, is refused, as either builds another image than the
+        one the caller meant.
+
+        Raises:
+            ValueError: naming the file and the argument.
+        """
+        given = dict(build_args or {})
         image = cls(path)
+        variables: dict[str, str] = {}  # the ARGs and ENVs so far, for later instructions
         for instruction, argument in _instructions(path.read_text()):
-            if instruction == "ENV":
-                for pair in shlex.split(argument):
-                    key, _, value = pair.partition("=")
-                    image.env[key] = value
+            if instruction == "ARG":
+                name, has_default, default = argument.partition("=")
+                if name not in given and not has_default:
+                    raise ValueError(f"{path}: ARG {name} has no default; pass it as a build arg")
+                variables[name] = given.pop(name, _expand(default, variables))
+            elif instruction == "ENV":
+                # every pair expands with the values from before the instruction, as in Docker
+                pairs = (pair.partition("=") for pair in shlex.split(argument))
+                values = {key: _expand(value, variables) for key, _, value in pairs}
+                image.env.update(values)
+                variables.update(values)
             elif instruction == "WORKDIR":
-                image.workdir = argument
+                image.workdir = _expand(argument, variables)
             elif instruction == "COPY":
-                *sources, destination = argument.split()
+                *sources, destination = _expand(argument, variables).split()
                 image.copies.append((sources, destination, image.workdir))
             elif instruction == "RUN":
                 image.runs.append(argument)
@@ -53,6 +77,8 @@ class Image:
             elif instruction == "HEALTHCHECK":
                 command = argument.split(" CMD ", 1)[1]
                 image.healthcheck = ["sh", "-c", command]
+        if given:
+            raise ValueError(f"{path}: no ARG declares the build args {sorted(given)}")
         return image
 
     @property
@@ -93,6 +119,11 @@ class Image:
     @staticmethod
     def _inside(root: Path, path: str) -> Path:
         return root / path.lstrip("/")
+
+
+def _expand(text: str, variables: Mapping[str, str]) -> str:
+    """``$NAME`` and ``${NAME}`` replaced by their values; an unknown name by nothing."""
+    return _VARIABLE.sub(lambda m: variables.get(m.group(1) or m.group(2), ""), text)
 
 
 def _instructions(text: str) -> list[tuple[str, str]]:

@@ -3,9 +3,11 @@ fresh virtual environment outside the repository, nothing of the repository impo
 
 - ``sagalog new`` scaffolds a project whose own tests pass on the dev stack (they start
   its tracker and agent as processes);
-- every image's entry point starts the way its Dockerfile says: the files its COPY
-  lines copy, its ``pip install .`` (the same wheel), its ENV and its CMD, each
-  service ready on ``/health/ready``, its HEALTHCHECK passing, and exit 0 on SIGTERM.
+- every image's entry point starts the way its Dockerfile says, built as
+  ``docker-compose.yml`` builds it (the one agent Dockerfile with each agent's
+  ``AGENT`` build arg): the files its COPY lines copy, its ``pip install .`` (the same
+  wheel), its ENV and its CMD, each service ready on ``/health/ready``, its
+  HEALTHCHECK passing, and exit 0 on SIGTERM.
 """
 
 from __future__ import annotations
@@ -42,6 +44,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 # The procurement agents: the containers run them on its topic.
 AGENTS = {m: p for m, p in FLEET_AGENTS.items() if p.workflow == "procurement"}
+
+
+def compose_image(service: str) -> Image:
+    """The image docker-compose.yml builds for ``service``: its Dockerfile, its build args."""
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    build = compose["services"][service]["build"]
+    return Image.parse(REPO / build["context"] / build["dockerfile"], build.get("args"))
 
 
 def run(args: list[str], *, cwd: Path, env: dict[str, str], timeout: float) -> str:
@@ -209,15 +218,15 @@ def test_every_image_starts_as_its_dockerfile_says_and_stops_cleanly(
     suffix = uuid.uuid4().hex[:8]
     secret = secrets.token_urlsafe(32)
     app_id = f"saga-tracker-{suffix}"
-    dockerfiles = {
-        "tracker": REPO / "deploy/images/tracker.Dockerfile",
-        "gateway": REPO / "deploy/images/gateway.Dockerfile",
-        **{module: REPO / "services" / module / "Dockerfile" for module in AGENTS},
+    services = {  # each image as compose builds it, for the compose service
+        "tracker": "saga-tracker",
+        "gateway": "gateway",
+        **{module: module.replace("_", "-") for module in AGENTS},
     }
     images: dict[str, Container] = {}
-    for name, path in dockerfiles.items():
-        image = Image.parse(path)
-        assert image.installs_the_project, f"{path}: no `pip install .`"
+    for name, service in services.items():
+        image = compose_image(service)
+        assert image.installs_the_project, f"{image.path}: no `pip install .`"
         root = tmp_path / name
         image.lay_out(REPO, root)
         topic = retopic(image.working_dir(root), suffix)

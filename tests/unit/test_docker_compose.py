@@ -109,12 +109,17 @@ def test_each_service_is_probed_on_ready_and_restarted_as_the_contract_allows(
 
 
 @pytest.mark.parametrize("name", AGENTS)
-def test_each_agent_runs_its_own_module_from_the_services_folder(
+def test_each_agent_is_the_agent_image_built_for_its_own_package(
     compose: dict[str, Any], repo_root: Path, name: str
 ) -> None:
-    command = compose["services"][name]["command"]
-    assert command[:2] == ["python", "-m"]
-    assert (repo_root / "services" / command[2] / "__main__.py").is_file()
+    service = compose["services"][name]
+    # the image's CMD runs the package (tests/integration/test_installed_wheel.py plays it)
+    assert "command" not in service
+    build = service["build"]
+    assert build["dockerfile"] == "deploy/images/agent.Dockerfile"
+    package = build["args"]["AGENT"]
+    assert package == name.replace("-", "_")
+    assert (repo_root / "services" / package / "__main__.py").is_file()
 
 
 def test_images_match_the_local_stack_pins(compose: dict[str, Any], lock: dict[str, Any]) -> None:
