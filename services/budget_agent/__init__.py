@@ -11,5 +11,6 @@ Running it:
 
 Settings come from ``BUDGET_AGENT_*`` variables (``BudgetAgentSettings``), e.g.
 ``BUDGET_AGENT_LEDGER_URL``, ``BUDGET_AGENT_INSTANCE_ID`` (one per live instance) and
-``BUDGET_AGENT_BOOTSTRAP_SERVERS``. The image is ``services/budget_agent/Dockerfile``.
+``BUDGET_AGENT_BOOTSTRAP_SERVERS``. The image is ``deploy/images/agent.Dockerfile``
+built with ``--build-arg AGENT=budget_agent``.
 """

@@ -8,5 +8,6 @@ lineage. A trial tenant's filing drafts under the tiny ``trial`` budget and fail
 
 The model is any OpenAI-compatible endpoint: ``DRAFTING_AGENT_LLM_BASE_URL`` (with
 ``DRAFTING_AGENT_LLM_API_KEY`` and ``DRAFTING_AGENT_LLM_MODEL``); the demo points it
-at the stand-in model unless it is set. The image is ``services/drafting_agent/Dockerfile``.
+at the stand-in model unless it is set. The image is ``deploy/images/agent.Dockerfile``
+built with ``--build-arg AGENT=drafting_agent``.
 """

@@ -15,5 +15,6 @@ Settings come from ``INTAKE_AGENT_*`` variables (``IntakeAgentSettings``), e.g.
 ``INTAKE_AGENT_BOOTSTRAP_SERVERS``, ``INTAKE_AGENT_SCHEMA_REGISTRY_URL``,
 ``INTAKE_AGENT_INSTANCE_ID`` (one per live instance), ``INTAKE_AGENT_DATA_DIR`` and
 ``INTAKE_AGENT_CORPUS_DIR`` (another set of labelled requests). Scale out by starting
-more instances; the container image is ``services/intake_agent/Dockerfile``.
+more instances; the container image is ``deploy/images/agent.Dockerfile`` built with
+``--build-arg AGENT=intake_agent``.
 """

@@ -18,5 +18,5 @@ Running it:
 Settings come from ``NOTIFICATION_AGENT_*`` variables (``NotificationAgentSettings``):
 ``NOTIFICATION_AGENT_MAIL_URL`` and ``NOTIFICATION_AGENT_SENDER`` besides the
 connection and instance settings every agent has. The image is
-``services/notification_agent/Dockerfile``.
+``deploy/images/agent.Dockerfile`` built with ``--build-arg AGENT=notification_agent``.
 """

@@ -24,5 +24,6 @@ Running it:
 Settings come from ``PURCHASING_AGENT_*`` variables (``PurchasingAgentSettings``);
 ``PURCHASING_AGENT_GATE_SECRET`` is required and must equal the saga tracker's gate
 secret (at least 16 bytes); ``PURCHASING_AGENT_ERP_URL`` points at the ERP. The
-image is ``services/purchasing_agent/Dockerfile``.
+image is ``deploy/images/agent.Dockerfile`` built with
+``--build-arg AGENT=purchasing_agent``.
 """

@@ -7,5 +7,6 @@ and publishes ``DocumentsRetrieved`` with their text (a blob reference for a tex
 ``release_documents`` lifts the hold (``DocumentsReleased``).
 
 Settings come from ``RECORDS_AGENT_*`` variables (``RecordsAgentSettings``), e.g.
-``RECORDS_AGENT_RECORDS_URL``. The image is ``services/records_agent/Dockerfile``.
+``RECORDS_AGENT_RECORDS_URL``. The image is ``deploy/images/agent.Dockerfile`` built
+with ``--build-arg AGENT=records_agent``.
 """

@@ -14,5 +14,6 @@ Running it:
 Settings come from ``RETRIEVAL_AGENT_*`` variables (``RetrievalAgentSettings``):
 ``RETRIEVAL_AGENT_TOP_K`` (default 5), ``RETRIEVAL_AGENT_CORPUS_DIR``, and the
 connection and instance settings every agent has (``..._BOOTSTRAP_SERVERS``,
-``..._INSTANCE_ID``, ``..._DATA_DIR``). The image is ``services/retrieval_agent/Dockerfile``.
+``..._INSTANCE_ID``, ``..._DATA_DIR``). The image is ``deploy/images/agent.Dockerfile``
+built with ``--build-arg AGENT=retrieval_agent``.
 """

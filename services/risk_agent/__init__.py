@@ -22,5 +22,5 @@ Running it:
     sagalog run agent risk_agent.agent --path services
 
 Settings come from ``RISK_AGENT_*`` variables (``RiskAgentSettings``). The image is
-``services/risk_agent/Dockerfile``.
+``deploy/images/agent.Dockerfile`` built with ``--build-arg AGENT=risk_agent``.
 """

@@ -7,5 +7,6 @@ the regulator (operation ``submit``, under the filing's own key) and publishes
 ``withdraw_filing`` sends a withdrawal notice (``FilingWithdrawn``).
 
 Settings come from ``SUBMISSION_AGENT_*`` variables (``SubmissionAgentSettings``),
-e.g. ``SUBMISSION_AGENT_REGULATOR_URL``. The image is ``services/submission_agent/Dockerfile``.
+e.g. ``SUBMISSION_AGENT_REGULATOR_URL``. The image is ``deploy/images/agent.Dockerfile``
+built with ``--build-arg AGENT=submission_agent``.
 """
