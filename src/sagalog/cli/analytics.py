@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -21,6 +20,7 @@ from sagalog.analytics.source import read_transitions
 from sagalog.analytics.tables import Table, report_tables, text_table
 from sagalog.analytics.timerange import iso, parse_time_range
 from sagalog.cli.context import Project, pass_project
+from sagalog.cli.progress_bars import ProgressBars
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
@@ -108,7 +108,7 @@ def analytics(
         registry=SchemaRegistry(project.settings),
         personal=personal_data(project.settings, reveal=True),
     )
-    reading = _Progress(f"reading {topic}")
+    reading = _Reading(f"reading {topic}")
     try:
         log = read_transitions(
             project.settings,
@@ -116,11 +116,11 @@ def analytics(
             topic,
             time_range,
             flow=flow,
-            on_plan=reading.start,
-            progress=reading.update,
+            on_plan=reading.planned,
+            progress=reading.read,
         )
     finally:
-        reading.finish()
+        reading.bars.close()
     report = build_report(
         log, topic=topic, time_range=time_range, generated_ms=now_ms, flow=flow, top=top
     )
@@ -185,25 +185,21 @@ def _print_tables(tables: list[Table]) -> None:
             click.echo(f"  {line}")
 
 
-class _Progress:
-    """A progress bar on stderr, sized once the range is planned."""
+class _Reading:
+    """The read's progress bar, sized once the range is planned (no bar for an empty one)."""
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self._bar: Any = None
+        self.bars = ProgressBars()
+        self.done = 0
+        self.total = 0
 
-    def start(self, total: int) -> None:
+    def planned(self, total: int) -> None:
+        self.total = total
         if total:
-            self._bar = click.progressbar(
-                length=total, label=self.label, file=click.get_text_stream("stderr")
-            )
-            self._bar.__enter__()
+            self.bars.show(self.label, 0, total)
 
-    def update(self, count: int) -> None:
-        if self._bar is not None:
-            self._bar.update(count)
-
-    def finish(self) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(None, None, None)
-            self._bar = None
+    def read(self, count: int) -> None:
+        self.done += count
+        if self.total:
+            self.bars.show(self.label, self.done, self.total)
