@@ -17,10 +17,11 @@ from sagalog.analytics.export import require_parquet, write_csv, write_parquet
 from sagalog.analytics.html_report import render_html
 from sagalog.analytics.report import AnalyticsReport, build_report
 from sagalog.analytics.source import read_transitions
-from sagalog.analytics.tables import Table, report_tables, text_table
+from sagalog.analytics.tables import Table, human, report_tables
 from sagalog.analytics.timerange import iso, parse_time_range
 from sagalog.cli.context import Project, pass_project
 from sagalog.cli.progress_bars import ProgressBars
+from sagalog.cli.tables import print_table
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
@@ -127,7 +128,7 @@ def analytics(
     tables = report_tables(report)
     _say_what_was_read(report)
     if not quiet and not report.empty:
-        _print_tables(tables)
+        print_tables(tables)
     if csv_dir is not None:
         written = write_csv(tables, csv_dir)
         click.echo(f"wrote {len(written)} CSV files to {csv_dir}", err=True)
@@ -174,15 +175,23 @@ def _say_what_was_read(report: AnalyticsReport) -> None:
         )
 
 
-def _print_tables(tables: list[Table]) -> None:
+def print_tables(tables: list[Table]) -> None:
+    """The report's tables on stdout as people read them (durations as ``4h 12m``)."""
     for table in tables:
         click.echo("")
         click.secho(f"{table.title}", bold=True)
         if not table.rows:
             click.echo("  none in this range")
             continue
-        for line in text_table(table):
-            click.echo(f"  {line}")
+        print_table(
+            [c.header for c in table.columns],
+            (
+                [human(c.kind, v) for c, v in zip(table.columns, row, strict=True)]
+                for row in table.rows
+            ),
+            right={i for i, c in enumerate(table.columns) if c.numeric},
+            indent=2,
+        )
 
 
 class _Reading:
