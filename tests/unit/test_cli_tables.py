@@ -27,6 +27,14 @@ def test_a_piped_table_is_one_plain_line_per_row(capsys: pytest.CaptureFixture[s
     assert all(line == line.rstrip() for line in out.splitlines())
 
 
+def test_forced_colour_never_wraps_a_piped_row(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    print_table(["ID", "REASON"], [["wf-1", "x" * 300]])
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
 def test_indent_and_fields(capsys: pytest.CaptureFixture[str]) -> None:
     print_table(["workflow", "changed"], [["wf-1", "state"]], indent=2)
     print_fields([("state", "completed"), ("workflow", "wf-1"), ("replays", "")])

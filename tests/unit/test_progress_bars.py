@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import sys
 
+import pytest
 from rich.console import Console
 
 from sagalog.cli.progress_bars import ProgressBars
@@ -47,3 +48,15 @@ def test_on_a_terminal_the_bars_redraw_on_stderr_and_never_touch_stdout() -> Non
     text = out.getvalue()
     assert "\x1b[" in text and "journal" in text and "5/10" in text
     assert ProgressBars().console.stderr
+
+
+def test_forced_colour_does_not_animate_a_pipe(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich would take the pipe for a terminal
+    bars = ProgressBars()
+    assert not bars.live
+    bars.show("replay", 5, 10)
+    bars.close()
+    err = capsys.readouterr().err
+    assert "5/10" in err and "\x1b" not in err and "\r" not in err

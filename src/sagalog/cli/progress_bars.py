@@ -14,6 +14,7 @@ the bars (rich's default while it draws).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 
@@ -51,8 +52,14 @@ class ProgressBars:
         clock: Callable[[], float] = time.monotonic,
         every_s: float = EVERY_S,
     ) -> None:
-        self.console = console if console is not None else Console(stderr=True)
-        self.live = self.console.is_terminal and not self.console.is_dumb_terminal
+        # Bars redraw only on a real terminal: FORCE_COLOR or TTY_COMPATIBLE, which rich
+        # honours, would put cursor codes into a CI log.
+        self.console = (
+            console
+            if console is not None
+            else Console(stderr=True, force_terminal=sys.stderr.isatty())
+        )
+        self.live = self.console.is_interactive and not self.console.is_dumb_terminal
         self.clock = clock
         self.every_s = every_s
         self._progress: Progress | None = None

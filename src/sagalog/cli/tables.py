@@ -55,8 +55,8 @@ def print_fields(fields: Iterable[tuple[str, str]]) -> None:
 
 def _print(renderable: RenderableType, *, indent: int = 0) -> None:
     console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = UNBOUNDED
+    if not (console.is_terminal and console.file.isatty()):
+        console.width = UNBOUNDED  # FORCE_COLOR may colour a pipe, never wrap its rows
     if indent:
         renderable = Padding(renderable, (0, 0, 0, indent), expand=False)
     with console.capture() as captured:
