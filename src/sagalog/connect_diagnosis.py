@@ -68,9 +68,9 @@ def speaks_tls(address: str, *, timeout_s: float = 2.0) -> bool:
     A plaintext client on a TLS listener, and a client of a proxy whose broker is
     down, see the same thing: the connection closed during the first request. Only
     the first is a setting to fix (exit 5, not restarted); the second is an outage
-    to wait out (exit 3 at most, restarted). A chaos run's agents, restarted during
-    a broker outage behind its proxy, were told to use TLS. A handshake tells the
-    two apart: a TLS listener answers it, even one that then wants a certificate.
+    to wait out (exit 3 at most, restarted): an agent restarted during a broker
+    outage behind a proxy must not be told to use TLS. A handshake tells the two
+    apart: a TLS listener answers it, even one that then wants a certificate.
     """
     host, _, port = address.rpartition(":")
     context = ssl.create_default_context()

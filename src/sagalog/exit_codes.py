@@ -1,12 +1,12 @@
 """One meaning per exit code, for every sagalog process, and what a supervisor does with it.
 
-A supervisor (Kubernetes, compose, systemd, the demo's fleet, the chaos harness)
-sees nothing of a process but its exit code. Until 2026-12 code 70 meant both
-"restart me" (a tracker whose partition stalled) and "do not restart me" (an agent
-fenced by a newer instance with its transactional id): no restart policy could be
-right for both. Here each code has one meaning and one policy, and every service,
-the CLI and every supervisor in this repository read it from this module; the
-table in docs/service-contract.md is rendered from ``CONTRACT``; a test keeps the two equal.
+A supervisor (Kubernetes, compose, systemd, the demo's fleet, the chaos harness) sees
+nothing of a process but its exit code. A code that meant both "restart me" (a tracker
+whose partition stalled) and "do not restart me" (an agent fenced by a newer instance
+with its transactional id) would leave no restart policy right for both. Here each code
+has one meaning and one policy, and every service, the CLI and every supervisor in this
+repository read it from this module; the table in docs/service-contract.md is rendered
+from ``CONTRACT``; a test keeps the two equal.
 
 The small codes follow the error families of ``sagalog.errors`` (each family's
 ``exit_code`` is one of these); 70 is ``EX_SOFTWARE`` from sysexits.h, the code a

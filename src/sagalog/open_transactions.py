@@ -4,33 +4,31 @@ A ``read_committed`` reader stops at a partition's last stable offset (LSO): the
 offset of the oldest transaction still open there. A transaction whose commit marker
 never reaches the partition holds it forever, and every record after it with it.
 
-**How that happens to the tracker's own transactions.** Seen in the chaos suite (CI,
-stop 35): the broker was SIGKILLed just after it wrote the tracker's ``PREPARE_COMMIT``
-for partition 1. At its restart the transaction coordinator resent the markers while
-the controller still held the broker's old registration (``DUPLICATE_BROKER_REGISTRATION``
-until the session timed out); when the controller then fenced it, every partition was
-leaderless for a moment, and the coordinator treated leaderless partitions as deleted
-("Couldn't find leader endpoint ... likely deleted already and hence can be skipped",
-the rule of KAFKA-5202) and completed the transaction without their markers. The
-coordinator now knew the transaction as committed; ``procurement.events-1`` had its
-records open from offset 314 on. The tracker could not read past them, and nothing it
-decided would ever write to that partition again: its timers wait until it has read
-its input, and its input waited on its own transaction. Kafka documents the same hang
-after an unclean leader election (KAFKA-20716), with ``kafka-transactions.sh
-find-hanging`` and ``abort`` as the cure; an abort would lose records the coordinator
-decided to commit.
+**How that happens to the tracker's own transactions.** A broker SIGKILLed just after
+it wrote the tracker's ``PREPARE_COMMIT`` restarts while the controller still holds
+its old registration (``DUPLICATE_BROKER_REGISTRATION`` until the session times out);
+its transaction coordinator resends the markers, and when the controller then fences
+the broker, every partition is leaderless for a moment. The coordinator treats
+leaderless partitions as deleted ("Couldn't find leader endpoint ... likely deleted
+already and hence can be skipped", the rule of KAFKA-5202) and completes the
+transaction without their markers: it knows the transaction as committed, and the
+partition has its records open. The tracker cannot read past them, and nothing it
+decides would ever write to that partition again: its timers wait until it has read
+its input, and its input waits on its own transaction (the chaos run where it
+happened: docs/design/incident-history.md). Kafka documents the same hang after an
+unclean leader election (KAFKA-20716), with ``kafka-transactions.sh find-hanging`` and
+``abort`` as the cure; an abort would lose records the coordinator decided to commit.
 
 **The cure used here.** The broker ends a producer's open range at that producer's next
 marker on the partition, whatever the epoch: a later transaction of the same
 transactional id that writes to the partition closes the earlier records with its own
-outcome. The tracker holds partition *p*'s transactional id (``services.tracker.fencing``),
-so it writes one record to the held-open partition in *p*'s transaction and commits: the
-commit's marker ends the open range, committed, as the coordinator had decided. Checked
-on the log the chaos run left behind: LSO 314 with the log end at 327; after one such
-transaction, both 329 and every record from 314 readable. An agent is exposed the same
-way (it writes to a partition of its input only when it handles that partition's
-events, and to a partition of its retry topic only when it retries), and closes those
-partitions the same way, with its own transactional id.
+outcome. The tracker holds partition *p*'s transactional id
+(``services.tracker.fencing``), so it writes one record to the held-open partition in
+*p*'s transaction and commits: the commit's marker ends the open range, committed, as
+the coordinator had decided. An agent is exposed the same way (it writes to a partition
+of its input only when it handles that partition's events, and to a partition of its
+retry topic only when it retries), and closes those partitions the same way, with its
+own transactional id.
 
 The record is ``sagalog.v1.OpenTransactionClosed``: CloudEvents headers, no value
 (nothing to decode, like a Kafka control record), keyed ``closer_key(writer, p)``. The

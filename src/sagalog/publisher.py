@@ -6,10 +6,10 @@ in one partition in the order they were published. Every event carries its conte
 hash (``sagalog.contracts.hash_chain``), so the audit trail can show a later change.
 
 Make one publisher per process and keep it: a new idempotent producer's first record,
-sent right after the producer was made, waits ~500 ms for its producer id (librdkafka
-retries that on a fixed timer when no broker connection is up yet; ``python -m
-tests.bench.visibility`` measures it). Sent 100 ms later it takes 2 ms, so a process
-that looks its schema up first (``sagalog publish``) does not pay it.
+sent right after the producer was made, waits for its producer id, which librdkafka
+retries on a fixed timer when no broker connection is up yet (``python -m
+tests.bench.visibility`` measures it). Sent once a connection is up it does not wait, so
+a process that looks its schema up first (``sagalog publish``) does not pay it.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from sagalog.errors import ServiceUnavailableError
 # Listening ports are picked below the kernel's ephemeral range (32768-60999 on
 # Linux, higher elsewhere). A port the kernel picked (bind to 0) and that was then
 # released is soon taken as the local end of some outgoing connection, a Kafka
-# client's, and a service binding it later fails for as long as that connection
-# lives: in a CI chaos run an agent's health server met EADDRINUSE 131 times in a row.
+# client's, and a service binding it later fails (EADDRINUSE) for as long as that
+# connection lives (docs/design/incident-history.md).
 LISTEN_PORTS = range(30000, 32768)
 _handed_out: set[int] = set()
 

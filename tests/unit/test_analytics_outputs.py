@@ -14,8 +14,9 @@ from sagalog.analytics.charts import DwellBar, ThroughputBucket, bucket_hours, d
 from sagalog.analytics.export import parquet_available, write_csv, write_parquet
 from sagalog.analytics.html_report import render_html
 from sagalog.analytics.report import AnalyticsReport
-from sagalog.analytics.tables import human_duration, report_tables, text_table
+from sagalog.analytics.tables import human_duration, report_tables
 from sagalog.analytics.timerange import parse_moment
+from sagalog.cli.analytics import print_tables
 from sagalog.errors import ConfigurationError
 from sagalog.replay import UndecodableRecord
 
@@ -66,14 +67,15 @@ def test_durations_read_like_a_person_writes_them() -> None:
     ]
 
 
-def test_terminal_table_aligns_numbers_right() -> None:
+def test_terminal_table_aligns_numbers_right(capsys: pytest.CaptureFixture[str]) -> None:
     states = next(t for t in report_tables(report()) if t.name == "dwell_by_state")
-    lines = text_table(states)
-    assert lines[0].split() == ["flow", "version", "state", "count", "p50", "p95", "p99", "max"]
-    pending = next(line for line in lines if "pending_approval" in line)
+    print_tables([states])
+    _, title, header, *rows = capsys.readouterr().out.splitlines()
+    assert title == "Time in state"
+    assert header.split() == ["flow", "version", "state", "count", "p50", "p95", "p99", "max"]
+    pending = next(line for line in rows if "pending_approval" in line)
     assert pending.split()[3:5] == ["12", "4h"]
-    widths = {len(line) for line in lines[2:]}
-    assert len(widths) == 1  # every row ends at the same column: right-aligned numbers
+    assert {len(line) for line in rows} == {len(header)}  # numbers end at the same column
 
 
 def test_csv_one_file_per_table_with_machine_values(tmp_path: Path) -> None:

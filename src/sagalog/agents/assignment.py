@@ -100,8 +100,8 @@ class Assignment:
             )
         except KafkaException as exc:
             # Raised inside librdkafka's callback it would leave poll() as a bare
-            # KafkaError, which no except clause catches (seen: the agent died, exit 1,
-            # "Failed to get committed offsets: Local: Timed out" after a broker restart).
+            # KafkaError, which no except clause catches, and the agent would die with
+            # exit 1 (docs/design/incident-history.md).
             # Nothing flows unchecked: the partitions stay paused until the clients are
             # built anew (the iteration raises it, the run loop rebuilds).
             consumer.pause(partitions)

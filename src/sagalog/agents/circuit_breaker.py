@@ -11,8 +11,8 @@ opened; it is ignored, so a late success cannot skip the probes and a late failu
 cannot stretch the open period.
 
 A failed probe costs its event no attempt (``HandlerContext.effect`` turns it into a
-deferral): during an outage every probe fails, and counting them dead-lettered every
-waiting workflow (a 40 s outage at ``open_for_s=2`` spent all 5 attempts of each).
+deferral): during an outage every probe fails, and if probes counted, an outage of a
+few open periods would spend every waiting workflow's attempts and dead-letter them all.
 That opens a door for a poison event, one whose own call fails whatever the
 dependency's health: probing first each time, it would hold the breaker open, free
 of charge, for good. So the probes take turns: the caller whose probe failed last
@@ -21,18 +21,18 @@ other's probe succeeds, the breaker closes and the poison event's next failure i
 ordinary attempt, bounded by the retry policy; if it fails too, it is an outage.
 
 One caller failing alone is the hard case: a bad request, or the first caller of an
-outage with nobody else calling yet. Counting its attempts dead-lettered a workflow
-in the first second of a 60 s outage (three attempts, 0.3-0.75 s apart, before any
-other caller came). So a lone failure counts as the caller's own only when the
-dependency answered someone (a success, or a refusal of another request) since the
-caller's previous failure, or for its first since it was first let through: the
-dependency is up, the request is bad. Until then, for at most ``outage_doubt_s`` from
-its first failure, it is taken for an outage and costs no attempt, its probes
-included (a failed probe is free only while its failure may be an outage's). A
-poison event is dead-lettered as soon as other traffic shows the dependency
-answering, and in a quiet system once the doubt ran out; meanwhile it retries at the
-deferral pace (a probe per ``open_for_s`` once its failures opened the breaker, which
-other callers then wait for, taking turns at the probes).
+outage with nobody else calling yet. Counting its attempts would dead-letter a workflow
+in the first second of an outage, its retries spent before any other caller came (the
+incident: docs/design/incident-history.md). So a lone failure counts as the caller's own
+only when the dependency answered someone (a success, or a refusal of another request)
+since the caller's previous failure, or for its first since it was first let through:
+the dependency is up, the request is bad. Until then, for at most ``outage_doubt_s``
+from its first failure, it is taken for an outage and costs no attempt, its probes
+included (a failed probe is free only while its failure may be an outage's). A poison
+event is dead-lettered as soon as other traffic shows the dependency answering, and in a
+quiet system once the doubt ran out; meanwhile it retries at the deferral pace (a probe
+per ``open_for_s`` once its failures opened the breaker, which other callers then wait
+for, taking turns at the probes).
 """
 
 from __future__ import annotations

@@ -223,9 +223,9 @@ class KafkaClients:
                     "heartbeat.interval.ms": 1000,
                     # The broker answers a waiting fetch as soon as a record is readable
                     # (a transaction's commit marker included), so a short wait buys no
-                    # latency while records flow, and 20 ms cost the broker ~3.5% of a
-                    # core per idle agent in empty fetches (five idle consumers: 17%; at
-                    # 100 ms: within noise of none). Not librdkafka's 500 ms either: a
+                    # latency while records flow, only empty fetches that cost the broker
+                    # CPU for every idle agent (docs/design/tuning-measurements.md); at
+                    # 100 ms that cost is lost in the noise. Not librdkafka's 500 ms: a
                     # partition resumed or assigned meanwhile waits for the fetch in
                     # flight, and a rate-limited agent idle that long refills its burst.
                     "fetch.wait.max.ms": 100,
@@ -323,14 +323,13 @@ class KafkaClients:
         librdkafka's ``send_offsets_to_transaction`` ignores its timeout when the group
         coordinator goes away mid-call (confluentinc/librdkafka#5456, #5511), and it
         hangs as well when the consumer whose group metadata it carries is fenced
-        meanwhile (seen on one broker: the fencing arrived during the call, which never
-        returned). A C call cannot be interrupted, and whether a replacement producer
-        with the same transactional.id would release it does not matter: the call is
+        meanwhile (docs/design/incident-history.md). A C call cannot be interrupted,
+        and whether a replacement producer with the same transactional.id would release
+        it does not matter: the call is
         left to its thread, and the clients are built anew (``ClientHung`` or
         ``ConsumerFailed`` to the run loop). The new producer's init_transactions bumps
         the epoch, so the abandoned producer can never commit, and aborts its open
         transaction on the broker; the new consumer resumes from the committed offsets.
-        Until 2026-12 this exited the process (70) instead.
         """
         future = self._helper.submit(call)  # one long-lived thread: a new one per call cost
         deadline = self.clock() + timeout_s  # more than the call itself at a txn per batch

@@ -84,15 +84,14 @@ class FlowControl:
 
         An effect whose earlier attempt left an intent asks the dependency twice: a
         lookup, then (nothing found) the call. Both reach the dependency, so each takes
-        a slot of its rate limit; the breaker admitted the attempt once. Before, the
-        call rode on the lookup's slot: after an outage that left many intents, up to
-        twice the limit.
+        a slot of its rate limit; the breaker admitted the attempt once. Riding on the
+        lookup's slot, the calls after an outage that left many intents would reach up
+        to twice the limit.
 
         A slot names a time. Woken past it (the loop was busy: a GC pass, a synced write,
         other handlers' work), a call would go at once with every other call planned
-        meanwhile, beyond the limit: a 2 s stall at 10 calls/s put 30 calls in one
-        second against 21 allowed, the likeliest cause of a thundering-herd round's 104
-        in a second against 84. So each call is also counted as it goes
+        meanwhile: a stall of a second or two sends them all in one second, beyond the
+        limit (docs/design/incident-history.md). So each call is also counted as it goes
         (``DependencyLimits.take_made``), and waits there if the bucket has no token.
 
         Raises:

@@ -4,9 +4,8 @@
 (``send_offsets_to_transaction`` when the coordinator goes away) and abandons such a
 call to its thread. A ``ThreadPoolExecutor`` cannot be that thread: the interpreter
 joins every executor thread at exit, so a process that had abandoned one call
-logged its clean stop and then hung until it was killed (seen in the chaos suite's
-rolling restart: the risk and budget agents, 90 s each, after the broker SIGKILL and
-restart round had made them rebuild their clients). A daemon thread is not joined:
+would log its clean stop and then hang until it was killed
+(docs/design/incident-history.md). A daemon thread is not joined:
 the process exits, and the call dies with it, which is what abandoning it meant.
 """
 

@@ -61,8 +61,8 @@ class AgentSettings(ServiceSettings):
         "queue, fetch nothing for this long (librdkafka's fetch.queue.backoff.ms, with "
         "queued.min.messages 1). Each commit on the workflow topic answers every agent's "
         "waiting fetch, so a busy agent fetches many times per batch. A pause trades the "
-        "hand-off's tail for the broker's CPU (measured in docs/agents.md, 'Fetch "
-        "pacing'). 0: fetch whenever records become readable.",
+        "hand-off's tail for the broker's CPU (docs/agents.md, 'Fetch pacing'). 0: "
+        "fetch whenever records become readable.",
     )
     step_timeout_s: float = Field(default=30.0, gt=0, description="Default per-step timeout.")
     max_attempts: int = Field(default=5, ge=1)
@@ -104,8 +104,7 @@ class AgentSettings(ServiceSettings):
         default=8192,
         ge=64,
         description="How much of each partition the projection's rebuild fetches ahead. "
-        "Less lowers the rebuild's memory peak and slows it down (2 MiB: a third of the "
-        "peak's growth, three times the time).",
+        "Less lowers the rebuild's memory peak and slows the rebuild down.",
     )
     shutdown_timeout_s: float = Field(default=20.0, gt=0)
     outage_limit_s: float = Field(

@@ -77,9 +77,10 @@ class StateStore:
         # The projection can be rebuilt from the log, so its writes are not synced: the
         # WAL reaches the OS page cache, which survives a killed process (the common
         # crash); a machine crash may lose the newest writes together with the
-        # checkpoint written after them, and hydration folds them in again. Skipping
-        # the WAL entirely was measured: every SIGKILL then meant re-folding the whole
-        # partition. The effect ledger is synced (``record_effect``).
+        # checkpoint written after them, and hydration folds them in again. The WAL is
+        # not skipped: without it a SIGKILL loses what the memtables held, checkpoints
+        # included, and hydration re-folds the whole partition. The effect ledger is
+        # synced (``record_effect``).
         self._rebuildable = WriteOptions()
         self._rebuildable.sync = False
         # Least recently used first. An OrderedDict, not a dict: popping a dict's first

@@ -123,11 +123,10 @@ class Transactions:
         does (UNSTABLE_OFFSET_COMMIT). One can hang for good: a producer abandoned in a
         rebuild (its call hung, its consumer fenced) whose TxnOffsetCommit reached the
         group after the new producer's init_transactions had aborted its transaction,
-        so no marker ever ends it (seen after two broker kills: an agent's every
-        assignment timed out for minutes, and a consumer of its group outside the
-        agent timed out alike). The coordinator ends a producer id's pending offsets on
-        any marker of that producer id, so this abort, ours with a newer epoch, ends
-        them: checked by hand on that broker, the offsets read at once afterwards.
+        so no marker ever ends it, and every assignment of the group times out, the
+        agent's and any other consumer's (docs/design/incident-history.md). The
+        coordinator ends a producer id's pending offsets on any marker of that producer
+        id, so this abort, ours with a newer epoch, ends them.
         """
         clients = self.clients
         assert clients.producer is not None and clients.consumer is not None
@@ -210,9 +209,9 @@ class Transactions:
         if error.code() in FENCED_PRODUCER and open_s >= self.settings.transaction_timeout_s:
             # Not a newer instance: the coordinator aborted this transaction because it
             # outlived transaction.timeout.ms (a broker outage in its middle) and bumped
-            # the epoch, which librdkafka reports as fenced (seen: budget_agent, 15 s
-            # timeout, exit 70 after a broker restart). A genuine takeover fences a
-            # young transaction; this one is cured by new clients.
+            # the epoch, which librdkafka reports as fenced, as it does a takeover. A
+            # genuine takeover fences a young transaction; this one is cured by new
+            # clients.
             raise TransactionTimedOut(
                 f"the transaction was open {open_s:.0f}s, past transaction.timeout.ms "
                 f"({self.settings.transaction_timeout_s:g}s), and the coordinator aborted it "
@@ -231,9 +230,9 @@ class Transactions:
         else:
             # An abort that times out stays "in progress" in librdkafka, and every later
             # transactional call is refused as conflicting with it ("Conflicting
-            # abort_transaction API call is already in progress", every 10 s for good
-            # after a broker SIGSTOP): the error goes to the run loop, which builds new
-            # clients, whose init_transactions aborts the transaction on the broker.
+            # abort_transaction API call is already in progress", for good): the error goes
+            # to the run loop, which builds new clients, whose init_transactions aborts the
+            # transaction on the broker.
             clients.producer.abort_transaction(self.settings.connect_timeout_s)
         self.rewind()
 

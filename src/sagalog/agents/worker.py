@@ -339,9 +339,9 @@ class AgentWorker:
             raise failed
         # An assignment happens inside the poll, and the poll goes on to return records
         # of the partitions that were not paused with it (a retry partition, say) whose
-        # context the paused ones hold: seen in the chaos herd, a second instance
-        # dead-lettered 45 retries as "no RequestSubmitted" 80 ms after its assignment,
-        # before the rebuild. The projection is whole before anything is handled.
+        # context the paused ones hold: handled before the rebuild, a retry finds no
+        # context and is dead-lettered (docs/design/incident-history.md). The
+        # projection is whole before anything is handled.
         self.assignment.hydrate_pending()
         records = []
         for message in messages:

@@ -238,16 +238,14 @@ def _panel(title: str, hint: str, body: str, ident: str) -> str:
 def _html_table(table: Table) -> str:
     if not table.rows:
         return '<p class="hint">None in this range.</p>'
-    numeric = [c.kind in ("int", "ms", "share") for c in table.columns]
     head = "".join(
-        f'<th class="{"num" if n else ""}">{escape(c.header)}</th>'
-        for c, n in zip(table.columns, numeric, strict=True)
+        f'<th class="{"num" if c.numeric else ""}">{escape(c.header)}</th>' for c in table.columns
     )
     rows = []
     for row in table.rows:
         cells = "".join(
-            f'<td class="{"num" if n else ""}">{escape(human(c.kind, v))}</td>'
-            for c, v, n in zip(table.columns, row, numeric, strict=True)
+            f'<td class="{"num" if c.numeric else ""}">{escape(human(c.kind, v))}</td>'
+            for c, v in zip(table.columns, row, strict=True)
         )
         error = table.name == "terminal_states" and row[-1] == "yes"
         rows.append(f'<tr class="{"error" if error else ""}">{cells}</tr>')

@@ -8,7 +8,6 @@ people read ``4h 12m``, other tools read ``15120000`` in a column named ``..._ms
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,6 +24,11 @@ class Column:
     name: str
     header: str
     kind: Kind = "text"
+
+    @property
+    def numeric(self) -> bool:
+        """Counts, durations and shares: every output aligns them right."""
+        return self.kind in ("int", "ms", "share")
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,21 +277,3 @@ def human_duration(ms: int) -> str:
         return f"{minutes // 60}h {minutes % 60:02d}m"
     hours = minutes // 60
     return f"{hours // 24}d {hours % 24:02d}h"
-
-
-def text_table(table: Table) -> list[str]:
-    """``table`` as aligned text lines (numbers right-aligned), header first."""
-    headers = [c.header for c in table.columns]
-    cells = [
-        [human(c.kind, v) for c, v in zip(table.columns, row, strict=True)] for row in table.rows
-    ]
-    widths = [max(len(r[i]) for r in [headers, *cells]) for i in range(len(headers))]
-    right = [c.kind in ("int", "ms", "share") for c in table.columns]
-
-    def line(values: Sequence[str]) -> str:
-        parts = [
-            v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)
-        ]
-        return "  ".join(parts).rstrip()
-
-    return [line(headers), "  ".join("-" * w for w in widths), *(line(c) for c in cells)]

@@ -6,12 +6,12 @@ made for its workflows, whoever holds it. The partitions' parts add up to the li
 so the instances together never overshoot, also across a rebalance.
 
 Not per instance, pooled over the partitions it holds, as the rate limits are: an
-instance that held every partition could spend the whole budget on one of them and
-then hand the others over, fresh, to instances that spend them too. The test of
-three instances found that: 11,242 tokens in a minute under a 10,000 limit, when the
-group formed while work waited. The price of the partition's part: a budget key
-whose calls all fall in one partition spends 1/n of the limit, and one call must fit
-in 1/n of it.
+instance that held every partition could spend the whole budget on one of them and then
+hand the others over, fresh, to instances that spend them too, and the group together
+would overshoot the limit whenever it formed while work waited (the incident:
+docs/design/incident-history.md). The price of the partition's part: a budget key whose
+calls all fall in one partition spends 1/n of the limit, and one call must fit in 1/n of
+it.
 
 A call's claim (a ``Spend``) belongs to its input partition: it is kept in the
 agent's store with that partition, and goes to the log in the call's

@@ -20,9 +20,9 @@ must not pay twice. The rules, each a plain function of the ledger and a time:
   reservation (a queue for a connection, a busy loop) and before the answer: held
   to the answer, any 60 s of arrivals fit the limit, however late each arrived. A
   call not answered yet holds it for ``UNANSWERED_MS`` after its reservation.
-  (Counted from the reservation alone, the three-instance test saw 5,037 tokens
-  arrive at one partition within a minute against its 3,333: a burst reserved as
-  the window refilled reached the model seconds later, next to the following one.)
+  Counted from the reservation alone, a burst reserved as the window refilled would
+  reach the model seconds later, next to the following one, and the provider would
+  count both in one minute (docs/design/incident-history.md).
 
 Money is held in micros (millionths of the currency unit) as integers: sums of
 floats drift, and a budget compared against a drifted sum is wrong at the edge.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -18,9 +17,11 @@ from sagalog.analytics.export import require_parquet, write_csv, write_parquet
 from sagalog.analytics.html_report import render_html
 from sagalog.analytics.report import AnalyticsReport, build_report
 from sagalog.analytics.source import read_transitions
-from sagalog.analytics.tables import Table, report_tables, text_table
+from sagalog.analytics.tables import Table, human, report_tables
 from sagalog.analytics.timerange import iso, parse_time_range
 from sagalog.cli.context import Project, pass_project
+from sagalog.cli.progress_bars import ProgressBars
+from sagalog.cli.tables import print_table
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
@@ -108,7 +109,7 @@ def analytics(
         registry=SchemaRegistry(project.settings),
         personal=personal_data(project.settings, reveal=True),
     )
-    reading = _Progress(f"reading {topic}")
+    reading = _Reading(f"reading {topic}")
     try:
         log = read_transitions(
             project.settings,
@@ -116,18 +117,18 @@ def analytics(
             topic,
             time_range,
             flow=flow,
-            on_plan=reading.start,
-            progress=reading.update,
+            on_plan=reading.planned,
+            progress=reading.read,
         )
     finally:
-        reading.finish()
+        reading.bars.close()
     report = build_report(
         log, topic=topic, time_range=time_range, generated_ms=now_ms, flow=flow, top=top
     )
     tables = report_tables(report)
     _say_what_was_read(report)
     if not quiet and not report.empty:
-        _print_tables(tables)
+        print_tables(tables)
     if csv_dir is not None:
         written = write_csv(tables, csv_dir)
         click.echo(f"wrote {len(written)} CSV files to {csv_dir}", err=True)
@@ -174,36 +175,40 @@ def _say_what_was_read(report: AnalyticsReport) -> None:
         )
 
 
-def _print_tables(tables: list[Table]) -> None:
+def print_tables(tables: list[Table]) -> None:
+    """The report's tables on stdout as people read them (durations as ``4h 12m``)."""
     for table in tables:
         click.echo("")
         click.secho(f"{table.title}", bold=True)
         if not table.rows:
             click.echo("  none in this range")
             continue
-        for line in text_table(table):
-            click.echo(f"  {line}")
+        print_table(
+            [c.header for c in table.columns],
+            (
+                [human(c.kind, v) for c, v in zip(table.columns, row, strict=True)]
+                for row in table.rows
+            ),
+            right={i for i, c in enumerate(table.columns) if c.numeric},
+            indent=2,
+        )
 
 
-class _Progress:
-    """A progress bar on stderr, sized once the range is planned."""
+class _Reading:
+    """The read's progress bar, sized once the range is planned (no bar for an empty one)."""
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self._bar: Any = None
+        self.bars = ProgressBars()
+        self.done = 0
+        self.total = 0
 
-    def start(self, total: int) -> None:
+    def planned(self, total: int) -> None:
+        self.total = total
         if total:
-            self._bar = click.progressbar(
-                length=total, label=self.label, file=click.get_text_stream("stderr")
-            )
-            self._bar.__enter__()
+            self.bars.show(self.label, 0, total)
 
-    def update(self, count: int) -> None:
-        if self._bar is not None:
-            self._bar.update(count)
-
-    def finish(self) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(None, None, None)
-            self._bar = None
+    def read(self, count: int) -> None:
+        self.done += count
+        if self.total:
+            self.bars.show(self.label, self.done, self.total)

@@ -27,6 +27,7 @@ from sagalog.audit.reading import audit_consumer, offset_at_time, partitions_of,
 from sagalog.budgets.book import LedgerReport, Spend, claim_of, spent
 from sagalog.budgets.ledger import DAY_MS, MICROS, MINUTE_MS
 from sagalog.cli.context import Project, pass_project
+from sagalog.cli.tables import print_table
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import header_dict
 from sagalog.contracts.registry import SchemaRegistry
@@ -70,24 +71,15 @@ def budgets(project: Project, topics: tuple[str, ...], agent_urls: tuple[str, ..
     if not reports and not live:
         click.echo(f"no model call under a budget today in {', '.join(topics)}")
         return
-    rows: list[tuple[str, ...]] = [
-        ("budget key", "tokens/min", "unanswered", "money today", "calls today", "reserved now")
-    ]
-    for report in reports:
-        rows.append(_row(report, live.pop(report.ledger, 0)))
+    rows = [_row(report, live.pop(report.ledger, 0)) for report in reports]
     rows += [
         (ledger, "0", "0", "0.000000", "0", str(int(tokens))) for ledger, tokens in live.items()
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
-        click.echo(
-            "  ".join(
-                cell.ljust(w) if i == 0 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-            ).rstrip()
-        )
-        if n == 0:
-            click.echo("  ".join("-" * w for w in widths))
+    print_table(
+        ["budget key", "tokens/min", "unanswered", "money today", "calls today", "reserved now"],
+        rows,
+        right={1, 2, 3, 4, 5},
+    )
 
 
 def _row(report: LedgerReport, reserved_now: float) -> tuple[str, ...]:

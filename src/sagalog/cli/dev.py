@@ -13,6 +13,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from sagalog.cli.tables import print_fields, print_table
 from sagalog.devstack import DevStackSettings, LocalStack
 from sagalog.devstack.layout import REGISTRY
 from sagalog.devstack.logs import follow, tail_lines
@@ -143,9 +144,9 @@ def cert(name: str) -> None:
     NAME. Prints the files; `sagalog dev env --principal NAME --mtls` prints the exports.
     """
     files = _stack().issue_client_certificate(name)
-    click.echo(f"certificate: {files.certificate}")
-    click.echo(f"key:         {files.key}")
-    click.echo(f"ca:          {files.ca}")
+    print_fields(
+        [("certificate:", str(files.certificate)), ("key:", str(files.key)), ("ca:", str(files.ca))]
+    )
 
 
 @dev.command()
@@ -157,13 +158,15 @@ def down() -> None:
     _stack().down()
 
 
-def _status_line(component: ComponentStatus) -> str:
-    pid = f"pid {component.pid}" if component.pid is not None else "-"
-    java = f"  java {component.java}" if component.java else ""
-    return (
-        f"{component.name:<9} {component.state.value:<19} {pid:<11} "
-        f"{component.host}:{component.port:<6} {component.version or '-'}{java}"
-    )
+def _status_row(component: ComponentStatus) -> list[str]:
+    return [
+        component.name,
+        component.state.value,
+        str(component.pid) if component.pid is not None else "-",
+        f"{component.host}:{component.port}",
+        component.version or "-",
+        component.java or "-",
+    ]
 
 
 @dev.command()
@@ -176,8 +179,10 @@ def status(as_json: bool) -> None:
         click.echo(json.dumps(stack_status.to_dict(), indent=2))
     else:
         click.echo(f"# {stack.shape.describe()}, state in {stack.settings.state_dir}")
-        for component in stack_status.components:
-            click.echo(_status_line(component))
+        print_table(
+            ["COMPONENT", "STATE", "PID", "ADDRESS", "VERSION", "JAVA"],
+            [_status_row(component) for component in stack_status.components],
+        )
     if not stack_status.healthy:
         raise click.exceptions.Exit(1)
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import click
 
-from sagalog.cli.gateway_commands import connect, gateway_of, gateway_options, table, when
+from sagalog.cli.gateway_commands import connect, gateway_of, gateway_options, when
+from sagalog.cli.tables import print_fields, print_table
 from sagalog.durations import positive_duration_ms
 from sagalog.errors import EventValidationError
 from sagalog.position import RecordPosition
@@ -127,7 +128,7 @@ def list_dead_letters(
         ]
         for d in letters
     ]
-    table(rows, ["POSITION", "WHEN", "BY", "EVENT", "WORKFLOW", "REPLAYED", "REASON"])
+    print_table(["POSITION", "WHEN", "BY", "EVENT", "WORKFLOW", "REPLAYED", "REASON"], rows)
 
 
 @dlq.command("show")
@@ -141,16 +142,20 @@ def show_dead_letter(ctx: click.Context, position: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(d, indent=2))
         return
-    click.echo(f"dead letter  {d['position']}")
-    click.echo(f"origin       {d['origin']} (a replay goes there)")
-    click.echo(f"when         {when(d['dead_lettered_at'])}")
-    click.echo(f"by           {d['dead_lettered_by'] or '-'} after {d['attempts']} attempt(s)")
-    click.echo(f"error        {d['error_class'] or '-'}")
-    click.echo(f"reason       {d['reason']}")
-    click.echo(f"event        {d['event_type'] or '-'} {d['event_id'] or ''}".rstrip())
-    click.echo(f"workflow     {d['workflow_id'] or '-'}")
     replays = d["replays"]
-    click.echo("replays      " + ("none" if not replays else ""))
+    print_fields(
+        [
+            ("dead letter", d["position"]),
+            ("origin", f"{d['origin']} (a replay goes there)"),
+            ("when", when(d["dead_lettered_at"])),
+            ("by", f"{d['dead_lettered_by'] or '-'} after {d['attempts']} attempt(s)"),
+            ("error", d["error_class"] or "-"),
+            ("reason", d["reason"] or "-"),
+            ("event", f"{d['event_type'] or '-'} {d['event_id'] or ''}".rstrip()),
+            ("workflow", d["workflow_id"] or "-"),
+            ("replays", "none" if not replays else ""),
+        ]
+    )
     for replay in replays:
         click.echo(f"  event {replay['event_id']} at {replay['position']}")
     click.echo("\nheaders")

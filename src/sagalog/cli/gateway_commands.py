@@ -1,5 +1,6 @@
 """What the commands that talk to the gateway share (``workflows``, ``gates``, ``dlq``):
-its options, the client kept in the click context, and how times and tables print."""
+its options, the client kept in the click context, and how times print (tables print
+through ``sagalog.cli.tables``)."""
 
 from __future__ import annotations
 
@@ -42,9 +43,3 @@ def connect(ctx: click.Context, gateway_url: str | None, api_key: str | None) ->
 
 def when(text: str | None) -> str:
     return "-" if not text else text.replace("T", " ").replace("Z", "").split(".")[0]
-
-
-def table(rows: list[list[str]], header: list[str]) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

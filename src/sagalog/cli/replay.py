@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from sagalog.cli.context import Project, pass_project
-from sagalog.cli.progress import ProgressBar
+from sagalog.cli.progress_bars import ProgressBars
 from sagalog.cli.replay_inputs import event_codec, replay_settings, tracker_flows
 from sagalog.cli.whatif import whatif
 
@@ -45,36 +45,6 @@ def _sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-class _Bars:
-    """One progress bar per phase, on stderr."""
-
-    LABELS = {"journal": "journal ", "replay": "replay  ", "live": "live    "}
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.bar: ProgressBar | None = None
-        self.phase = ""
-
-    def __call__(self, progress: Any) -> None:
-        if self.quiet:
-            return
-        if progress.phase != self.phase:
-            self.close()
-            self.phase = progress.phase
-            self.bar = ProgressBar(
-                self.LABELS.get(progress.phase, progress.phase),
-                progress.total,
-                start=progress.done,
-            )
-        assert self.bar is not None
-        self.bar.update(progress.done, progress.total)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.finish()
-            self.bar = None
 
 
 @replay.command()
@@ -148,7 +118,7 @@ def rebuild(
     settings.secret()  # fail before reading anything
     registry = tracker_flows(project, settings)
     topics = sorted({flow.topic for flow in registry})
-    bars = _Bars(quiet)
+    bars = ProgressBars()
     with RebuildStore.open(store, meta=rebuild_meta(registry, settings, topics)) as opened:
         job = Rebuild(
             settings=project.settings,
@@ -157,7 +127,7 @@ def rebuild(
             replay=settings,
             store=opened,
             chunk_size=chunk_size,
-            progress=bars,
+            progress=None if quiet else lambda p: bars.show(p.phase, p.done, p.total),
             changelog_topic=changelog,
             blobs=project.settings.blob_store(),
         )

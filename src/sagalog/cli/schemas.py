@@ -7,6 +7,7 @@ import json
 import click
 
 from sagalog.cli.context import Project, pass_project
+from sagalog.cli.tables import print_table
 from sagalog.contracts.compatibility import RULE
 from sagalog.contracts.schema_check import check_schemas
 from sagalog.exit_codes import ExitCode
@@ -21,8 +22,13 @@ def schemas() -> None:
 @pass_project
 def list_schemas(project: Project) -> None:
     """List every event type with its file and fields."""
-    for name, schema in sorted(project.catalog.items()):
-        click.echo(f"{name}  ({schema.path})  {', '.join(schema.field_names)}")
+    print_table(
+        ["EVENT TYPE", "FILE", "FIELDS"],
+        [
+            [name, str(schema.path), ", ".join(schema.field_names)]
+            for name, schema in sorted(project.catalog.items())
+        ],
+    )
 
 
 @schemas.command("check")

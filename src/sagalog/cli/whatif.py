@@ -18,6 +18,7 @@ import click
 
 from sagalog.cli.context import Project, pass_project
 from sagalog.cli.replay_inputs import event_codec, replay_settings, tracker_flows
+from sagalog.cli.tables import print_table
 
 
 @click.command()
@@ -200,6 +201,4 @@ def _print_whatif(report: Any, source: Path, show_all: bool) -> None:
         for o in rows
     ]
     header = ["workflow", "recorded version", f"candidate v{flow.version}", "changed"]
-    widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
-    for row in [header, *table]:
-        click.echo("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    print_table(header, table, indent=2)

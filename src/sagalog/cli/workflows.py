@@ -15,7 +15,8 @@ from collections import Counter
 
 import click
 
-from sagalog.cli.gateway_commands import connect, gateway_of, gateway_options, table, when
+from sagalog.cli.gateway_commands import connect, gateway_of, gateway_options, when
+from sagalog.cli.tables import print_fields, print_table
 from sagalog.durations import format_duration, positive_duration_ms
 from sagalog.flows.states import TERMINAL_STATES, WorkflowState
 
@@ -64,7 +65,7 @@ def list_workflows(
     if not rows:
         click.echo("no workflows match", err=True)
         return
-    table(rows, ["WORKFLOW", "FLOW", "STATE", "CURRENT", "SINCE"])
+    print_table(["WORKFLOW", "FLOW", "STATE", "CURRENT", "SINCE"], rows)
     if answer.get("next_after"):
         click.echo(f"(more: --after {answer['next_after']})", err=True)
 
@@ -79,16 +80,19 @@ def show_workflow(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(w, indent=2))
         return
-    click.echo(f"workflow  {w['workflow_id']}")
-    click.echo(f"flow      {w['flow']} v{w['flow_version']} ({w['priority']} priority)")
-    click.echo(f"state     {w['state']}" + (f" at {w['current']}" if w["current"] else ""))
-    click.echo(f"since     {when(w['entered_state_at'])} (started {when(w['started_at'])})")
+    fields = [
+        ("workflow", w["workflow_id"]),
+        ("flow", f"{w['flow']} v{w['flow_version']} ({w['priority']} priority)"),
+        ("state", w["state"] + (f" at {w['current']}" if w["current"] else "")),
+        ("since", f"{when(w['entered_state_at'])} (started {when(w['started_at'])})"),
+    ]
     if w["terminal_reason"]:
-        click.echo(f"reason    {w['terminal_reason']}")
+        fields.append(("reason", w["terminal_reason"]))
     if w.get("trace_id"):
-        click.echo(f"trace     {w['trace_id']}")
+        fields.append(("trace", w["trace_id"]))
     if w["completed"]:
-        click.echo(f"done      {', '.join(w['completed'])}")
+        fields.append(("done", ", ".join(w["completed"])))
+    print_fields(fields)
     gate = w["open_gate"]
     if gate:
         click.echo(
@@ -182,8 +186,13 @@ def stuck_workflows(
     else:
         counts = Counter((w["state"], f"{w['flow']} v{w['flow_version']}") for w in found)
         click.echo(f"{len(found)} workflow(s) idle for more than {older_than}:")
-        for (in_state, version), n in sorted(counts.items()):
-            click.echo(f"  {n:6d}  {in_state:18s} {version}")
+        print_table(
+            ["COUNT", "STATE", "FLOW"],
+            [[str(n), in_state, version] for (in_state, version), n in sorted(counts.items())],
+            right={0},
+            indent=2,
+        )
+        click.echo("")
         rows = [
             [
                 w["workflow_id"],
@@ -194,7 +203,7 @@ def stuck_workflows(
             ]
             for w in found[:50]
         ]
-        table(rows, ["WORKFLOW", "FLOW", "STATE", "CURRENT", "IDLE"])
+        print_table(["WORKFLOW", "FLOW", "STATE", "CURRENT", "IDLE"], rows)
     if found:
         ctx.exit(1)
 
@@ -232,7 +241,7 @@ def list_gates(ctx: click.Context, assignee: str | None, flow: str | None, as_js
     if not rows:
         click.echo("no gate is waiting for a decision", err=True)
         return
-    table(rows, ["WORKFLOW", "GATE", "ASSIGNEE", "LEVEL", "DEADLINE", "TOKEN"])
+    print_table(["WORKFLOW", "GATE", "ASSIGNEE", "LEVEL", "DEADLINE", "TOKEN"], rows, right={3})
 
 
 def _decide(decision: str) -> click.Command:

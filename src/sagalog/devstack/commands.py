@@ -74,9 +74,10 @@ AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 #: A lone combined node's patience with its own broker, in place of Kafka's 9 s / 60 s.
-#: On a loaded machine the broker's heartbeat to the controller of the same JVM stalled
-#: 2-42 s and the controller fenced its only broker ("its session has timed out"); 30 s
-#: of session rides out most of those stalls. The registration timeout must stay well
+#: On a loaded machine the broker's heartbeat to the controller of the same JVM can stall
+#: for tens of seconds, and the controller then fences its only broker ("its session has
+#: timed out"); 30 s of session rides out most such stalls (the stalls:
+#: docs/design/incident-history.md). The registration timeout must stay well
 #: above the session: a SIGKILLed node restarts with its old registration still alive,
 #: is refused (DUPLICATE_BROKER_REGISTRATION) until that session expires, and gives up
 #: at the registration timeout (a 10-minute session therefore broke every restart).
@@ -107,9 +108,9 @@ def kafka_server_properties(
 
     The group offsets and transaction state logs roll at 8 MiB instead of 100 MiB:
     compaction never touches the segment being written, and every transaction
-    writes to both, so at 100 MiB a day of benchmarks left 780 MB of offsets and
-    1.2 GB of transaction state uncompacted; the broker loads all of it at start
-    (40 s for one offsets partition) and ran out of its heap doing so.
+    writes to both, so at 100 MiB a busy dev stack keeps gigabytes of both
+    uncompacted, which the broker loads at start, slowly and beyond its heap
+    (docs/design/incident-history.md).
 
     With ``tls`` the node has no plaintext listener at all (``secure_listeners``).
 
@@ -368,7 +369,7 @@ def registry_login_properties(users: Sequence[ScramCredential]) -> dict[str, str
     puts ``basic`` in its authentication chain when ``quarkus.http.auth.basic`` is
     true at run time: no Keycloak or other OIDC provider is involved. Quarkus warns
     that the property is "build time fixed to null"; Apicurio reads it at run time
-    anyway (measured: anonymous 401, right password 200, wrong password 401).
+    anyway: an anonymous request and a wrong password get 401, the right one 200.
     Every user gets ``sr-admin``; role-based authorization stays off, as in
     production's default.
     """

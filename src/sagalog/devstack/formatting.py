@@ -2,7 +2,7 @@
 
 The nodes of a quorum must share one cluster id; a node added to a half-formatted
 quorum (an ``up`` that failed between two formats) takes the id already on disk.
-They are formatted in parallel: each format is a JVM start (~2 s on two cores).
+They are formatted in parallel: each format is a JVM start, seconds of CPU.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def is_running(pid: int) -> bool:
         if _state(stat) != "Z":
             return True
         # A JVM's main thread can be a zombie while its other threads still tear down and
-        # hold its files and ports (seen after SIGKILL: an immediate restart found the
+        # hold its files and ports (an immediate restart after a SIGKILL can find the
         # port taken). The process is gone only when no thread of it is left running.
         return any(_state(task / "stat") not in ("Z", "X") for task in stat.parent.glob("task/*"))
     return True

@@ -78,10 +78,10 @@ class DevStackSettings(BaseSettings):
             of them plus the registry stay under 2.5 GB of RSS.
         registry_heap: the registry's ``-Xmx``.
         jvm_nice: the niceness the broker, controller and registry JVMs run at.
-            Negative puts them ahead of the work that loads them: under
-            ``stress --cpu 2`` plus a chaos suite (load average 42 on two cores), a
-            single KRaft node at the default 0 left its own broker's heartbeat 41.8 s
-            in the controller queue, fenced the broker and stayed unusable. A user who
+            Negative puts them ahead of the work that loads them: on an overloaded
+            machine a single KRaft node at the default 0 can leave its own broker's
+            heartbeat in the controller queue past the session, fence the broker and
+            stay unusable (docs/design/incident-history.md). A user who
             may not lower niceness (not root, no ``CAP_SYS_NICE``) gets one line in the
             JVM's log saying so, and the JVM runs at 0.
         ready_timeout_s: how long ``up`` waits for each service to answer.

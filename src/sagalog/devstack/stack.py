@@ -180,9 +180,9 @@ class LocalStack:
         """Stop the registry, then every Kafka node at once.
 
         SIGTERM, then SIGKILL after ``stop_timeout_s``. The nodes of a quorum get
-        SIGTERM together: stopped one after the other, the last one lost its quorum
-        and its controlled shutdown waited for a controller until the SIGKILL (30 s,
-        measured), so its logs needed recovery on the next start.
+        SIGTERM together: stopped one after the other, the last one loses its quorum
+        and its controlled shutdown waits for a controller until the SIGKILL, so its
+        logs need recovery on the next start.
         """
         with self._exclusive():
             registry = self._supervisor.stop(REGISTRY)

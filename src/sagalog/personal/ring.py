@@ -118,8 +118,9 @@ class SubjectKeys:
         """Read the key topic from where the last catch-up stopped to its current end.
 
         A consumer of its own per catch-up, closed after: one kept between catch-ups,
-        even paused, wakes for nothing and cost a writer ~50 us of CPU per event
-        (tests.bench.personal_data); a catch-up is every ``refresh_s`` and on a miss.
+        even paused, wakes for nothing and costs every writer CPU per event
+        (``tests.bench.personal_data`` shows it); a catch-up is every ``refresh_s`` and
+        on a miss.
         """
         if not self._partitions:
             self._partitions = self._ensure_topic()
@@ -221,8 +222,8 @@ class SubjectKeys:
         """Write ``(subject, key id, wrapped key or None)`` records and wait for them.
 
         A producer of its own per write, closed after: keys are written once per new
-        subject and per erasure, and an idle producer kept for them cost a writer
-        ~100 us of CPU per event in wake-ups (tests.bench.personal_data)."""
+        subject and per erasure, and an idle producer kept for them costs every writer
+        CPU per event in wake-ups (``tests.bench.personal_data`` shows it)."""
         producer = Producer(self.settings.producer_config())
         failures: list[KafkaError] = []
 

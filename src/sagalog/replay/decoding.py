@@ -340,7 +340,8 @@ def cyclic_gc_paused() -> Iterator[None]:
 
     Consuming and decoding allocate some ten objects per record, none of them in a
     reference cycle, so the collections those allocations trigger traverse young
-    objects for nothing: measured at an eighth of the replay's time. Reference
+    objects for nothing, a share of the replay's time worth having back
+    (docs/design/tuning-measurements.md). Reference
     counting still frees everything; the collector runs again afterwards. Nested
     pauses leave the collector to the outermost.
     """

@@ -257,8 +257,8 @@ class TopologyClient:
         """Return once the broker lists the new topic with all its partitions: the
         controller answers a creation before the brokers' metadata has it, and a
         command run right after ``apply`` (or the next change of this one) must find
-        the topic it was told exists (seen on a loaded machine: the topic just
-        recreated was missing from the next metadata request)."""
+        the topic it was told exists (on a loaded machine a topic just recreated can be
+        missing from the next metadata request)."""
         while True:
             listed = self.admin.list_topics(spec.name, timeout=self.timeout).topics.get(spec.name)
             if (

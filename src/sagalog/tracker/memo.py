@@ -80,7 +80,8 @@ class CommittedMemo:
         """Drop the kept records, how many: a burst ended, and the next events of the
         workflows that wait come minutes or days apart, each one RocksDB read away.
         Dropping is always safe (the tables hold what was committed); the watchdog does
-        it when it trims the heap, for the 3 MB the default keep costs an idle tracker."""
+        it when it trims the heap, for the memory the default keep holds in an idle
+        tracker (docs/design/tuning-measurements.md)."""
         count = len(self._records)
         self._records.clear()
         return count

@@ -16,10 +16,10 @@ zero-length, which can only lower a percentile, never raise a false alarm. So
 each.
 
 Keeping only measured spans matters twice. Spans no rule looks at no longer push
-measured ones out of the bounded ring. And the spans were kept through a burst of
-transitions, one small object at a time among the burst's short-lived ones, each
-pinning the allocator's memory around it, so a burst of workflows to a gate no rule
-measures left the tracker's heap grown (docs/design/tuning-measurements.md).
+measured ones out of the bounded ring. And spans kept through a burst of transitions,
+one small object at a time among the burst's short-lived ones, each pin the allocator's
+memory around them, so a burst of workflows to a gate no rule measures would leave the
+tracker's heap grown (docs/design/tuning-measurements.md).
 
 A rule fires once when it starts firing and again only after it stopped. Each worker
 evaluates the spans of its own partitions; after a restart the window refills.

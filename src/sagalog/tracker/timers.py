@@ -24,17 +24,18 @@ timers it still expects, so a timer it no longer expects (the step completed, th
 timer was cancelled, or it fired already and the delete was lost in a crash) is a
 no-op. Firing twice is harmless: exactly once in effect.
 
-**One wake-up key per workflow.** The table does not hold every timer: the record
-lists them, and the table holds one *wake-up* key per workflow with timers, due at or
-before the earliest of them (``TimerKind.WAKE``, ``arm``). A tick that reaches it
-fires the record's due timers and arms the next wake-up. A workflow that moves from
-step to step cancels one step's timeout and schedules the next one's, ten minutes
-later than the first: its wake-up stays where it is, so the step costs no table write
-and no changelog record. Before, each step put one key and deleted another (two
-changelog records per step, 6.4 of the saga bench's 23 records per saga). The price
-is an early wake-up, when the earliest timer was cancelled: it fires nothing, reads
-one record and arms the wake-up again, once per such timer and never per event.
-Keys of single timers, written by releases before this one, still fire as they did.
+**One wake-up key per workflow.** The table does not hold every timer: the record lists
+them, and the table holds one *wake-up* key per workflow with timers, due at or before
+the earliest of them (``TimerKind.WAKE``, ``arm``). A tick that reaches it fires the
+record's due timers and arms the next wake-up. A workflow that moves from step to step
+cancels one step's timeout and schedules the next one's, ten minutes later than the
+first: its wake-up stays where it is, so the step costs no table write and no changelog
+record. A key per timer would put one key and delete another at every step: two
+changelog records per step, a large share of a saga's records
+(docs/design/tuning-measurements.md). The price is an early wake-up, when the earliest
+timer was cancelled: it fires nothing, reads one record and arms the wake-up again, once
+per such timer and never per event. Keys of single timers, written by releases before
+this one, still fire as they did.
 """
 
 from __future__ import annotations

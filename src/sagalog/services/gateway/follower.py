@@ -12,16 +12,15 @@ follower started (the high watermarks it saw then), so the gateway does not answ
 the broker holds beyond what the model has applied, refreshed every
 ``lag_interval_s``.
 
-**A broker away** is an outage the follower rides out: librdkafka's consumer
-reconnects by itself, so the loop keeps running; a watermark or metadata call that
-times out marks the follower ``degraded`` (``/healthz`` says what and since when)
-and is retried with backoff (``RetryPolicy``, 0.5 s up to ``outage_retry_s``), and
-a follower that must start again (its consumer failed) starts from the stored
-offsets. Once ready it stays ready: the read model answers from RocksDB whatever
-the broker does, only later than the log (the lag says by how much). It was not so
-before: one watermark timeout stopped the follower, which then waited for a broker
-that was not there, and the gateway answered 503 to every request for the whole
-outage (14-19 s in a user's three-broker test).
+**A broker away** is an outage the follower rides out: librdkafka's consumer reconnects
+by itself, so the loop keeps running; a watermark or metadata call that times out marks
+the follower ``degraded`` (``/healthz`` says what and since when) and is retried with
+backoff (``RetryPolicy``, 0.5 s up to ``outage_retry_s``), and a follower that must
+start again (its consumer failed) starts from the stored offsets. Once ready it stays
+ready: the read model answers from RocksDB whatever the broker does, only later than the
+log (the lag says by how much). A follower that stopped at a watermark timeout would
+wait for a broker that is not there, and the gateway would answer 503 to every request
+for the whole outage.
 """
 
 from __future__ import annotations
@@ -107,9 +106,9 @@ def lag_of(*, high: int, low: int, applied: int | None, end_seen: int | None) ->
         applied: the offset after the last record applied (None: none yet).
         end_seen: where the consumer last reported the partition's end (its EOF).
             The tracker writes in transactions, and the commit marker after its last
-            record takes an offset no reader receives: the applied offset alone stayed
-            one short for good, the lag never read 0, and the gateway never gave its
-            rebuild's peak back (idle RSS = peak, 166 MB with 10,000 waiting).
+            record takes an offset no reader receives: the applied offset alone stays
+            one short for good, the lag never reads 0, and the gateway would never give
+            its rebuild's peak back (idle RSS = peak).
     """
     return max(0, high - max(low, applied or 0, end_seen or 0))
 

@@ -188,9 +188,10 @@ class Tracker:
             stream_buffer_maxsize=self.queue_capacity,
             # What the consumer holds ahead of the stream. faust's defaults take every
             # record of a fetch at once (no poll limit) and fetch 1 MiB per partition,
-            # which, compressed, is ~33,000 records: behind a backlog the tracker held
-            # 98,000 decoded records (140 MB) on three partitions, and the memory
-            # stayed with the process after the backlog was done.
+            # which, compressed, is tens of thousands of records: behind a backlog the
+            # tracker would hold that many decoded records per partition, and the memory
+            # stays with the process after the backlog is done
+            # (docs/design/incident-history.md).
             broker_max_poll_records=settings.batch_max,
             consumer_max_fetch_size=FETCH_BYTES_PER_PARTITION,
             logging_config=None,
@@ -628,7 +629,8 @@ class Tracker:
 
         Not "nothing past the group's committed offset": a transactional writer's last
         commit marker takes an offset no reader receives, so that stays one short for
-        good, and the tracker never trimmed after its first burst (idle RSS = its peak)."""
+        good, and the tracker would never trim after its first burst (idle RSS = its
+        peak)."""
         inputs = [tp for tp in self.input.assigned if tp.topic in self.workflow_topics]
         return bool(inputs) and all(self._unread(tp) is None for tp in inputs)
 

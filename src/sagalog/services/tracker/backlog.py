@@ -3,8 +3,8 @@
 The watchdog (``watchdog.Watchdog``) needs to know whether records wait that a stalled
 worker is not delivering. Asking faust's own consumer for its high watermark and
 position cannot tell: a consumer that came out of a rebalance and never fetched
-knows neither, which is exactly the stall to catch (seen in the v1/v2 deploy test:
-a replacement worker assigned, tables ready, nothing delivered, no watermark). So
+knows neither, which is exactly the stall to catch: a replacement worker assigned,
+its tables ready, nothing delivered and no watermark. So
 the probe asks the broker, with its own clients: the last stable offset (what a
 ``read_committed`` reader can reach) against the group's committed offset, and
 where they differ, whether a record can actually be read from there. The second

@@ -1,14 +1,13 @@
 """Batches of what has arrived: wait for the first record, take what else is there.
 
 The records are the tracker's input (``log_input``) and the clock's ticks. faust's
-``take_events(max, within)``, used before, wakes every ``within`` (10 ms) to look at its
-buffer, events or not: an idle tracker spent about 2% of a core on those wake-ups
-alone (its Python code was busy 0.3% of the time; the rest was the event loop
-going round). It also holds a lone event until the timer comes round. Here a pump
-task moves events into a queue; a batch starts when the first one arrives (no
-timer while idle) and takes whatever else is queued already, up to ``max_``, without
-waiting for more. Under load the queue fills while the previous batch is decided,
-so batches grow by themselves; at low load a hand-off waits for nothing.
+``take_events(max, within)`` wakes every ``within`` to look at its buffer, events or
+not: an idle tracker spends CPU on those wake-ups alone, nearly all of it the event loop
+going round (docs/design/tuning-measurements.md). It also holds a lone event until the
+timer comes round. Here a pump task moves events into a queue; a batch starts when the
+first one arrives (no timer while idle) and takes whatever else is queued already, up to
+``max_``, without waiting for more. Under load the queue fills while the previous batch
+is decided, so batches grow by themselves; at low load a hand-off waits for nothing.
 
 An interval (``interval_s``, as the agents' ``batch_interval_s``) bounds how many
 batches start: at most one per interval, so a busy tracker's batches grow instead

@@ -1,13 +1,13 @@
 """Restoring the tracker's tables at the speed of the log.
 
-faust restores a table by passing every changelog record through its stream
-machinery: an event object, the table's callbacks and a RocksDB write for each,
-about 100 µs a record (8,600 records/s measured). A worker replacing one that held
-10 million waiting workflows would need some twenty minutes. Here librdkafka reads
-the changelog partitions in batches of thousands, and each batch goes to the
-partition's RocksDB as one ``WriteBatch`` that also holds the offset faust restores
-from (its *persisted offset*). faust's own recovery, which runs next, then finds
-nothing left to read, and goes on as it always does (seek, resume, standbys).
+faust restores a table by passing every changelog record through its stream machinery:
+an event object, the table's callbacks and a RocksDB write for each. A worker replacing
+one that held millions of waiting workflows would spend many minutes restoring before it
+decides anything (docs/design/tuning-measurements.md). Here librdkafka reads the
+changelog partitions in batches of thousands, and each batch goes to the partition's
+RocksDB as one ``WriteBatch`` that also holds the offset faust restores from (its
+*persisted offset*). faust's own recovery, which runs next, then finds nothing left to
+read, and goes on as it always does (seek, resume, standbys).
 
 The result is faust's: records in offset order, a tombstone deletes its key, only
 committed records (``read_committed``), up to and including the last committed

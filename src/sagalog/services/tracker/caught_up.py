@@ -2,14 +2,14 @@
 
 A timer fires only once every workflow topic's partition was fetched up to its end:
 after a restart with a backlog, a step's completion still waiting in the log must not
-lose the race against its own timeout. The guard fails closed: a partition not
-fetched yet, or one whose position the consumer cannot tell, counts as unread, and
-its timers wait for the next tick. Before, an error in the check counted as "caught
-up", which turned the guard off exactly when the consumer was in trouble.
+lose the race against its own timeout. The guard fails closed: a partition not fetched
+yet, or one whose position the consumer cannot tell, counts as unread, and its timers
+wait for the next tick. An error counted as "caught up" would turn the guard off exactly
+when the consumer is in trouble.
 
-Three things are checked, because the first alone let an event lose to a timer (CI,
-``test_signals``): the tracker decided the tick, failed the workflow by its timeout,
-and read the event 100 ms later, to ignore it.
+Three things are checked, because the first alone lets an event lose to a timer: the
+tracker decides the tick, fails the workflow by its timeout, and reads the event a
+moment later, to ignore it (docs/design/incident-history.md).
 
 - The high watermark the consumer's last fetch reported (librdkafka's cached figure).
 - The ``read_committed`` end as the broker gives it when the timers are due (one

@@ -1,11 +1,11 @@
 """The tracker's input, read by librdkafka; faust keeps the group, the tables and the clock.
 
-faust's delivery was a quarter of the tracker's time at 340 sagas/s (py-spy, GIL):
-aiokafka parses every fetch response in Python, and each record then goes through
-faust's conductor, its stream and an event object before the tracker sees it. Here
-one librdkafka consumer reads the workflow topics' partitions this worker owns and
-hands the records over in lists, each record a small slotted object with the fields
-the tracker reads.
+faust's delivery is costly for a tracker under load
+(docs/design/tuning-measurements.md): aiokafka parses every fetch response in Python,
+and each record then goes through faust's conductor, its stream and an event object
+before the tracker sees it. Here one librdkafka consumer reads the workflow topics'
+partitions this worker owns and hands the records over in lists, each record a small
+slotted object with the fields the tracker reads.
 
 faust still decides who owns what: its group membership and assignor (the workflow
 topics stay in its subscription, so partition *p* of them, of the clock topic and of
@@ -250,7 +250,7 @@ class LogInput:
 
         Read from the thread's last look, not asked of the consumer: a librdkafka
         consumer called from a second thread while the first waits in ``consume``
-        blocked (seen: the event loop stuck in ``position``).
+        blocks, and the event loop with it (docs/design/incident-history.md).
         """
         if tp not in self.assigned:
             return None, None
@@ -311,7 +311,7 @@ class LogInput:
         """Refuse to read a topic this principal may not see, naming both.
 
         Without DESCRIBE the partition's metadata never comes and librdkafka waits
-        silently, delivering nothing and no error (seen on the secured broker); a
+        silently, delivering nothing and no error; a
         missing READ alone comes back as an error on the partition (``_read_error``).
         A broker that does not answer the check refuses nothing (``ends_the_input``).
         """
@@ -337,8 +337,8 @@ class LogInput:
         """Wait for the first record, then take what else is queued, without waiting.
 
         ``consume(n, timeout)`` returns only when it has ``n`` records or the timeout
-        ran out: asked for a batch, every record of a quiet tracker waited the whole
-        timeout (the tracker's hand-off p50 went from 71 to 166 ms at half load).
+        ran out: asked for a batch, every record of a quiet tracker would wait the whole
+        timeout, and with it every tracker hand-off (docs/design/tuning-measurements.md).
         """
         first = consumer.poll(CONSUME_WAIT_S)
         if first is None:
@@ -353,8 +353,8 @@ class LogInput:
         librdkafka knows a position only once it delivered a record of the partition;
         a partition read to its end is also known by where its end was reported
         (``enable.partition.eof``). Without that, an empty partition (a flow nobody
-        started yet) counted as unread for good, and the timers of its partition
-        number never fired (seen: the demo's 200 requests stuck at their gates).
+        started yet) would count as unread for good, and the timers of its partition
+        number would never fire (docs/design/incident-history.md).
         """
         ends: dict[tuple[str, int], tuple[int | None, int | None]] = {}
         for at in consumer.position(parts):

@@ -1,14 +1,14 @@
 """Which input offsets the tracker finished, so it can commit them itself.
 
-faust commits what its streams acked, and keeps, per partition, every offset it
-did not see (an ``IntervalTree`` of gaps) to avoid committing past one. Agents
-write in transactions, so every hand-off leaves a gap (the commit marker): in the
-saga benchmark that bookkeeping was a fifth of the tracker's CPU (``_add_gap``,
-``_new_offset``, intervaltree). The tracker needs none of it: a batch is finished
-only when all of it is decided, published and stored (``processor.commit``), and
-batches of a partition finish in order. So the source topic is read with acks off
-and this book keeps, per partition, one number: the offset after the last record
-of the last finished batch. A timer commits what moved.
+faust commits what its streams acked, and keeps, per partition, every offset it did not
+see (an ``IntervalTree`` of gaps) to avoid committing past one. Agents write in
+transactions, so every hand-off leaves a gap (the commit marker), and that bookkeeping
+(``_add_gap``, ``_new_offset``, intervaltree) is a large share of a busy tracker's CPU
+(docs/design/tuning-measurements.md). The tracker needs none of it: a batch is finished
+only when all of it is decided, published and stored (``processor.commit``), and batches
+of a partition finish in order. So the source topic is read with acks off and this book
+keeps, per partition, one number: the offset after the last record of the last finished
+batch. A timer commits what moved.
 """
 
 from __future__ import annotations

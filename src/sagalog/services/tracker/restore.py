@@ -22,8 +22,8 @@ partition, found by reading the partition's tail with a ``read_committed`` consu
 window when the tail holds nothing committed). A worker restarting with current
 tables has already applied that record, and restores nothing.
 
-3. **It restores up to there, in bulk** (``bulk_restore``): some ten times faster than
-   faust's record-at-a-time path, which then finds every partition current.
+3. **It restores up to there, in bulk** (``bulk_restore``): far faster than faust's
+   record-at-a-time path, which then finds every partition current.
 
 One exception: a RocksDB ahead of its changelog's committed end (``restore_target``).
 The tracker stores a write only once its transaction committed, so a persisted offset

@@ -5,10 +5,9 @@ partitions, 48 on twelve) and gives each its own block cache and memtables, so t
 bound on the tracker's RocksDB memory multiplied with the partitions (4 MB of cache
 and 2 x 4 MB of memtables each: up to 288 MB on six). Here every database shares one
 block cache and one memtable limit (``TrackerSettings.rocksdb_cache_mb``,
-``rocksdb_memtables_mb``), whatever the partition count. With 100,000 workflows
-waiting the budget held 9.5 MB of memtables and a full 16 MB cache; the tracker's
-idle RSS (180 MB at 10,000, 280 MB at 100,000) was the same with per-database
-bounds, so its growth lies elsewhere.
+``rocksdb_memtables_mb``), whatever the partition count. (What the budget holds with
+many workflows waiting, against per-database bounds:
+docs/design/tuning-measurements.md.)
 """
 
 from __future__ import annotations

@@ -85,9 +85,8 @@ class TrackerSettings(ServiceSettings):
         le=5,
         description="How long every batch's first record waits for more before the batch "
         "is decided, idle or not (0: no wait beyond batch_interval_s). More batching than "
-        "the interval buys, at the cost of every tracker hand-off: at 100 sagas/s, 0.1 s "
-        "instead of a 0.1 s interval cost ~10% less CPU per saga for a tracker hand-off "
-        "p50 of ~75 ms instead of ~70, and ~100 ms more when the tracker is idle.",
+        "the interval buys, at the cost of every tracker hand-off, idle or busy "
+        "(docs/tracker.md, 'Batches').",
     )
     batch_interval_s: float = Field(
         default=0.1,
@@ -97,10 +96,9 @@ class TrackerSettings(ServiceSettings):
         "batch_interval_s: a busy tracker's batches grow instead of multiplying (each "
         "costs a transaction per partition and writes a workflow's record once however "
         "many of its events it holds), while the first record after a quiet spell is "
-        "decided at once (0: every batch starts as soon as the last one ended). At 100 "
-        "sagas/s, 0.1 s cut the tracker's and the broker's CPU per saga by about a quarter "
-        "and a third and the records per saga from ~40 to ~25, for a tracker hand-off "
-        "p50 of ~70 ms instead of ~15.",
+        "decided at once (0: every batch starts as soon as the last one ended). Longer "
+        "cuts the tracker's and the broker's CPU and records per saga and lengthens the "
+        "tracker's hand-offs (docs/tracker.md, 'Batches').",
     )
     records_kept: int = Field(
         default=RECORDS_KEPT,

@@ -1,15 +1,14 @@
 """Which partitions a tracker worker has stopped reading: a pure judgement.
 
-A worker can stop delivering one partition while others flow (seen in the chaos
-suite: after a broker restart, one workflow partition sat unread for minutes while
-the rest moved, so a watchdog that waited for the whole worker to go quiet never
-fired). Per partition, then: a partition is *suspect* while committed records lie
-past the group's committed offset; it is *stalled* when it stayed suspect with that
-offset unmoved for ``after_s``. A worker that is merely busy commits every second
-and is never stalled; one that is idle has nothing past its offset. A worker deep
-in a backlog is neither: one partition's few records (a clock tick) can wait
-behind thousands of another's in the stream's full queue for longer than
-``after_s`` (``waiting_its_turn``).
+A worker can stop delivering one partition while others flow (after a broker restart,
+say), so a watchdog that waits for the whole worker to go quiet never fires
+(docs/design/incident-history.md). Per partition, then: a partition is *suspect* while
+committed records lie past the group's committed offset; it is *stalled* when it stayed
+suspect with that offset unmoved for ``after_s``. A worker that is merely busy commits
+every second and is never stalled; one that is idle has nothing past its offset. A
+worker deep in a backlog is neither: one partition's few records (a clock tick) can wait
+behind thousands of another's in the stream's full queue for longer than ``after_s``
+(``waiting_its_turn``).
 """
 
 from __future__ import annotations
@@ -59,8 +58,8 @@ def unread(
     The worker's own book says how far it decided each partition. Where that is past
     the group's committed offset, the records were read and decided; only the commit
     did not land (one in flight across a rebalance, or overtaken by an older one): the
-    cure is to commit again, not to restart. Seen in the chaos suite's rebalance
-    storm: three restarts of a worker that had decided everything.
+    cure is to commit again, not to restart, which would throw away a worker that
+    decided everything (docs/design/incident-history.md).
 
     Returns:
         The partitions not read (restart the worker), and the offsets to commit
@@ -81,11 +80,10 @@ def unread(
 def waiting_its_turn(*, queued: int, capacity: int, progressed: bool) -> bool:
     """Whether records past a partition's offset may just be queued behind a backlog.
 
-    True while the worker decided a batch since the last look and its stream's queue
-    is at least half full: the fetcher hands partitions over in turns, and a busy
-    queue is drained in order, so a partition with little in it can wait its turn
-    for tens of seconds (seen with 100,000 workflows preloaded: a clock tick waited
-    over 20 s behind the workflow topic's records). A full queue that nobody takes
-    from (no progress) is a stall like any other.
+    True while the worker decided a batch since the last look and its stream's queue is
+    at least half full: the fetcher hands partitions over in turns, and a busy queue is
+    drained in order, so a partition with little in it (a clock tick) can wait its turn
+    behind another's backlog for tens of seconds. A full queue that nobody takes from
+    (no progress) is a stall like any other.
     """
     return progressed and queued * 2 >= capacity
