@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from demo.driver import Calendar, Driver, Planned, bar, history
+from demo.driver import Calendar, Driver, PhaseBars, Planned, history
 from demo.filing_driver import FilingDriver
 from demo.filing_scenario import Filing, FilingPlan, build_filings
 from demo.fleet import WORKFLOWS, Fleet, FleetConfig
@@ -44,6 +44,7 @@ from sagalog.audit import (
     verify,
 )
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
+from sagalog.cli.tables import print_table
 from sagalog.cluster import connect_admin
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
@@ -189,7 +190,7 @@ def run_procurement(
         topic=fleet.topic_of("procurement"),
         tracker_app_id=fleet.config.tracker_app_id,
         requests=requests,
-        progress=bar,
+        progress=PhaseBars(),
     )
     started = time.monotonic()
     try:
@@ -229,7 +230,7 @@ def run_filings(
         topic=fleet.topic_of("filing"),
         tracker_app_id=fleet.config.tracker_app_id,
         filings=filings,
-        progress=bar,
+        progress=PhaseBars(),
     )
     started = time.monotonic()
     try:
@@ -356,17 +357,31 @@ def summarize(
 
 def print_summary(workflow: str, summary: dict[str, Any]) -> None:
     print()
-    print(f"{workflow + ': terminal state':<26}{'workflows':>10}{'planned':>10}")
-    for state in sorted(set(summary["expected"]) | set(summary["by_terminal_state"])):
-        got = summary["by_terminal_state"].get(state, 0)
-        print(f"{state:<26}{got:>10}{summary['expected'].get(state, 0):>10}")
-    print(f"{'stuck':<26}{summary['stuck']:>10}{0:>10}")
+    states = sorted(set(summary["expected"]) | set(summary["by_terminal_state"]))
+    print_table(
+        (f"{workflow}: terminal state", "workflows", "planned"),
+        [
+            *(
+                (
+                    state,
+                    str(summary["by_terminal_state"].get(state, 0)),
+                    str(summary["expected"].get(state, 0)),
+                )
+                for state in states
+            ),
+            ("stuck", str(summary["stuck"]), "0"),
+        ],
+        right={1, 2},
+    )
     print()
-    print(f"{'time in state (virtual)':<26}{'transitions':>12}{'p50':>12}{'p95':>12}")
-    for state, figures in summary["time_in_state_ms"].items():
-        print(
-            f"{state:<26}{figures['count']:>12}{_dur(figures['p50']):>12}{_dur(figures['p95']):>12}"
-        )
+    print_table(
+        ("time in state (virtual)", "transitions", "p50", "p95"),
+        [
+            (state, str(figures["count"]), _dur(figures["p50"]), _dur(figures["p95"]))
+            for state, figures in summary["time_in_state_ms"].items()
+        ],
+        right={1, 2, 3},
+    )
     agents = summary.get("agents")
     if agents:
         print()

@@ -20,7 +20,6 @@ filings' driver (``filing_driver``) is its other user.
 from __future__ import annotations
 
 import functools
-import sys
 import time
 import uuid
 from collections import Counter
@@ -31,6 +30,7 @@ from typing import Any, Protocol
 from demo.scenario import Plan, Request
 from sagalog.backoff import RetryPolicy, retry_within
 from sagalog.cli.gateway_client import GatewayClient
+from sagalog.cli.progress_bars import ProgressBars
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.errors import ServiceUnavailableError
 from sagalog.flows.states import TERMINAL_STATES
@@ -263,13 +263,18 @@ class Driver(Calendar):
         )
 
 
-def bar(phase: str, done: int, of: int, final: bool, *, width: int = 30) -> None:
-    """A one-line progress bar on stderr, redrawn in place until the phase ends."""
-    filled = int(width * done / of) if of else width
-    sys.stderr.write(f"\r  {phase:<20} [{'#' * filled}{'.' * (width - filled)}] {done}/{of}  ")
-    if final:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+class PhaseBars:
+    """The driver's phases as progress bars on stderr, drawn as the CLI draws its own
+    (``sagalog.cli.progress_bars``): redrawn in place on a terminal, a plain line now
+    and then in a log."""
+
+    def __init__(self) -> None:
+        self.bars = ProgressBars()
+
+    def __call__(self, phase: str, done: int, of: int, final: bool) -> None:
+        self.bars.show(phase, done, of)
+        if final:
+            self.bars.close()
 
 
 def history(gateway: GatewayClient, workflow_id: str) -> dict[str, Any]:
