@@ -1,10 +1,11 @@
-"""Pydantic event classes: the typed face of a schema in ``schemas/``.
+"""Pydantic event classes: the one definition of an event.
 
-A class mirrors one ``.avsc`` by name and fields (``procurement.v1.BudgetReserved``
-in ``schemas/procurement/v1/budget_reserved.avsc`` is ``class BudgetReserved(Event)``
-with ``event_type = "procurement.v1.BudgetReserved"``). ``contracts.drift`` compares
-the two so a test fails the moment they disagree. Every subclass is registered by
-its event type, so a runtime can go from a ``ce_type`` header to the class.
+A class generates its ``.avsc`` (``contracts.avro_from_model``, ``sagalog schemas
+generate``): ``class BudgetReserved(Event)`` with ``event_type =
+"procurement.v1.BudgetReserved"`` writes ``schemas/procurement/v1/budget_reserved.avsc``,
+its docstring's first paragraph the record's doc and its attribute docstrings the
+fields' docs (``use_attribute_docstrings``). Every subclass is registered by its event
+type, so a runtime can go from a ``ce_type`` header to the class.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from sagalog.errors import SchemaError
 class Event(BaseModel):
     """Base of every event class: immutable, and strict about unknown fields."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     event_type: ClassVar[str]
     _by_type: ClassVar[dict[str, type[Event]]] = {}
