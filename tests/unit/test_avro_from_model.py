@@ -206,7 +206,9 @@ def test_an_unsupported_type_is_refused_naming_the_class_and_the_field() -> None
 )
 def test_a_type_without_one_avro_form_says_what_to_write(annotation: object, message: str) -> None:
     name = f"Odd{abs(hash(message))}"
-    model = type(name, (Event,), {"__annotations__": {"odd": annotation}, "event_type": f"t.v1.{name}"})
+    model = type(
+        name, (Event,), {"__annotations__": {"odd": annotation}, "event_type": f"t.v1.{name}"}
+    )
     with pytest.raises(SchemaError, match=f"field 'odd': {message}"):
         event_schema(model)
 
@@ -266,7 +268,7 @@ def test_the_platform_records_used_inside_events_come_from_their_classes() -> No
     assert blob_ref_schema() == record_schema(BlobRef)
     assert blob_ref_schema()["namespace"] == "sagalog.v1"
     assert "doc" not in LINEAGE_AVRO_TYPE, "the registry holds DecisionLineage without a doc"
-    assert LINEAGE_AVRO_TYPE == record_schema(DecisionLineage)
+    assert record_schema(DecisionLineage) == LINEAGE_AVRO_TYPE
 
 
 # The repository: every committed schema is what its class generates.
