@@ -15,7 +15,6 @@ import fastavro
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from sagalog.cli.event_modules import classes_of
 from sagalog.contracts.avro_from_model import (
     event_schema,
     event_schema_text,
@@ -278,7 +277,7 @@ def test_the_platform_records_used_inside_events_come_from_their_classes() -> No
 def classes() -> dict[str, type[Event]]:
     for module in EVENT_MODULES:
         importlib.import_module(module)
-    return classes_of(Event.registered(), EVENT_MODULES)
+    return Event.defined_in(EVENT_MODULES)
 
 
 def test_every_schema_has_a_class_and_every_class_a_schema(

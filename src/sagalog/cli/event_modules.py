@@ -18,16 +18,12 @@ from __future__ import annotations
 
 import importlib
 import tomllib
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from sagalog.cli.agent_modules import add_import_paths
-from sagalog.contracts.models import Event
+from sagalog.contracts.models import PLATFORM_EVENTS, Event
 from sagalog.errors import ConfigurationError
-
-PLATFORM_EVENTS = "sagalog.events"
-"""The module of the platform's own events, part of every project."""
 
 _EXAMPLE = '[tool.sagalog]\nevent-modules = ["<package>.events"]\nimport-paths = ["src"]'
 
@@ -83,10 +79,4 @@ def find_event_classes(root: Path) -> dict[str, type[Event]]:
                 f"[tool.sagalog] event-modules): {exc}; fix the name, or add the folder that "
                 "holds it to import-paths"
             ) from exc
-    return classes_of(Event.registered(), modules)
-
-
-def classes_of(registered: Mapping[str, type[Event]], modules: list[str]) -> dict[str, type[Event]]:
-    """The event classes defined in ``modules`` (not merely imported there): tests and
-    other modules may declare events of their own, which are not the project's."""
-    return {t: c for t, c in registered.items() if c.__module__ in modules}
+    return Event.defined_in(modules)

@@ -10,11 +10,15 @@ type, so a runtime can go from a ``ce_type`` header to the class.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict
 
 from sagalog.errors import SchemaError
+
+PLATFORM_EVENTS = "sagalog.events"
+"""The module of the platform's own events, part of every project's schemas."""
 
 
 class Event(BaseModel):
@@ -48,6 +52,13 @@ class Event(BaseModel):
     def registered(cls) -> dict[str, type[Event]]:
         """Every event class imported so far, by event type."""
         return dict(cls._by_type)
+
+    @classmethod
+    def defined_in(cls, modules: Iterable[str]) -> dict[str, type[Event]]:
+        """The event classes defined in ``modules`` (not merely imported there), by event
+        type: tests and other modules may declare events that are not a project's."""
+        wanted = set(modules)
+        return {t: c for t, c in cls._by_type.items() if c.__module__ in wanted}
 
     def to_avro(self) -> dict[str, Any]:
         """The Avro datum for this event (enums as their symbols)."""
