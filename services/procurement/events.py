@@ -5,12 +5,17 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import enum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from sagalog import BlobRef, DecisionLineage, Event
+from sagalog import BlobRef, DecisionLineage, Event, PersonalData, enum_default
+
+Money = Annotated[decimal.Decimal, Field(max_digits=14, decimal_places=2)]
+"""An amount in a currency's units, to the cent (Avro decimal, precision 14, scale 2)."""
 
 
+@enum_default("NORMAL")
 class Priority(enum.StrEnum):
     LOW = "LOW"
     NORMAL = "NORMAL"
@@ -24,30 +29,34 @@ class RequestSubmitted(Event):
     event_type = "procurement.v1.RequestSubmitted"
 
     request_id: str
-    requester: str
+    requester: Annotated[str, PersonalData(subject="requester")]
+    """The requester's e-mail address: personal data, encrypted per requester
+    (sagalog.personal)."""
     department: str
     title: str
     description: str
-    amount: decimal.Decimal
+    amount: Money
     currency: str
+    """ISO 4217 code."""
     vendor: str
     priority: Priority = Priority.NORMAL
     submitted_at: dt.datetime
 
 
 class BudgetReserved(Event):
-    """The ledger holds the amount against a cost center until spent or released."""
+    """The budget ledger holds the request's amount against a cost center until it is spent
+    or released."""
 
     event_type = "procurement.v1.BudgetReserved"
 
     reservation_id: str
     cost_center: str
-    amount: decimal.Decimal
+    amount: Money
     currency: str
 
 
 class BudgetReleased(Event):
-    """Compensation of BudgetReserved."""
+    """Compensation of BudgetReserved: the reservation no longer holds any amount."""
 
     event_type = "procurement.v1.BudgetReleased"
 
@@ -56,38 +65,48 @@ class BudgetReleased(Event):
 
 
 class RequestClassified(Event):
-    """The intake agent classified a request and extracted its fields from the text."""
+    """The intake agent classified a purchase request and extracted its fields from the free
+    text."""
 
     event_type = "procurement.v1.RequestClassified"
 
     request_id: str
     category: str
+    """The purchase category, e.g. software, hardware, services, travel."""
     confidence: float
+    """The classifier's confidence in the category, 0 to 1."""
     extracted: dict[str, str]
+    """Fields read from the request's text (e.g. quantity, cost_center, contract_term)."""
     classifier: str
+    """Which classifier decided, with its version."""
 
 
 class RetrievedDocument(BaseModel):
-    """One policy or prior contract that applies to a request, best match first."""
+    """One policy or prior contract, best match first."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     document_id: str
     kind: str
+    """policy or contract."""
     title: str
     score: float
+    """The retriever's relevance score."""
 
 
 class PoliciesRetrieved(Event):
-    """The retrieval agent found the policies and prior contracts for a request."""
+    """The retrieval agent found the policies and prior contracts that apply to a
+    request."""
 
     event_type = "procurement.v1.PoliciesRetrieved"
 
     request_id: str
     documents: list[RetrievedDocument]
     retriever: str
+    """Which retriever searched, e.g. bm25 over the policy corpus."""
 
 
+@enum_default("HIGH")
 class RiskLevel(enum.StrEnum):
     LOW = "LOW"
     MEDIUM = "MEDIUM"
@@ -95,17 +114,23 @@ class RiskLevel(enum.StrEnum):
 
 
 class RiskScored(Event):
-    """The risk agent scored a request; ``lineage`` says which model decided and why."""
+    """The risk agent scored a request; its lineage says which model decided, on what prompt
+    and from which inputs."""
 
     event_type = "procurement.v1.RiskScored"
 
     request_id: str
     score: float
+    """Risk from 0 (none) to 1 (certain)."""
     level: RiskLevel
     rationale: str
+    """Why, for the approver."""
     factors: list[str]
+    """The risk factors found."""
     lineage: DecisionLineage
     prompt: str | BlobRef | None = None
+    """The prompt the model was given: inline when small, else a blob of the blob store,
+    which the audit checks against this hash (sagalog.blobs)."""
 
 
 class PurchaseOrderCreated(Event):
@@ -114,14 +139,16 @@ class PurchaseOrderCreated(Event):
     event_type = "procurement.v1.PurchaseOrderCreated"
 
     purchase_order_id: str
+    """The ERP's id of the order."""
     request_id: str
     vendor: str
-    amount: decimal.Decimal
+    amount: Money
     currency: str
+    """ISO 4217 code."""
 
 
 class PurchaseOrderCancelled(Event):
-    """Compensation of PurchaseOrderCreated."""
+    """Compensation of PurchaseOrderCreated: the ERP order is cancelled."""
 
     event_type = "procurement.v1.PurchaseOrderCancelled"
 
@@ -130,7 +157,8 @@ class PurchaseOrderCancelled(Event):
 
 
 class VendorNotified(Event):
-    """The vendor was sent the purchase order: irreversible, its follow-up is a correction."""
+    """The notification agent sent the purchase order to the vendor; a sent message cannot
+    be unsent."""
 
     event_type = "procurement.v1.VendorNotified"
 
@@ -138,11 +166,14 @@ class VendorNotified(Event):
     purchase_order_id: str
     vendor: str
     channel: str
+    """How the vendor was reached, e.g. email."""
     message_id: str
+    """The mail service's id of the message."""
 
 
 class CorrectionNoticeSent(Event):
-    """Follow-up of VendorNotified: the vendor was told the order no longer stands."""
+    """Follow-up of the irreversible VendorNotified: the vendor was told the order no longer
+    stands."""
 
     event_type = "procurement.v1.CorrectionNoticeSent"
 

@@ -49,6 +49,9 @@ if TYPE_CHECKING:
     from sagalog.blobs.store import BlobRef as BlobRef
 
     # Events, sagalog's own among them, and their contracts.
+    from sagalog.contracts.avro_types import Int32 as Int32
+    from sagalog.contracts.avro_types import PersonalData as PersonalData
+    from sagalog.contracts.avro_types import enum_default as enum_default
     from sagalog.contracts.catalog import EventSchema as EventSchema
     from sagalog.contracts.catalog import SchemaCatalog as SchemaCatalog
     from sagalog.contracts.codec import EventCodec as EventCodec

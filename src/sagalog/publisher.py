@@ -136,8 +136,9 @@ class EventPublisher:
     def publish_event(self, topic: str, event: Event, **metadata: Any) -> PublishedEvent:
         """Publish a typed event (see ``publish`` for the metadata arguments).
 
-        The class was validated by pydantic and matches its schema (the drift test
-        guards that), so the payload goes straight to the encoder.
+        The class was validated by pydantic and its schema is generated from it (``sagalog
+        schemas check`` fails when the committed file is not), so the payload goes
+        straight to the encoder.
         """
         return self._send(topic, event.to_avro(), self._headers(event.event_type, **metadata))
 

@@ -94,7 +94,6 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         "sagalog/py.typed",
         "sagalog/services/tracker/__main__.py",
         "sagalog/services/gateway/__main__.py",
-        "sagalog/scaffold/platform_schemas/v1/step_failed.avsc",
         "sagalog/scaffold/template/src/{{package}}/orders.py.tmpl",
         "sagalog/devstack/bundled/devstack-lock.json",
     ):

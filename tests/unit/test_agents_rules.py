@@ -105,21 +105,6 @@ def test_decision_lineage_names_parameters_template_and_each_input_by_hash() -> 
     }
 
 
-def test_lineage_model_matches_its_avro_record() -> None:
-    from sagalog.agents.lineage import LINEAGE_AVRO_TYPE, DecisionLineage
-    from sagalog.contracts.catalog import EventSchema
-    from sagalog.contracts.drift import model_drift
-
-    schema = EventSchema(
-        name="sagalog.v1.DecisionLineage",
-        path=__import__("pathlib").Path("x"),
-        definition=LINEAGE_AVRO_TYPE,
-        text="",
-        parsed=None,
-    )
-    assert model_drift(DecisionLineage, schema) == []
-
-
 def test_a_retry_mark_with_an_unreadable_origin_reads_as_none() -> None:
     for origin in (b"", b"t/5", b"t/x/5", b"/0/5", b"t/0/-1"):
         mark = read_mark([("sagalog_attempt", b"1"), ("sagalog_origin", origin)])

@@ -173,7 +173,13 @@ def flows(repo_root: Path) -> list[Any]:
 @pytest.mark.parametrize("index", range(len(blocks("python"))))
 def test_every_python_block_runs(index: int, flows: list[Any]) -> None:
     namespace: dict[str, Any] = {"__name__": f"readme_block_{index}"}
-    exec(compile(blocks("python")[index], f"docs python block {index + 1}", "exec"), namespace)
+    # dont_inherit: a block runs as a user's file would, without this module's
+    # `from __future__ import annotations` (postponed annotations a class defined in an
+    # exec'd namespace could not resolve).
+    code = compile(
+        blocks("python")[index], f"docs python block {index + 1}", "exec", dont_inherit=True
+    )
+    exec(code, namespace)
     agent = namespace.get("agent")
     if isinstance(agent, Agent):
         check_agent_contract(agent, flows)

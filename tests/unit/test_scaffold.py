@@ -6,11 +6,13 @@ virtual environment, are ``tests/integration/test_scaffold.py``.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from sagalog.cli.main import cli
@@ -47,8 +49,9 @@ def test_it_writes_a_whole_project_with_the_platform_schemas(project: Path) -> N
         "tests/test_orders.py",
     ):
         assert (project / path).is_file(), path
-    platform = sorted(p.name for p in (REPO / "schemas" / "sagalog" / "v1").glob("*.avsc"))
-    assert sorted(p.name for p in (project / "schemas/sagalog/v1").glob("*.avsc")) == platform
+    platform = {p.name: p.read_text() for p in (REPO / "schemas" / "sagalog" / "v1").glob("*.avsc")}
+    written = {p.name: p.read_text() for p in (project / "schemas/sagalog/v1").glob("*.avsc")}
+    assert written == platform, "generated from sagalog.events, as the repository's are"
     leftovers = [p for p in project.rglob("*") if p.is_file() and "{{" in p.read_text()]
     assert leftovers == []
 
@@ -122,3 +125,37 @@ def test_a_folder_with_files_is_not_overwritten(tmp_path: Path) -> None:
     assert (tmp_path / "mine.txt").read_text() == "keep me"
     result = CliRunner().invoke(cli, ["new", "shop", "--dir", str(tmp_path)])
     assert result.exit_code == 2 and "not empty" in result.output
+
+
+def test_its_schemas_are_generated_from_its_classes_and_pass_the_check(project: Path) -> None:
+    assert not list((REPO / "src/sagalog/scaffold/template").rglob("*.avsc*")), (
+        "the template ships classes, not schemas"
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "sagalog", "schemas", "check"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    placed = json.loads((project / "schemas/acme_shop/v1/order_placed.avsc").read_text())
+    assert placed["namespace"] == "acme_shop.v1"
+    assert [f["name"] for f in placed["fields"]] == ["order_id", "item", "quantity", "amount_cents"]
+
+
+def test_its_workflow_topic_carries_what_its_flow_names_without_a_list(project: Path) -> None:
+    document = yaml.safe_load((project / "topology/topics.yaml").read_text())
+    assert "schemas" not in document["topics"]["acme_shop.orders"]
+    topology = load_topology(
+        project / "topology", known_schemas=SchemaCatalog.load(project / "schemas")
+    )
+    orders = topology.topic("acme_shop.orders")
+    assert orders is not None
+    assert {
+        "acme_shop.v1.OrderPlaced",
+        "acme_shop.v1.PaymentTaken",
+        "acme_shop.v1.PaymentRefunded",
+        "acme_shop.v1.StockConfirmed",
+        "sagalog.v1.CompensationRequested",
+        "sagalog.v1.WorkflowCancelled",
+    } <= set(orders.schemas)

@@ -12,31 +12,21 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-LINEAGE_AVRO_TYPE = {
-    "type": "record",
-    "name": "DecisionLineage",
-    "namespace": "sagalog.v1",
-    "fields": [
-        {"name": "model_id", "type": "string"},
-        {"name": "prompt_hash", "type": "string"},
-        {"name": "input_refs", "type": {"type": "array", "items": "string"}},
-        {"name": "decided_at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "parameters", "type": {"type": "map", "values": "string"}, "default": {}},
-        {"name": "template_hash", "type": ["null", "string"], "default": None},
-        {"name": "input_hashes", "type": {"type": "map", "values": "string"}, "default": {}},
-    ],
-}
+from sagalog.contracts.avro_from_model import record_schema
 
 
+# Which model decided, with which parameters, on what prompt from which template, from
+# which inputs (each by its hash, so the audit can tell a changed input). A comment, not a
+# docstring: a docstring's first paragraph becomes the Avro record's doc, and the registry
+# holds sagalog.v1.DecisionLineage without one. For the same reason the attribute
+# docstrings below stay out of the schema (no use_attribute_docstrings).
 class DecisionLineage(BaseModel):
-    """Which model decided, with which parameters, on what prompt from which template,
-    from which inputs (each by its hash, so the audit can tell a changed input)."""
-
     model_config = ConfigDict(frozen=True, extra="forbid")
+    avro_namespace: ClassVar[str] = "sagalog.v1"  # the platform's record in any event
 
     model_id: str
     prompt_hash: str
@@ -50,6 +40,10 @@ class DecisionLineage(BaseModel):
     under one version of the instructions can be told from another's."""
     input_hashes: dict[str, str] = Field(default_factory=dict)
     """``input_refs`` entries with the hash of the content the prompt was built from."""
+
+
+LINEAGE_AVRO_TYPE = record_schema(DecisionLineage)
+"""The Avro record of ``DecisionLineage``, as a ``lineage`` field's type."""
 
 
 def prompt_hash(prompt: str | bytes) -> str:

@@ -21,7 +21,7 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -44,8 +44,11 @@ class BlobModified(BlobError):
 
 
 class BlobRef(BaseModel):
-    """What an event holds in place of a large payload; also the type of an event
-    model's field that holds one (``prompt: str | BlobRef | None``).
+    """A payload kept in the blob store, named by the sha256 of its bytes.
+
+    What an event holds in place of a large payload; also the type of an event model's
+    field that holds one (``prompt: str | BlobRef | None``). Its first paragraph is the
+    Avro record's doc (``blob_ref_schema``), as the registry holds it.
 
     Attributes:
         sha256: the lowercase hex sha256 of the bytes: the blob's name. A reference
@@ -56,6 +59,7 @@ class BlobRef(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True)
+    avro_namespace: ClassVar[str] = "sagalog.v1"  # the platform's record in any event
 
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size: int = Field(ge=0)
@@ -117,18 +121,10 @@ class BlobRef(BaseModel):
 
 def blob_ref_schema() -> dict[str, Any]:
     """The Avro record of a ``BlobRef``, to put in a field's type (a union with
-    ``string`` holds a payload inline when it is small)."""
-    return {
-        "type": "record",
-        "name": "BlobRef",
-        "namespace": "sagalog.v1",
-        "doc": "A payload kept in the blob store, named by the sha256 of its bytes.",
-        "fields": [
-            {"name": "sha256", "type": "string"},
-            {"name": "size", "type": "long"},
-            {"name": "media_type", "type": "string"},
-        ],
-    }
+    ``string`` holds a payload inline when it is small), generated from the class."""
+    from sagalog.contracts.avro_from_model import record_schema
+
+    return record_schema(BlobRef)
 
 
 class BlobStore(Protocol):

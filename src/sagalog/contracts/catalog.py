@@ -29,6 +29,11 @@ def file_name_for(record_name: str) -> str:
     return _SNAKE_BOUNDARY.sub("_", record_name).lower() + ".avsc"
 
 
+def same_schema(left: Any, right: Any) -> bool:
+    """Whether two schema JSON forms are equal, ignoring whitespace and key order."""
+    return bool(json.dumps(left, sort_keys=True) == json.dumps(right, sort_keys=True))
+
+
 @dataclass(frozen=True)
 class EventSchema:
     """One event type's schema as committed in ``schemas/``.

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import fastavro
 
-from sagalog.contracts.catalog import SchemaCatalog
-from sagalog.contracts.registry import SchemaRegistry, same_schema, subject_for
+from sagalog.contracts.catalog import SchemaCatalog, same_schema
+from sagalog.contracts.registry import SchemaRegistry, subject_for
 from sagalog.errors import SchemaError
 from sagalog.personal.envelope import parse as parse_envelope
 from sagalog.personal.fields import PersonalField, personal_fields

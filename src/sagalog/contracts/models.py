@@ -1,25 +1,30 @@
-"""Pydantic event classes: the typed face of a schema in ``schemas/``.
+"""Pydantic event classes: the one definition of an event.
 
-A class mirrors one ``.avsc`` by name and fields (``procurement.v1.BudgetReserved``
-in ``schemas/procurement/v1/budget_reserved.avsc`` is ``class BudgetReserved(Event)``
-with ``event_type = "procurement.v1.BudgetReserved"``). ``contracts.drift`` compares
-the two so a test fails the moment they disagree. Every subclass is registered by
-its event type, so a runtime can go from a ``ce_type`` header to the class.
+A class generates its ``.avsc`` (``contracts.avro_from_model``, ``sagalog schemas
+generate``): ``class BudgetReserved(Event)`` with ``event_type =
+"procurement.v1.BudgetReserved"`` writes ``schemas/procurement/v1/budget_reserved.avsc``,
+its docstring's first paragraph the record's doc and its attribute docstrings the
+fields' docs (``use_attribute_docstrings``). Every subclass is registered by its event
+type, so a runtime can go from a ``ce_type`` header to the class.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict
 
 from sagalog.errors import SchemaError
 
+PLATFORM_EVENTS = "sagalog.events"
+"""The module of the platform's own events, part of every project's schemas."""
+
 
 class Event(BaseModel):
     """Base of every event class: immutable, and strict about unknown fields."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     event_type: ClassVar[str]
     _by_type: ClassVar[dict[str, type[Event]]] = {}
@@ -47,6 +52,13 @@ class Event(BaseModel):
     def registered(cls) -> dict[str, type[Event]]:
         """Every event class imported so far, by event type."""
         return dict(cls._by_type)
+
+    @classmethod
+    def defined_in(cls, modules: Iterable[str]) -> dict[str, type[Event]]:
+        """The event classes defined in ``modules`` (not merely imported there), by event
+        type: tests and other modules may declare events that are not a project's."""
+        wanted = set(modules)
+        return {t: c for t, c in cls._by_type.items() if c.__module__ in wanted}
 
     def to_avro(self) -> dict[str, Any]:
         """The Avro datum for this event (enums as their symbols)."""

@@ -53,11 +53,6 @@ class RegisteredVersion:
     definition: Any
 
 
-def same_schema(left: Any, right: Any) -> bool:
-    """Whether two schema JSON forms are equal, ignoring whitespace and key order."""
-    return bool(json.dumps(left, sort_keys=True) == json.dumps(right, sort_keys=True))
-
-
 class SchemaRegistry:
     """The registry operations sagalog needs, with errors that say what to do."""
 

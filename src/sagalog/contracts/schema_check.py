@@ -1,12 +1,17 @@
-"""``sagalog schemas check``: every schema against every committed earlier version."""
+"""``sagalog schemas check``: every schema is what its class generates, and satisfies the
+rule against every committed earlier version."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.compatibility import Incompatibility, check
+from sagalog.contracts.generated_files import FileProblem, file_problems
 from sagalog.contracts.history import SchemaHistory
 from sagalog.personal.fields import ATTRIBUTE, unmarked
 
@@ -20,14 +25,24 @@ class SchemaCheckReport:
     deleted: dict[str, str] = field(default_factory=dict)  # path -> commit that deleted it
     warnings: list[str] = field(default_factory=list)
     personal_data: list[str] = field(default_factory=list)  # marks dropped since a version
+    generated: list[FileProblem] = field(default_factory=list)  # files not their class's
 
     @property
     def ok(self) -> bool:
-        return not self.incompatibilities and not self.deleted and not self.personal_data
+        return (
+            not self.incompatibilities
+            and not self.deleted
+            and not self.personal_data
+            and not self.generated
+        )
 
 
-def check_schemas(root: Path) -> SchemaCheckReport:
-    """Load the catalog under ``root`` (layout rules) and check its compatibility history.
+def check_schemas(
+    root: Path, *, classes: Mapping[str, type[BaseModel]] | None = None
+) -> SchemaCheckReport:
+    """Load the catalog under ``root`` (layout rules), compare each file with what its
+    class generates (when ``classes`` is given, by event type), and check the
+    compatibility history.
 
     Raises:
         SchemaError: a schema file breaks a layout rule (the catalog refuses it).
@@ -35,6 +50,9 @@ def check_schemas(root: Path) -> SchemaCheckReport:
     catalog = SchemaCatalog.load(root)
     history = SchemaHistory.open(root)
     report = SchemaCheckReport()
+    if classes is not None:
+        committed = {name: schema.path for name, schema in catalog.items()}
+        report.generated = file_problems(classes, root, committed=committed)
     if history.repo is None:
         report.warnings.append(
             f"{root} is not in a git repository: there is no committed history to compare "

@@ -215,6 +215,28 @@ def read_flow(
     checks that need the whole flow (edges, schemas, topics) run only on a flow whose
     fields are all right, so one typo does not also show up as a broken edge.
     """
+    flow, problems = _parse(path)
+    if problems or flow is None:
+        return None, problems
+    problems += check_flow(flow, catalog=catalog, topology=topology)
+    return (None if problems else flow), problems
+
+
+def parse_flows(directory: Path) -> tuple[Flow, ...]:
+    """Every flow in ``directory`` whose file reads as a flow, unchecked (no folder: none).
+
+    What the topology derives its topics' schema lists from (``topology.topic_schemas``),
+    before the flows can be checked against it; a file that does not read is left out
+    here and reported by ``check_flows``.
+    """
+    if not directory.is_dir():
+        return ()
+    files = sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")])
+    return tuple(flow for flow, _ in map(_parse, files) if flow is not None)
+
+
+def _parse(path: Path) -> tuple[Flow | None, list[FlowProblem]]:
+    """One flow file's fields, without the checks that need the catalog and topology."""
     source = str(path)
     document, problem = _read(path)
     if document is None:
@@ -240,8 +262,7 @@ def read_flow(
             problems.append(problem_at(*_describe(document, error)))
     if problems or flow is None:
         return None, problems
-    problems += check_flow(flow, catalog=catalog, topology=topology)
-    return (None if problems else flow), problems
+    return flow, []
 
 
 def _read(path: Path) -> tuple[dict[str, Any] | None, str | None]:

@@ -44,6 +44,28 @@ WEBHOOK_RECEIVED = "sagalog.v1.WebhookReceived"
 WORKFLOW_MIGRATED = "sagalog.v1.WorkflowMigrated"
 WORKFLOW_CANCELLED = "sagalog.v1.WorkflowCancelled"
 STEP_RETRY_REQUESTED = "sagalog.v1.StepRetryRequested"
+EFFECT_RECORDED = "sagalog.v1.EffectRecorded"
+DEAD_LETTER_REPLAYED = "sagalog.v1.DeadLetterReplayed"
+WORKFLOW_TOPIC_EVENTS = (
+    STEP_FAILED,
+    GATE_OPENED,
+    GATE_DECIDED,
+    COMPENSATION_REQUESTED,
+    COMPENSATION_COMPLETED,
+    EFFECT_RECORDED,
+    WEBHOOK_RECEIVED,
+    WAIT_ENDED,
+    WORKFLOW_MIGRATED,
+    WORKFLOW_CANCELLED,
+    DEAD_LETTER_REPLAYED,
+)
+"""The platform's events on every topic a flow runs on, whatever the flow says: the agent
+runtime writes StepFailed, EffectRecorded and CompensationCompleted; the tracker
+GateOpened, CompensationRequested, WaitEnded (and StepFailed for a gate that fails); the
+gateway GateDecided, WebhookReceived, WorkflowCancelled and DeadLetterReplayed; ``sagalog
+flows migrate`` WorkflowMigrated. A topic's schema list follows from these and its flows
+(``topology.topic_schemas``). StepRetryRequested is not among them: only a flow with a
+budget gate makes the tracker write it, and ``Flow.event_types`` says so."""
 BUDGET_REFUSED = "BudgetRefused"
 """The ``error_class`` of a ``StepFailed`` whose step found its model budget exhausted
 (``sagalog.agents.BudgetRefused``): what opens a step's budget gate."""
@@ -584,22 +606,28 @@ class Flow(_Frozen):
 
     def event_types(self) -> frozenset[str]:
         """Every event type the flow names or makes the tracker publish."""
-        named = {self.starts_on}
+        return frozenset(self.named_event_types())
+
+    def named_event_types(self) -> tuple[str, ...]:
+        """``event_types`` in the order the flow first names each (its start, then entry
+        by entry: what starts it, what completes it, what fails or undoes it), the
+        platform's events the flow's shape implies last."""
+        named = [self.starts_on]
         for entry in self.entries:
-            named.update(entry.starts_on)
-            named.update(entry.completes_on)
+            named += entry.starts_on
+            if isinstance(entry, Wait):
+                named += [s.event for s in entry.signals]
+            named += entry.completes_on
             if isinstance(entry, Step):
-                named.update(entry.fails_on)
-                named.update(entry.undo_completes_on)
+                named += entry.fails_on
+                named += entry.undo_completes_on
         if self.gates or self.budget_gates:
-            named.update((GATE_OPENED, GATE_DECIDED))
+            named += (GATE_OPENED, GATE_DECIDED)
         if self.budget_gates:
-            named.add(STEP_RETRY_REQUESTED)
-        for wait in self.waits:
-            named.update(s.event for s in wait.signals)
+            named.append(STEP_RETRY_REQUESTED)
         if any(s.undo_action for s in self.steps):
-            named.add(COMPENSATION_REQUESTED)
-        return frozenset(named)
+            named.append(COMPENSATION_REQUESTED)
+        return tuple(dict.fromkeys(named))
 
 
 Step.model_rebuild()  # its budget_gate is a Gate, defined after it

@@ -1,12 +1,12 @@
 """``sagalog new NAME``: a project of the user's own, ready to run and to test.
 
 The template (``template/``, files ending in ``.tmpl``) holds a complete small
-project: its events, its topology with one flow, one agent with a compensation,
-tests of the whole flow in memory and on a real cluster, a Dockerfile. The
-platform's own schemas (``sagalog.v1``) are copied beside the project's, since the
-tracker and the runtime publish them on the project's topics; a wheel carries
-them as ``sagalog/scaffold/platform_schemas``, an editable install reads the
-repository's ``schemas/sagalog``.
+project: its event classes, its topology with one flow, one agent with a
+compensation, tests of the whole flow in memory and on a real cluster, a Dockerfile.
+Its ``.avsc`` files are not in the template: they are generated from the event
+classes, as ``sagalog schemas generate`` does in the project later, the platform's
+own (``sagalog.v1``, which the tracker and the runtime publish on the project's
+topics) beside the project's.
 
 Placeholders are ``{{project}}`` (the name as given), ``{{package}}`` (the Python
 package and Avro namespace derived from it) and ``{{sagalog_version}}``.
@@ -14,11 +14,13 @@ package and Avro namespace derived from it) and ``{{sagalog_version}}``.
 
 from __future__ import annotations
 
+import importlib.util
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagalog.contracts.generated_files import write_files
+from sagalog.contracts.models import PLATFORM_EVENTS, Event
 from sagalog.errors import ConfigurationError
 
 TEMPLATE = Path(__file__).parent / "template"
@@ -63,18 +65,6 @@ class ProjectNames:
         return text
 
 
-def platform_schemas() -> Path:
-    """The platform's ``sagalog.v1`` schemas: bundled in a wheel, the repository's otherwise."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "platform_schemas", here.parents[2] / "schemas" / "sagalog"):
-        if (candidate / "v1").is_dir():
-            return candidate
-    raise ConfigurationError(
-        f"the platform's schemas are neither in {here / 'platform_schemas'} nor in the "
-        "repository's schemas/sagalog: reinstall sagalog"
-    )
-
-
 def create_project(names: ProjectNames, target: Path) -> list[Path]:
     """Write the project into ``target`` (which must not exist or be empty); the files.
 
@@ -94,7 +84,22 @@ def create_project(names: ProjectNames, target: Path) -> list[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(names.render(source.read_text()))
         written.append(path)
-    schemas = target / "schemas" / "sagalog"
-    shutil.copytree(platform_schemas(), schemas)
-    written.extend(sorted(p for p in schemas.rglob("*") if p.is_file()))
+    written += generate_schemas(names, target)
     return written
+
+
+def generate_schemas(names: ProjectNames, target: Path) -> list[Path]:
+    """Write the new project's ``.avsc`` files from its event classes and the platform's.
+
+    The project's events module is loaded from its file under a private module name,
+    so that it is not mistaken for an installed package of the same name.
+    """
+    path = target / "src" / names.package / "events.py"
+    module_name = f"_sagalog_new_{names.package}_events"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    importlib.import_module(PLATFORM_EVENTS)
+    written, _ = write_files(Event.defined_in([module_name, PLATFORM_EVENTS]), target / "schemas")
+    return sorted(written)

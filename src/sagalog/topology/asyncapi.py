@@ -33,21 +33,24 @@ from sagalog.contracts.headers import (
     H_WORKFLOW_ID,
 )
 from sagalog.errors import TopologyError
-from sagalog.flows.model import Flow
+from sagalog.flows.model import (
+    COMPENSATION_REQUESTED,
+    EFFECT_RECORDED,
+    GATE_DECIDED,
+    GATE_OPENED,
+    STEP_FAILED,
+    WEBHOOK_RECEIVED,
+    Flow,
+)
 from sagalog.topology.model import Topology
 from sagalog.topology.services import GatewayService, TrackerService
 
 AVRO_FORMAT = "application/vnd.apache.avro;version=1.9.0"
 VERSION = "3.0.0"
 
-COMPENSATION_REQUESTED = "sagalog.v1.CompensationRequested"
-TRACKER_SENDS_ON_WORKFLOW = (
-    "sagalog.v1.GateOpened",
-    COMPENSATION_REQUESTED,
-    "sagalog.v1.StepFailed",
-)
-AGENT_SENDS_ON_FAILURE = ("sagalog.v1.StepFailed", "sagalog.v1.EffectRecorded")
-GATEWAY_SENDS = ("sagalog.v1.GateDecided", "sagalog.v1.WebhookReceived")
+TRACKER_SENDS_ON_WORKFLOW = (GATE_OPENED, COMPENSATION_REQUESTED, STEP_FAILED)
+AGENT_SENDS_ON_FAILURE = (STEP_FAILED, EFFECT_RECORDED)
+GATEWAY_SENDS = (GATE_DECIDED, WEBHOOK_RECEIVED)
 TRANSITION = "sagalog.v1.StateTransition"
 ALERT = "sagalog.v1.TrackerAlert"
 

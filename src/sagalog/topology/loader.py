@@ -15,8 +15,10 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from sagalog.errors import TopologyError
+from sagalog.flows.loader import parse_flows
 from sagalog.topology.model import TopicDefaults, TopicSpec, Topology
 from sagalog.topology.services import ServiceSpec, TrackerService
+from sagalog.topology.topic_schemas import effective_schemas, flow_event_types
 
 _FILE_KEYS = {"defaults", "topics", "ignore", "services"}
 _SERVICE: TypeAdapter[ServiceSpec] = TypeAdapter(ServiceSpec)
@@ -25,10 +27,13 @@ _SERVICE: TypeAdapter[ServiceSpec] = TypeAdapter(ServiceSpec)
 def load_topology(directory: Path, *, known_schemas: Mapping[str, Any] | None = None) -> Topology:
     """Load every ``*.yaml``/``*.yml`` directly in ``directory`` (flows live in a subfolder).
 
+    A topic's ``schemas`` are what the flows in ``directory/flows`` imply for it and the
+    platform writes on it (``topology.topic_schemas``), and what its entry lists.
+
     Args:
         directory: the topology folder.
-        known_schemas: the schema catalog; when given, every schema a topic names must
-            be in it.
+        known_schemas: the schema catalog; when given, every schema a topic's entry lists
+            must be in it (a flow's event types are checked with the flow).
 
     Raises:
         TopologyError: naming the file, the entry and the field of the first problem.
@@ -69,8 +74,14 @@ def load_topology(directory: Path, *, known_schemas: Mapping[str, Any] | None = 
                         )
             topics[topic.name], origin[topic.name] = topic, path
     _check_services(services, set(topics))
+    derived = flow_event_types(parse_flows(directory / "flows"))
     return Topology(
-        topics=tuple(topics.values()),
+        topics=tuple(
+            topic.model_copy(
+                update={"schemas": effective_schemas(topic.name, topic.schemas, derived)}
+            )
+            for topic in topics.values()
+        ),
         ignore=tuple(ignore),
         services=tuple(service for service, _ in services.values()),
         sources=tuple(str(p) for p in files),

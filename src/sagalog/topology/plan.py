@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sagalog.contracts.registry import COMPATIBILITY_RULE, same_schema, subject_for
+from sagalog.contracts.catalog import same_schema
+from sagalog.contracts.registry import COMPATIBILITY_RULE, subject_for
 from sagalog.topology.acls import AclRule
 from sagalog.topology.model import TopicSpec, Topology
 
