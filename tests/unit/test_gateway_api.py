@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sagalog.contracts.catalog import SchemaCatalog
-from sagalog.contracts.headers import EventHeaders, new_event_id
-from sagalog.contracts.models import Event
-from sagalog.errors import ServiceUnavailableError
 from sagalog.events import GateDecided, WebhookReceived
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
-from sagalog.publisher import PublishedEvent
 from sagalog.services.gateway.api import create_app
 from sagalog.services.gateway.application import Gateway
 from sagalog.services.gateway.decisions import Decision, decision_event_id
@@ -31,31 +27,13 @@ from sagalog.services.gateway.read_model import ReadModel, TransitionEntry
 from sagalog.services.gateway.signatures import WebhookSource, sign_webhook
 from sagalog.tracker import gate_token
 
-from .gateway_fixtures import BEFORE_GATE, SECRET, at_gate, reference_flow, tracked
+from .gateway_fixtures import BEFORE_GATE, SECRET, KeptPublisher, at_gate, reference_flow, tracked
 
 KEY = "unit-key-1"
 OTHER_KEY = "unit-key-2"
 LIMIT = 2048
 NOW = dt.datetime(2026, 12, 3, 9, 0, tzinfo=dt.UTC)
 """The gateway's clock in these tests (signatures are dated against it)."""
-
-
-@dataclass
-class KeptPublisher:
-    sent: list[tuple[str, Event, dict[str, Any]]] = field(default_factory=list)
-    down: bool = False
-
-    def publish_event(self, topic: str, event: Event, **metadata: Any) -> PublishedEvent:
-        if self.down:
-            raise ServiceUnavailableError("Kafka at test:9092 did not acknowledge the event")
-        self.sent.append((topic, event, metadata))
-        headers = EventHeaders(
-            id=metadata.get("event_id") or new_event_id(),
-            type=event.event_type,
-            source="sagalog/gateway",
-            workflow_id=metadata["workflow_id"],
-        )
-        return PublishedEvent(topic=topic, partition=0, offset=len(self.sent) - 1, headers=headers)
 
 
 @dataclass
