@@ -295,28 +295,36 @@ def test_a_reviewer_approves_in_headless_chromium(
     wait_for_gate(gw, "wf-web")
     row = 'tr[data-workflow="wf-web"]'
 
-    async def review() -> tuple[str, str]:
+    async def review() -> tuple[str, str, str]:
         async with Browser(tmp_path / "chromium") as page:
+            # An old bookmark with the key in its URL lands on the console's sign-in page,
+            # the key dropped; signing in leads on to the gates inbox.
             await page.open(f"{gw.url}/reviews?api_key={API_KEY}")
-            await page.wait_for(f"!!document.querySelector('{row}')")
-            await page.screenshot(tmp_path / "reviews-before.png")
-            await page.click(f"{row} input[name=decided_by]")
+            await page.wait_for("!!document.querySelector('input[name=api_key]')")
+            assert API_KEY not in str(await page.evaluate("location.href"))
+            await page.click("input[name=api_key]")
+            await page.type(API_KEY)
+            await page.click("input[name=who]")
             await page.type("ann@example.com")
+            await page.click("form button[type=submit]")
+            await page.wait_for(f"!!document.querySelector('{row}')", timeout=30)
+            await page.screenshot(tmp_path / "reviews-before.png")
             await page.click(f"{row} input[name=comment]")
             await page.type("ok from the browser")
             await page.click(f"{row} button[value=approve]")
-            notice = await page.wait_for(
-                "document.querySelector('[role=status]')?.textContent", timeout=30
+            # htmx swaps the row in place: no reload.
+            decided = await page.wait_for(
+                f"document.querySelector('{row} .decided')?.textContent", timeout=30
             )
+            notice = await page.evaluate("document.querySelector('[role=status]')?.textContent")
             await page.screenshot(tmp_path / "reviews-after.png")
-            decided = await page.evaluate(f"document.querySelector('{row} .decided')?.textContent")
-            assert decided == "approved by ann@example.com: waiting for the workflow to move on"
             assert not await page.evaluate(f"!!document.querySelector('{row} button')")
-            return str(notice), str(await page.evaluate("location.pathname"))
+            return str(notice), str(decided), str(await page.evaluate("location.pathname"))
 
-    notice, path = asyncio.run(review())
-    assert path == "/reviews"
+    notice, decided, path = asyncio.run(review())
+    assert path == "/console/gates"
     assert notice == "wf-web: gate 'manager_approval' approved."
+    assert decided == "approved by ann@example.com: waiting for the workflow to move on"
     lab.wait(
         lambda: any(t["step"] == "score_risk" for t in lab.transitions("wf-web")),
         what="wf-web moving on after the browser's approval",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,14 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sagalog.contracts.catalog import SchemaCatalog
-from sagalog.contracts.headers import EventHeaders, new_event_id
-from sagalog.contracts.models import Event
-from sagalog.errors import ServiceUnavailableError
 from sagalog.events import GateDecided, WebhookReceived
 from sagalog.flows.model import Flow
 from sagalog.flows.registry import FlowRegistry
 from sagalog.flows.states import WorkflowState
-from sagalog.publisher import PublishedEvent
 from sagalog.services.gateway.api import create_app
 from sagalog.services.gateway.application import Gateway
 from sagalog.services.gateway.decisions import Decision, decision_event_id
@@ -31,31 +27,13 @@ from sagalog.services.gateway.read_model import ReadModel, TransitionEntry
 from sagalog.services.gateway.signatures import WebhookSource, sign_webhook
 from sagalog.tracker import gate_token
 
-from .gateway_fixtures import BEFORE_GATE, SECRET, at_gate, reference_flow, tracked
+from .gateway_fixtures import BEFORE_GATE, SECRET, KeptPublisher, at_gate, reference_flow, tracked
 
 KEY = "unit-key-1"
 OTHER_KEY = "unit-key-2"
 LIMIT = 2048
 NOW = dt.datetime(2026, 12, 3, 9, 0, tzinfo=dt.UTC)
 """The gateway's clock in these tests (signatures are dated against it)."""
-
-
-@dataclass
-class KeptPublisher:
-    sent: list[tuple[str, Event, dict[str, Any]]] = field(default_factory=list)
-    down: bool = False
-
-    def publish_event(self, topic: str, event: Event, **metadata: Any) -> PublishedEvent:
-        if self.down:
-            raise ServiceUnavailableError("Kafka at test:9092 did not acknowledge the event")
-        self.sent.append((topic, event, metadata))
-        headers = EventHeaders(
-            id=metadata.get("event_id") or new_event_id(),
-            type=event.event_type,
-            source="sagalog/gateway",
-            workflow_id=metadata["workflow_id"],
-        )
-        return PublishedEvent(topic=topic, partition=0, offset=len(self.sent) - 1, headers=headers)
 
 
 @dataclass
@@ -66,6 +44,7 @@ class Rig:
     statuses: dict[str, FollowerStatus]
     flow: Flow
     follower: dict[str, bool]
+    gateway: Gateway
 
     def set_status(self, status: FollowerStatus) -> None:
         self.statuses["now"] = status
@@ -142,7 +121,7 @@ def rig(
         webhook_source="sagalog/gateway",
         webhook_sources=webhook_sources,
     )
-    yield Rig(TestClient(app), model, publisher, statuses, flow, follower)
+    yield Rig(TestClient(app), model, publisher, statuses, flow, follower, gateway)
     model.close()
 
 
@@ -427,69 +406,58 @@ def test_an_unknown_endpoint_is_a_json_404(rig: Rig) -> None:
     assert_error(rig.get("/v2/things"), 404, "no such endpoint")
 
 
-# -- the reviews page ----------------------------------------------------------------
+# -- the reviews page's old address, and read-only keys ----------------------------
 
 
-def test_the_reviews_page_without_a_key_asks_for_one(rig: Rig) -> None:
-    page = rig.client.get("/reviews")
-    assert page.status_code == 401
-    assert 'name="api_key"' in page.text and "X-API-Key" in page.text
-    assert rig.client.get("/reviews", params={"api_key": "wrong"}).status_code == 403
+def test_the_old_reviews_page_redirects_to_the_console_inbox_and_drops_the_key(rig: Rig) -> None:
+    reply = rig.client.get("/reviews", params={"api_key": KEY}, follow_redirects=False)
+    assert reply.status_code == 301
+    assert reply.headers["location"] == "/console/gates"
+    assert KEY not in reply.headers["location"]
+    assert reply.headers["referrer-policy"] == "no-referrer"
+    # Followed, it lands on the sign-in page: the key in the old URL opened nothing.
+    landed = rig.client.get("/reviews", params={"api_key": KEY})
+    assert landed.url.path == "/console/sign-in" and "next=%2Fconsole%2Fgates" in str(landed.url)
 
 
-def test_the_reviews_page_lists_gates_with_forms_that_decide(rig: Rig) -> None:
-    page = rig.client.get("/reviews", params={"api_key": KEY})
-    assert page.status_code == 200
-    assert page.headers["referrer-policy"] == "no-referrer"
-    assert page.text.count('action="/reviews/decisions"') == 2
-    assert f'value="{token_of(rig, "wf-1")}"' in page.text
-    assert f'name="api_key" value="{KEY}"' in page.text
-
-    form = {
-        "api_key": KEY,
-        "workflow_id": "wf-1",
-        "token": token_of(rig, "wf-1"),
-        "decided_by": "ann@example.com",
-        "comment": "",
-        "decision": "reject",
-    }
-    reply = rig.client.post("/reviews/decisions", data=form, follow_redirects=False)
-    assert reply.status_code == 303
-    assert reply.headers["location"].startswith("/reviews?notice=")
-    [(_, event, _)] = rig.publisher.sent
-    assert event.decision == "REJECTED" and event.comment is None
-
-    # Until the tracker closes the gate, the row says what was decided, with no buttons.
-    after = rig.client.get(reply.headers["location"])
-    assert "wf-1: gate &#x27;manager_approval&#x27; rejected." in after.text
-    assert "rejected by ann@example.com: waiting for the workflow" in after.text
-    assert after.text.count('action="/reviews/decisions"') == 1
-
-
-def test_a_header_key_is_never_written_into_the_page(rig: Rig) -> None:
-    page = rig.client.get("/reviews", headers={"X-API-Key": KEY})
-    assert page.status_code == 200 and KEY not in page.text
-
-
-def test_a_refused_form_post_shows_why_and_publishes_nothing(rig: Rig) -> None:
-    form = {"api_key": KEY, "workflow_id": "wf-1", "token": "g1.forged", "decided_by": "x"}
-    form["decision"] = "approve"
-    reply = rig.client.post("/reviews/decisions", data=form)
-    assert reply.status_code == 403
-    assert 'role="alert"' in reply.text and "does not belong" in reply.text
+def test_the_old_form_post_is_gone_and_publishes_nothing(rig: Rig) -> None:
+    form = {"api_key": KEY, "workflow_id": "wf-1", "token": token_of(rig, "wf-1")}
+    reply = rig.client.post("/reviews/decisions", data={**form, "decision": "approve"})
+    assert reply.status_code in (404, 405)
     assert rig.publisher.sent == []
 
 
-def test_everything_on_the_page_is_escaped(rig: Rig, flow: Flow) -> None:
-    evil = "<script>alert(1)</script>"
-    record = at_gate(flow, evil)
-    batch = rig.model.batch()
-    batch.put_record(evil, json.dumps(record.to_stored()).encode())
-    batch.commit()
-    page = rig.client.get("/reviews", params={"api_key": KEY, "notice": evil, "by": '"><b>'})
-    assert "<script>" not in page.text
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
-    assert "&quot;&gt;&lt;b&gt;" in page.text
+def read_only_rig(rig: Rig) -> TestClient:
+    """The same gateway with a read-only key as well."""
+    app = create_app(
+        rig.gateway,
+        api_keys=[KEY.encode()],
+        read_only_keys=[READER_KEY.encode()],
+        max_body_bytes=LIMIT,
+        webhook_source="sagalog/gateway",
+    )
+    return TestClient(app)
+
+
+READER_KEY = "unit-reader-key"
+
+
+def test_a_read_only_key_reads_everything_and_every_post_is_a_403(rig: Rig) -> None:
+    client = read_only_rig(rig)
+    reader = {"X-API-Key": READER_KEY}
+    for path in ("/v1/gates", "/v1/workflows", "/v1/workflows/wf-1"):
+        assert client.get(path, headers=reader).status_code == 200, path
+    posts = {
+        "/v1/gates/decisions": decision(rig),
+        "/v1/workflows/wf-1/cancel": {"reason": "r", "requested_by": "x"},
+        "/v1/webhooks/doc": {"workflow_id": "wf-3"},
+    }
+    for path, body in posts.items():
+        assert_error(client.post(path, json=body, headers=reader), 403, "read-only", "operator")
+    assert rig.publisher.sent == []
+    # The operator key still acts through the same app.
+    done = client.post("/v1/gates/decisions", json=decision(rig), headers={"X-API-Key": KEY})
+    assert done.status_code == 202, done.text
 
 
 # -- signed webhooks -----------------------------------------------------------------

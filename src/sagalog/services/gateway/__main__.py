@@ -32,6 +32,8 @@ def main(settings: GatewaySettings | None = None) -> int:
     from sagalog.services.gateway import exported_metrics
     from sagalog.services.gateway.api import create_app
     from sagalog.services.gateway.application import Gateway
+    from sagalog.services.gateway.console.routes import ConsoleOptions
+    from sagalog.services.gateway.console.stories import LogStories
     from sagalog.services.gateway.dead_letter_log import DeadLetterLog
     from sagalog.services.gateway.dead_letter_operations import DeadLetterOperations
     from sagalog.services.gateway.decisions import SOURCE
@@ -97,6 +99,17 @@ def main(settings: GatewaySettings | None = None) -> int:
             for name, source in settings.webhook_sources.items()
         },
         webhook_tolerance_s=settings.webhook_tolerance_s,
+        read_only_keys=[key.get_secret_value().encode() for key in settings.read_only_api_keys],
+        console=ConsoleOptions(
+            session_s=settings.console_session_s,
+            secure_cookie=settings.console_secure_cookie,
+            stories=LogStories(
+                settings,
+                codec=codec,
+                transitions_topic=settings.transitions_topic,
+                timeout_s=settings.connect_timeout_s,
+            ),
+        ),
         dead_letters=DeadLetterOperations(
             gateway,
             DeadLetterLog(

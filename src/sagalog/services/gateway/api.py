@@ -2,6 +2,8 @@
 
 Everything under ``/v1`` needs an API key (``X-API-Key``); ``/healthz``, ``/metrics``
 and ``/openapi.json`` do not, so a load balancer and a client generator need no secret.
+A read-only key reads everything; every POST needs an operator key (``auth``).
+The console (``/console``, ``console``) is a second shell over the same ``Gateway``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sagalog.flows.states import WorkflowState
 from sagalog.services.gateway import exported_metrics
 from sagalog.services.gateway.application import Gateway
-from sagalog.services.gateway.auth import HEADER, check_api_key
+from sagalog.services.gateway.auth import HEADER, ApiKeys, Role, require_operator
+from sagalog.services.gateway.console.routes import ConsoleOptions, install_console
 from sagalog.services.gateway.dead_letter_operations import DeadLetterOperations
 from sagalog.services.gateway.dead_letter_views import (
     DeadLetterDetail,
@@ -68,13 +71,18 @@ def create_app(
     webhook_sources: Mapping[str, WebhookSource] | None = None,
     webhook_tolerance_s: float = 300.0,
     dead_letters: DeadLetterOperations | None = None,
+    read_only_keys: Sequence[bytes] = (),
+    console: ConsoleOptions | None = None,
 ) -> FastAPI:
     """The ASGI application; ``__main__`` serves it with uvicorn, tests with TestClient.
 
     ``webhook_sources``: who may call webhooks, each with its secret; when given, every
     webhook must be signed by one of them (``signatures``). None or empty: unsigned.
     ``dead_letters``: serves ``/v1/dead-letters`` (list, show, replay) when given.
+    ``read_only_keys``: keys that read everything and may POST nothing (403).
+    ``console``: the console's session settings and where it reads the log from.
     """
+    keys = ApiKeys(operators=tuple(api_keys), readers=tuple(read_only_keys))
     sources = dict(webhook_sources or {})
     correlation_keys = frozenset(k for flow in gateway.flows for k in flow.correlation_keys)
     app = FastAPI(
@@ -83,8 +91,11 @@ def create_app(
         summary="Human gate decisions, webhooks and workflow queries for sagalog.",
     )
 
-    def authenticate(key: Annotated[str | None, Security(KEY_HEADER)]) -> None:
-        check_api_key(key, api_keys)
+    def authenticate(key: Annotated[str | None, Security(KEY_HEADER)]) -> Role:
+        return keys.role_of(key)
+
+    def operator(key: Annotated[str | None, Security(KEY_HEADER)]) -> None:
+        require_operator(keys.role_of(key), action="a POST")
 
     def ready() -> None:
         gateway.require_ready()
@@ -101,7 +112,12 @@ def create_app(
         records = gateway.model.open_gates(assignee=assignee, flow=flow, limit=limit)
         return GateList(gates=[g for g in map(gate_view, records) if g is not None])
 
-    @v1.post("/gates/decisions", status_code=202, response_model=DecisionAccepted)
+    @v1.post(
+        "/gates/decisions",
+        status_code=202,
+        response_model=DecisionAccepted,
+        dependencies=[Depends(operator)],
+    )
     def decide(body: DecisionRequest) -> DecisionAccepted:
         """Approve or reject an open gate. Posting the same decision again publishes nothing
         new and answers with the same event id (``duplicate: true``)."""
@@ -117,6 +133,7 @@ def create_app(
         "/webhooks/{kind}",
         status_code=202,
         response_model=Accepted,
+        dependencies=[Depends(operator)],
         openapi_extra={
             "requestBody": {
                 "required": True,
@@ -165,7 +182,12 @@ def create_app(
         )
         return await run_in_threadpool(gateway.webhook, call, idempotency_key=idempotency_key)
 
-    @v1.post("/workflows/{workflow_id:path}/cancel", status_code=202, response_model=Accepted)
+    @v1.post(
+        "/workflows/{workflow_id:path}/cancel",
+        status_code=202,
+        response_model=Accepted,
+        dependencies=[Depends(operator)],
+    )
     def cancel_workflow(workflow_id: str, body: CancelRequest) -> Accepted:
         """Cancel a running workflow: the tracker compensates what it did, the step
         running included, and the audit keeps who asked and why. Asking again publishes
@@ -173,7 +195,7 @@ def create_app(
         return gateway.cancel(workflow_id, reason=body.reason, requested_by=body.requested_by)
 
     if dead_letters is not None:
-        _dead_letter_routes(v1, dead_letters)
+        _dead_letter_routes(v1, dead_letters, Depends(operator))
 
     @v1.get("/workflows", response_model=WorkflowList, dependencies=[Depends(ready)])
     def list_workflows(
@@ -222,14 +244,15 @@ def create_app(
         return JSONResponse(verdict.body, status_code=200 if verdict.ok else 503)
 
     app.include_router(v1)
-    app.include_router(reviews_router(gateway, api_keys=api_keys))
+    app.include_router(reviews_router())
+    install_console(app, gateway, keys=keys, dead_letters=dead_letters, options=console)
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     exported_metrics.install(app)
     return app
 
 
-def _dead_letter_routes(v1: APIRouter, dead_letters: DeadLetterOperations) -> None:
+def _dead_letter_routes(v1: APIRouter, dead_letters: DeadLetterOperations, operator: Any) -> None:
     """``sagalog dlq``'s endpoints. A position is ``topic/partition/offset`` in the path,
     as ``GET /v1/dead-letters`` lists it (Kafka topic names hold no ``/``)."""
 
@@ -251,7 +274,12 @@ def _dead_letter_routes(v1: APIRouter, dead_letters: DeadLetterOperations) -> No
         origin), the record's payload decoded, and its replays so far."""
         return dead_letters.show(position)
 
-    @v1.post("/dead-letters/{position:path}/replay", status_code=202, response_model=ReplayAccepted)
+    @v1.post(
+        "/dead-letters/{position:path}/replay",
+        status_code=202,
+        response_model=ReplayAccepted,
+        dependencies=[operator],
+    )
     def replay_dead_letter(position: str, body: ReplayRequest) -> ReplayAccepted:
         """Re-drive a dead letter to where it was first consumed, as a new event (a new
         ``ce_id``, and ``sagalog_replay_of`` naming the dead letter), after a

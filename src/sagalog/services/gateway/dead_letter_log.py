@@ -15,7 +15,7 @@ pool and a librdkafka consumer is not to be shared between threads.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +80,49 @@ class DeadLetterLog:
                     letter = read_dead_letter(_position(event), event.headers, key=event.key)
                     if letter is not None:
                         yield letter
+
+    def scan_after(self, after: RecordPosition | None) -> Generator[DeadLetter, None, None]:
+        """The dead letters after ``after`` in log order (the topics as configured, each
+        by partition, then offset), read as they are used: a page that takes fifty
+        stops reading at the fiftieth, so paging costs what a page holds (and the
+        records passed over), never the topics. Close the iterator when done."""
+        topics = list(self.topics)
+        if after is not None:
+            topics = topics[topics.index(after.topic) :] if after.topic in topics else []
+        with closing(audit_consumer(self.settings)) as consumer:
+            for name in topics:
+                for partition in range(self._require_topic(consumer, name)):
+                    first = 0
+                    if after is not None and name == after.topic:
+                        if partition < after.partition:
+                            continue
+                        first = after.offset + 1 if partition == after.partition else 0
+                    low, high = watermarks(consumer, name, partition, timeout_s=self.timeout_s)
+                    low = max(low, first)
+                    for event in iter_range(
+                        consumer,
+                        name,
+                        partition,
+                        low,
+                        high,
+                        keep=lambda _: True,
+                        timeout_s=self.timeout_s,
+                        stats=ReadStats(),
+                    ):
+                        letter = read_dead_letter(_position(event), event.headers, key=event.key)
+                        if letter is not None:
+                            yield letter
+
+    def record_count(self) -> int:
+        """Records in the dead-letter topics, from the watermarks alone (no record read):
+        an upper bound of the dead letters kept, since transaction markers take offsets."""
+        total = 0
+        with closing(audit_consumer(self.settings)) as consumer:
+            for name in self.topics:
+                for partition in range(self._require_topic(consumer, name)):
+                    low, high = watermarks(consumer, name, partition, timeout_s=self.timeout_s)
+                    total += high - low
+        return total
 
     def at(self, position: RecordPosition) -> FoundDeadLetter | LoggedEvent | None:
         """The record at ``position``: a dead letter, another record (not a dead

@@ -15,8 +15,10 @@ consumers take the repeated ``DeadLetterReplayed`` once.
 from __future__ import annotations
 
 import heapq
+import itertools
 import threading
 from collections.abc import Iterable
+from contextlib import closing
 
 from sagalog.dead_letters import DeadLetter, replay_headers
 from sagalog.events import DeadLetterReplayed
@@ -26,6 +28,7 @@ from sagalog.services.gateway.dead_letter_log import DeadLetterLog, FoundDeadLet
 from sagalog.services.gateway.dead_letter_views import (
     DeadLetterDetail,
     DeadLetterList,
+    DeadLetterPage,
     ReplayAccepted,
     summary_of,
 )
@@ -88,6 +91,27 @@ class DeadLetterOperations:
             topics=list(self.log.topics),
             dead_letters=[summary_of(x, replays.get(x.position, [])) for x in letters],
         )
+
+    def page(self, *, after: str | None = None, limit: int = 50) -> DeadLetterPage:
+        """Up to ``limit`` dead letters after the position ``after``, in log order, each
+        with its replays, and the position to pass for the next page (None at the end).
+
+        Raises:
+            MalformedPosition, NotADeadLetter: ``after`` is not a dead-letter position (400).
+        """
+        start = self._position(after) if after else None
+        with closing(self.log.scan_after(start)) as letters:
+            found = list(itertools.islice(letters, limit + 1))
+        shown = found[:limit]
+        replays = self.log.replays(shown)
+        return DeadLetterPage(
+            dead_letters=[summary_of(x, replays.get(x.position, [])) for x in shown],
+            next_after=str(shown[-1].position) if len(found) > limit else None,
+        )
+
+    def record_count(self) -> int:
+        """About how many dead letters are kept (an upper bound, from the watermarks)."""
+        return self.log.record_count()
 
     def show(self, text: str) -> DeadLetterDetail:
         """One dead letter whole: headers, stack, the record decoded, its replays."""

@@ -41,6 +41,13 @@ class DeadLetterList(BaseModel):
     dead_letters: list[DeadLetterSummary]
 
 
+class DeadLetterPage(BaseModel):
+    """A page of dead letters in log order, and where the next page starts."""
+
+    dead_letters: list[DeadLetterSummary]
+    next_after: str | None = Field(description="The position to page on from; null at the end.")
+
+
 class DeadLetterDetail(DeadLetterSummary):
     """One dead letter whole: every header, and the record's payload decoded."""
 

@@ -44,6 +44,33 @@ class WrongApiKey(GatewayError):
     status = 403
 
 
+class ReadOnlyKey(GatewayError):
+    """The key (or the console session signed in with it) is read-only: it may look, not act."""
+
+    status = 403
+
+
+class SignInRequired(GatewayError):
+    """The console page needs a session: none came, or it expired, or its key was rotated
+    out. A page answers with a redirect to the sign-in page instead."""
+
+    status = 401
+
+
+class BadCsrfToken(GatewayError):
+    """A console POST came without the session's CSRF token (or with another's): it may
+    have been sent by another site in the browser's name, so nothing is done."""
+
+    status = 403
+
+
+class BadQuery(GatewayError):
+    """A console filter, search or cursor is not one the page understands; the message
+    names the parameter and what it takes."""
+
+    status = 400
+
+
 class ForgedToken(GatewayError):
     """The gate token was not signed by the tracker for this workflow."""
 

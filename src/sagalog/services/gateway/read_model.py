@@ -20,6 +20,13 @@ Key layout (one RocksDB, raw bytes, ``/``-separated prefixes)::
     accepted/<event id>                what the gateway published for a request (JSON)
     token/<token>                      the decision accepted for a gate token (JSON)
     key/<name>\x00<value>\x00<workflow>  empty: the index of correlation keys
+    start/<started_ms><workflow>       Facets: every workflow, in start order
+    idle/<entered_ms><workflow>        Facets: workflows in flight, by idle time
+    meta/layout                        the layout version the store holds (ASCII)
+
+The ``start/`` and ``idle/`` listing indexes are described in ``workflow_index``. A
+store written before them (no ``meta/layout``) gets them when it is opened, from its
+records, once.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +44,8 @@ from rocksdict import Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from sagalog.flows.states import WorkflowState
 from sagalog.rocksdb_options import bounded_options
+from sagalog.services.gateway import workflow_index
+from sagalog.services.gateway.workflow_index import Facets, Index
 from sagalog.tracker.record import WorkflowRecord
 
 _RECORD = b"rec/"
@@ -46,6 +56,13 @@ _POSITION = b"pos/"
 _ACCEPTED = b"accepted/"
 _TOKEN = b"token/"
 _KEY = b"key/"
+_LAYOUT = b"meta/layout"
+
+LAYOUT = 2
+"""The key layout this release writes; 2 added the ``start/`` and ``idle/`` indexes."""
+
+VersionState = tuple[str, int, str]
+"""(flow, flow version, state): what the console's overview counts workflows by."""
 
 MAX_HISTORY = 1_000
 """Most transitions returned for one workflow (a reference workflow has about 15)."""
@@ -99,6 +116,22 @@ def _awaits_person(record: WorkflowRecord) -> bool:
     return record.state is WorkflowState.PENDING_APPROVAL and record.gate is not None
 
 
+@dataclass(frozen=True)
+class IndexPage:
+    """One page of a listing index.
+
+    Attributes:
+        records: the matching workflows, in index order.
+        resume_after: the key suffix to resume after for the next page; None when the
+            range is exhausted.
+        scanned: index entries looked at (matching or not).
+    """
+
+    records: list[WorkflowRecord]
+    resume_after: bytes | None
+    scanned: int
+
+
 class ReadModel:
     """The store; one process opens it (RocksDB locks the directory)."""
 
@@ -111,7 +144,28 @@ class ReadModel:
         self._write_options = WriteOptions()
         self._write_options.sync = False
         self._counts: Counter[str] | None = None  # by state, once counted (``state_counts``)
+        self._versions: Counter[VersionState] | None = None  # once counted (``version_counts``)
         self._counts_lock = threading.Lock()
+        self._upgrade_layout()
+
+    def _upgrade_layout(self) -> None:
+        """Give a store written by an earlier release the indexes this one reads.
+
+        Every record is read once (in batches, so memory stays bounded), then the
+        layout is written: a crash in between only means doing it again."""
+        if self.db.get(_LAYOUT) == str(LAYOUT).encode():
+            return
+        batch = WriteBatch(raw_mode=True)
+        pending = 0
+        for _, value in self._scan(_RECORD):
+            for key, facets in workflow_index.entries(WorkflowRecord.from_json(value)).items():
+                batch.put(key, facets)
+            pending += 1
+            if pending >= 10_000:
+                self.db.write(batch, self._write_options)
+                batch, pending = WriteBatch(raw_mode=True), 0
+        batch.put(_LAYOUT, str(LAYOUT).encode())
+        self.db.write(batch, self._write_options)
 
     def close(self) -> None:
         self.db.close()
@@ -121,13 +175,21 @@ class ReadModel:
     def batch(self) -> ReadModelBatch:
         return ReadModelBatch(self)
 
-    def _write(self, batch: WriteBatch, moved: Counter[str] | None = None) -> None:
+    def _write(
+        self,
+        batch: WriteBatch,
+        moved: Counter[str] | None = None,
+        moved_versions: Counter[VersionState] | None = None,
+    ) -> None:
         """Write ``batch``; ``moved``: how many workflows it adds to (or takes from) each
-        state, kept in ``state_counts`` once they were counted."""
+        state (and ``moved_versions`` each flow version's state), kept in
+        ``state_counts`` and ``version_counts`` once they were counted."""
         with self._counts_lock:
             self.db.write(batch, self._write_options)
             if self._counts is not None and moved:
                 self._counts.update(moved)
+            if self._versions is not None and moved_versions:
+                self._versions.update(moved_versions)
 
     # -- positions -----------------------------------------------------------------
 
@@ -170,17 +232,26 @@ class ReadModel:
         return found
 
     def open_gates(
-        self, *, assignee: str | None = None, flow: str | None = None, limit: int = 100
+        self,
+        *,
+        assignee: str | None = None,
+        flow: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+        keep: Callable[[WorkflowRecord], bool] = lambda _: True,
     ) -> list[WorkflowRecord]:
-        """Workflows waiting at a gate for a person, in id order."""
+        """Workflows waiting at a gate for a person, in id order, from just after ``after``;
+        ``keep``: any further condition a gate must meet."""
         found: list[WorkflowRecord] = []
-        for key, _ in self._scan(_GATE):
+        for key, _ in self._scan(_GATE, after):
             record = self.record(key[len(_GATE) :].decode())
             if record is None or record.gate is None:
                 continue
             if assignee is not None and record.gate.assignee != assignee:
                 continue
             if flow is not None and record.flow != flow:
+                continue
+            if not keep(record):
                 continue
             found.append(record)
             if len(found) >= limit:
@@ -223,6 +294,78 @@ class ReadModel:
             if self._counts is None:
                 self._counts = Counter(self.counts())
             return {state: n for state, n in self._counts.items() if n}
+
+    def version_counts(self) -> dict[VersionState, int]:
+        """Workflows by flow, version and state: counted once from the ``start/`` index
+        (keys and small values, no record parsed), then moved by each batch."""
+        with self._counts_lock:
+            if self._versions is None:
+                counted: Counter[VersionState] = Counter()
+                for _, value in self._scan(Index.START.prefix):
+                    facets = Facets.decode(value)
+                    counted[(facets.flow, facets.flow_version, facets.state.value)] += 1
+                self._versions = counted
+            return {key: n for key, n in self._versions.items() if n}
+
+    def index_page(
+        self,
+        index: Index,
+        *,
+        low: bytes,
+        high: bytes,
+        after: bytes | None,
+        backwards: bool,
+        keep: Callable[[Facets], bool],
+        limit: int,
+        budget: int,
+    ) -> IndexPage:
+        """Up to ``limit`` workflows whose index entry lies in ``[low, high)`` (key
+        suffixes), after ``after`` in the scan's direction, and whose facets ``keep``.
+
+        A keyset page: it seeks to where the last one ended, never skips rows, and
+        looks at no more than ``budget`` entries, so a filter that matches rarely
+        answers a short page (with where to resume) rather than scanning a million."""
+        prefix = index.prefix
+        options = ReadOptions()
+        if backwards:  # bounds checked below: an upper bound does not hold for seek_for_prev
+            start = high if after is None else min(high, after)
+            iterator = self.db.iter(options)
+            iterator.seek_for_prev(prefix + start)
+        else:
+            options.set_iterate_upper_bound(prefix + high)
+            iterator = self.db.iter(options)
+            iterator.seek(prefix + (low if after is None else max(low, after)))
+        found: list[WorkflowRecord] = []
+        scanned = 0
+        last: bytes | None = None
+        while iterator.valid():
+            key = bytes(iterator.key())
+            suffix = key[len(prefix) :]
+            if not key.startswith(prefix) or suffix < low or (suffix >= high and not backwards):
+                break
+            if suffix != after and suffix < high:
+                if scanned >= budget or len(found) >= limit:
+                    return IndexPage(found, last, scanned)
+                scanned += 1
+                last = suffix
+                if keep(Facets.decode(bytes(iterator.value()))):
+                    record = self.record(workflow_index.suffix_workflow(suffix))
+                    if record is not None:
+                        found.append(record)
+            if backwards:
+                iterator.prev()
+            else:
+                iterator.next()
+        return IndexPage(found, None, scanned)
+
+    def index_facets(
+        self, index: Index, *, low: bytes = b"", high: bytes = b"\xff"
+    ) -> Iterator[Facets]:
+        """The facets of the index entries in ``[low, high)``, in index order, read as used."""
+        options = ReadOptions()
+        options.set_iterate_upper_bound(index.prefix + high)
+        for _, value in self.db.items(from_key=index.prefix + low, read_opt=options):
+            yield Facets.decode(value)
 
     def counts(self) -> dict[str, int]:
         """Workflows by state: one index scan per state, keys only."""
@@ -274,6 +417,8 @@ class ReadModelBatch:
         self.size = 0
         self.moved: Counter[str] = Counter()
         """Workflows this batch adds to (or takes from) each state."""
+        self.moved_versions: Counter[VersionState] = Counter()
+        """The same, by flow, version and state."""
 
     def _current(self, workflow_id: str) -> WorkflowRecord | None:
         if workflow_id in self._records:
@@ -291,8 +436,16 @@ class ReadModelBatch:
         old = self._current(workflow_id)
         if old is not None:
             self.moved[old.state.value] -= 1
+            self.moved_versions[(old.flow, old.flow_version, old.state.value)] -= 1
         if new is not None:
             self.moved[new.state.value] += 1
+            self.moved_versions[(new.flow, new.flow_version, new.state.value)] += 1
+        listed = workflow_index.entries(new) if new is not None else {}
+        for stale in workflow_index.entries(old) if old is not None else {}:
+            if stale not in listed:
+                self.batch.delete(stale)
+        for index_key, facets in listed.items():
+            self.batch.put(index_key, facets)
         key = workflow_id.encode()
         if old is not None and (new is None or new.state is not old.state):
             self.batch.delete(_state_key(old.state.value, workflow_id))
@@ -329,8 +482,9 @@ class ReadModelBatch:
         self.batch.put(_position_key(topic, partition), str(next_offset).encode())
 
     def commit(self) -> None:
-        self.model._write(self.batch, self.moved)
+        self.model._write(self.batch, self.moved, self.moved_versions)
         self.batch = WriteBatch(raw_mode=True)
         self._records.clear()
         self.moved = Counter()
+        self.moved_versions = Counter()
         self.size = 0

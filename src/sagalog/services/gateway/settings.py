@@ -45,6 +45,22 @@ class GatewaySettings(ClientSettings):
         description="Keys accepted in the X-API-Key header, comma-separated in the "
         "environment (GATEWAY_API_KEYS=k1,k2) so a key can be rotated without downtime.",
     )
+    read_only_api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list,
+        description="Keys that read everything (the API's GETs, every console page) and act "
+        "on nothing: a POST with one is refused with 403. Comma-separated in the environment.",
+    )
+    console_session_s: int = Field(
+        default=8 * 3600,
+        ge=60,
+        description="How long a console sign-in lasts; then the browser is sent to sign in again.",
+    )
+    console_secure_cookie: bool = Field(
+        default=False,
+        description="Mark the console's cookies Secure even on plain HTTP requests: set it "
+        "when a TLS proxy in front does not tell the gateway the request came over HTTPS "
+        "(over HTTPS they are Secure anyway).",
+    )
     gate_secret: SecretStr = Field(
         default=SecretStr(""),
         description="Key of the HMAC gate tokens: the tracker's SAGALOG_TRACKER_GATE_SECRET.",
@@ -111,7 +127,7 @@ class GatewaySettings(ClientSettings):
     log_level: str = "INFO"
     json_logs: bool = True
 
-    @field_validator("api_keys", "deadletter_topics", mode="before")
+    @field_validator("api_keys", "read_only_api_keys", "deadletter_topics", mode="before")
     @classmethod
     def _split_lists(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -1,0 +1,37 @@
+"""The console's addresses, each written once: routes, templates and redirects use these."""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlsplit
+
+ROOT = "/console"
+SIGN_IN = f"{ROOT}/sign-in"
+SIGN_OUT = f"{ROOT}/sign-out"
+WORKFLOWS = f"{ROOT}/workflows"
+GATES = f"{ROOT}/gates"
+GATE_DECISION = f"{GATES}/decision"
+DEAD_LETTERS = f"{ROOT}/dead-letters"
+STATIC = f"{ROOT}/static"
+
+
+def workflow(workflow_id: str) -> str:
+    """A workflow's page; any character of the id is escaped, ``/`` included."""
+    return f"{WORKFLOWS}/{quote(workflow_id, safe='')}"
+
+
+def dead_letter(position: str) -> str:
+    """A dead letter's page; a position is ``topic/partition/offset`` and keeps its ``/``."""
+    return f"{DEAD_LETTERS}/{quote(position, safe='/')}"
+
+
+def local_target(target: str | None) -> str:
+    """Where to go after signing in: ``target`` when it is a console page of this host,
+    the overview otherwise, so a crafted sign-in link cannot send a person elsewhere."""
+    if not target:
+        return ROOT
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or "\\" in target:
+        return ROOT
+    if parts.path != ROOT and not parts.path.startswith(ROOT + "/"):
+        return ROOT
+    return target

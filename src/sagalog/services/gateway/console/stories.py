@@ -1,0 +1,140 @@
+"""A workflow's whole story, as ``sagalog audit`` tells it, for the console's workflow page.
+
+The console does not tell the story again: it asks ``sagalog.audit`` for the trail
+(the events at the positions the tracker sealed, the transitions at the positions
+the read model knows, each event with its cause, gate and model decisions) and turns
+each entry into a row (``story_rows``, pure). The record comes from the read model,
+so no changelog is read; the events come from the log, a handful of point reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sagalog.audit.collect import Sources, collect
+from sagalog.audit.lookup import WorkflowSeal
+from sagalog.audit.reading import ReadStats, audit_consumer
+from sagalog.audit.trail import AuditTrail, GateRecord, ModelDecision, TrailEntry
+from sagalog.contracts.codec import EventCodec
+from sagalog.events import EffectRecorded
+from sagalog.services.gateway.read_model import TransitionEntry
+from sagalog.settings import ClientSettings
+from sagalog.tracker.record import WorkflowRecord
+
+
+class StorySource(Protocol):
+    def story(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> AuditTrail:
+        """The workflow's audit trail; raises a ``SagalogError`` when the log cannot be read."""
+        ...
+
+
+def seal_of(record: WorkflowRecord, history: Sequence[TransitionEntry]) -> WorkflowSeal:
+    """What the audit needs of the record, with where each transition lies (when the
+    read model knows every one: otherwise the audit finds them itself)."""
+    positions = tuple(
+        (h.partition, h.offset) for h in history if h.partition is not None and h.offset is not None
+    )
+    return dataclasses.replace(
+        WorkflowSeal.from_record(record, source="the gateway's read model"),
+        transitions=positions if len(positions) == len(history) else None,
+    )
+
+
+class LogStories:
+    """Reads stories from Kafka with the audit's own reader (its own consumer per story:
+    pages are served from a thread pool, and a consumer is not shared between threads)."""
+
+    def __init__(
+        self,
+        settings: ClientSettings,
+        *,
+        codec: EventCodec,
+        transitions_topic: str,
+        timeout_s: float,
+    ) -> None:
+        self.settings = settings
+        self.codec = codec
+        self.transitions_topic = transitions_topic
+        self.timeout_s = timeout_s
+
+    def story(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> AuditTrail:
+        with closing(audit_consumer(self.settings)) as consumer:
+            return collect(
+                consumer,
+                self.codec,
+                seal_of(record, history),
+                sources=Sources(transitions_topic=self.transitions_topic),
+                timeout_s=self.timeout_s,
+                stats=ReadStats(),
+            ).trail
+
+
+@dataclass(frozen=True)
+class StoryRow:
+    """One line of the story as the page shows it."""
+
+    kind: str  # "event" or "transition"
+    number: int | None  # events are numbered, as `sagalog audit` numbers them
+    time: str | None
+    event_type: str | None
+    short_type: str
+    source: str | None
+    event_id: str | None
+    position: str
+    causation_path: tuple[str, ...]
+    gate: GateRecord | None = None
+    model: ModelDecision | None = None
+    effect: dict[str, Any] | None = None
+    payload_json: str | None = None
+    error: str | None = None
+    from_state: str | None = None
+    to_state: str | None = None
+    step: str | None = None
+
+
+def story_rows(trail: AuditTrail) -> list[StoryRow]:
+    """The trail's entries in its order (each transition after the event that caused
+    it), with what the page shows of each."""
+    rows = []
+    number = 0
+    for entry in trail.entries:
+        if entry.kind == "event":
+            number += 1
+        rows.append(_row(entry, number if entry.kind == "event" else None))
+    return rows
+
+
+def _row(entry: TrailEntry, number: int | None) -> StoryRow:
+    payload = entry.payload or {}
+    effect = None
+    if entry.event_type == EffectRecorded.event_type and entry.payload is not None:
+        effect = {
+            k: payload.get(k)
+            for k in ("effect", "idempotency_key", "dependency", "reconciliation", "result_json")
+            if payload.get(k) is not None
+        }
+    shown = entry.payload is not None and entry.gate is None and entry.model is None and not effect
+    return StoryRow(
+        kind=entry.kind,
+        number=number,
+        time=entry.time,
+        event_type=entry.event_type,
+        short_type=(entry.event_type or "?").rsplit(".", 1)[-1],
+        source=entry.source,
+        event_id=entry.event_id,
+        position=entry.record.position,
+        causation_path=entry.causation_path,
+        gate=entry.gate,
+        model=entry.model,
+        effect=effect,
+        payload_json=json.dumps(payload, indent=2, ensure_ascii=False) if shown else None,
+        error=entry.error,
+        from_state=payload.get("from_state") if entry.kind == "transition" else None,
+        to_state=payload.get("to_state") if entry.kind == "transition" else None,
+        step=payload.get("step") if entry.kind == "transition" else None,
+    )
