@@ -12,6 +12,8 @@ only view that counts for exactly-once.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import sys
 import time
@@ -334,6 +336,31 @@ def publish_requests(
 def log_size(process: AgentProcess) -> int:
     """The log's length in bytes now; pass it to ``log_count`` to skip earlier lines."""
     return process.log.stat().st_size if process.log.exists() else 0
+
+
+def join_seconds(process: AgentProcess, *, since: int = 0) -> float:
+    """Seconds from the agent's ``start`` line to its first ``assigned`` one, after byte
+    ``since`` of its log (the JSON lines' own ``ts``); call it once it has joined.
+
+    This is the group join alone: the process's start before it (Python, RocksDB, the
+    transactional producer) varies with the machine's load, the join does not.
+    """
+    with process.log.open("rb") as handle:
+        handle.seek(since)
+        lines = handle.read().decode(errors="replace").splitlines()
+    started = assigned = None
+    for line in lines:
+        if not line.startswith("{"):
+            continue
+        record = json.loads(line)
+        at = dt.datetime.fromisoformat(record["ts"])
+        if started is None and record.get("action") == "start":
+            started = at
+        elif started is not None and record.get("outcome") == "assigned":
+            assigned = at
+            break
+    assert started is not None and assigned is not None, f"no start then assigned in {process.log}"
+    return (assigned - started).total_seconds()
 
 
 def log_count(process: AgentProcess, text: str, *, since: int = 0) -> int:

@@ -31,6 +31,7 @@ from .agent_harness import (
     AgentProcess,
     SentRequest,
     ignore_hung_up_clients,
+    join_seconds,
     log_count,
     log_size,
     publish_requests,
@@ -137,13 +138,15 @@ def test_sigkill_mid_handler_20_times_loses_and_duplicates_nothing(lab_factory: 
     rng = random.Random(7)
     started = time.monotonic()
     kills = active_kills = 0
-    rejoin_s: list[float] = []
+    start_s: list[float] = []  # launch to partitions
+    join_s: list[float] = []  # the start line to partitions: the group join alone
     while kills < 20:
         since = log_size(lab.processes[-1]) if lab.processes else 0
         launched = time.monotonic()
         agent = lab.agent(instance="a", **settings)
         assert joined(agent, since=since), f"restart {kills} got no partitions within 30s"
-        rejoin_s.append(time.monotonic() - launched)
+        start_s.append(time.monotonic() - launched)
+        join_s.append(join_seconds(agent, since=since))
         time.sleep(rng.uniform(1.0, 1.5))
         before = sum(lab.ledger.book.calls.values())
         time.sleep(0.1)
@@ -166,15 +169,16 @@ def test_sigkill_mid_handler_20_times_loses_and_duplicates_nothing(lab_factory: 
     figures = check_exactly_once(lab, sent)
     print(
         f"\nSIGKILL test: {kills} kills ({active_kills} while calls were flowing) in "
-        f"{kill_phase:.1f}s; start to partitions {min(rejoin_s):.1f}-{max(rejoin_s):.1f}s; "
+        f"{kill_phase:.1f}s; launch to partitions {min(start_s):.1f}-{max(start_s):.1f}s, "
+        f"of which the join {min(join_s):.1f}-{max(join_s):.1f}s; "
         f"{done_at_last_kill} effects applied by the last kill; "
         f"{figures}; total {time.monotonic() - started:.1f}s"
     )
     # A restarted instance takes its partitions back at once (static membership), not
-    # after its killed predecessor's session times out (10 s) and a rebalance: its
-    # start (a Python process, its RocksDB, a transactional producer) is the rest,
-    # 1.4-7.9 s on a loaded two-core machine.
-    assert max(rejoin_s) < 10, f"a restart waited {max(rejoin_s):.1f}s for its partitions"
+    # after its killed predecessor's session times out (10 s) and a rebalance. Timed
+    # from its start line, after the process's own start (a Python process, its
+    # RocksDB, a transactional producer), which a loaded machine stretches past 10 s.
+    assert max(join_s) < 10, f"a restart's join waited {max(join_s):.1f}s for its partitions"
     # The kills hit a working agent, not an idle or a still-joining one.
     assert active_kills >= 18, f"only {active_kills} of 20 kills landed while calls flowed"
     assert done_at_last_kill < len(sent), "the work was over before the kills were"
