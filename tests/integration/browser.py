@@ -99,9 +99,10 @@ class Browser:
         return result.get("result", {}).get("value")
 
     async def open(self, url: str) -> None:
+        """Go to ``url`` and wait for the document it lands on (after any redirect)."""
+        await self.evaluate("window.__left = true")  # gone once another document loads
         await self.send("Page.navigate", url=url)
-        await self.wait_for(f"location.href === {json.dumps(url)}")
-        await self.wait_for("document.readyState === 'complete'")
+        await self.wait_for("!window.__left && document.readyState === 'complete'")
 
     async def wait_for(self, expression: str, timeout: float = 20) -> Any:
         deadline = time.monotonic() + timeout
