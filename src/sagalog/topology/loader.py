@@ -98,7 +98,7 @@ def flow_agents(flows: Iterable[Flow], *, declared: set[str]) -> list[AgentServi
     the order the flows name them: each an agent service with the defaults (an entry in
     ``services.yaml`` only sets what is not the default)."""
     names = dict.fromkeys(step.agent for flow in flows for step in flow.steps)
-    return [AgentService(name=name) for name in names if name not in declared]
+    return [AgentService.model_validate({"name": n}) for n in names if n not in declared]
 
 
 def _services(path: Path, raw: Any) -> list[ServiceSpec]:
