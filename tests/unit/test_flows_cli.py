@@ -218,8 +218,7 @@ def test_run_agents_refuses_the_same_agent_twice(
     modules = tmp_path / "agents"
     modules.mkdir()
     (modules / "lonely.py").write_text(
-        "from sagalog.agents.declaration import Agent\n"
-        "agent = Agent('lonely-agent')\n"
+        "from sagalog.agents.declaration import Agent\nagent = Agent('lonely-agent')\n"
     )
     monkeypatch.setenv("SAGALOG_AGENT_PROJECT_DIR", str(project))
     result = CliRunner().invoke(cli, ["run", "agents", "lonely", "lonely", "--path", str(modules)])
