@@ -8,6 +8,7 @@ time, under another module name, beside the one pytest loaded).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,23 @@ class Project:
 
     def write_topology(self, text: str) -> None:
         (self.root / "topology" / "topics.yaml").write_text(text.replace("{s}", self.suffix))
+
+    def write_flow(self, text: str, name: str) -> None:
+        """A flow file, ``{s}`` standing for the suffix: an agent runs the steps a flow
+        names it on, on that flow's topic."""
+        flows = self.root / "topology" / "flows"
+        flows.mkdir(exist_ok=True)
+        (flows / f"{name}.yaml").write_text(text.replace("{s}", self.suffix))
+
+    def write_reference_flow(self, name: str, **agents: str) -> None:
+        """A copy of the repository's flow ``name`` (``procurement.v1``) on this project's
+        topic ``<topic>.{s}``, its agents renamed as ``agents`` says (``budget_agent=``
+        renames ``budget-agent``): the steps those agents run here, as the reference does."""
+        text = (REPO / "topology" / "flows" / f"{name}.yaml").read_text()
+        text = re.sub(r"^topic: (\S+)$", r"topic: \1.{s}", text, flags=re.MULTILINE)
+        for old, new in agents.items():
+            text = text.replace(f"agent: {old.replace('_', '-')}\n", f"agent: {new}\n")
+        self.write_flow(text, name)
 
     def client(self) -> TopologyClient:
         return TopologyClient(self.settings, self.catalog)
