@@ -48,15 +48,20 @@ class Project:
         flows.mkdir(exist_ok=True)
         (flows / f"{name}.yaml").write_text(text.replace("{s}", self.suffix))
 
-    def write_reference_flow(self, name: str, **agents: str) -> None:
+    def write_reference_flow(self, name: str, *, agent_suffix: str = "", **agents: str) -> None:
         """A copy of the repository's flow ``name`` (``procurement.v1``) on this project's
-        topic ``<topic>.{s}``, its agents renamed as ``agents`` says (``budget_agent=``
-        renames ``budget-agent``): the steps those agents run here, as the reference does."""
+        topic ``<topic>.{s}``, with its agents renamed as the test runs them: each with
+        ``agent_suffix`` appended, or as ``agents`` says (``budget_agent=`` renames
+        ``budget-agent``). An agent runs the steps a flow names it on."""
         text = (REPO / "topology" / "flows" / f"{name}.yaml").read_text()
         text = re.sub(r"^topic: (\S+)$", r"topic: \1.{s}", text, flags=re.MULTILINE)
-        for old, new in agents.items():
-            text = text.replace(f"agent: {old.replace('_', '-')}\n", f"agent: {new}\n")
-        self.write_flow(text, name)
+        renamed = {old.replace("_", "-"): new for old, new in agents.items()}
+
+        def rename(match: re.Match[str]) -> str:
+            agent = match[2]
+            return match[1] + renamed.get(agent, agent + agent_suffix)
+
+        self.write_flow(re.sub(r"^(\s+agent: )(\S+)$", rename, text, flags=re.MULTILINE), name)
 
     def client(self) -> TopologyClient:
         return TopologyClient(self.settings, self.catalog)

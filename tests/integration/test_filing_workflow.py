@@ -51,12 +51,8 @@ def apply_filing_project(project: Project) -> None:
     s = project.suffix
     topics = yaml.safe_load((REPO / "topology" / "topics.yaml").read_text())["topics"]
     project.write_topology(TOPOLOGY.replace("%s", ", ".join(topics["filings.events"]["schemas"])))
-    flows = project.root / "topology" / "flows"
-    flows.mkdir()
-    flow = (REPO / "topology" / "flows" / "filing.v2.yaml").read_text()
-    (flows / "filing.v2.yaml").write_text(
-        flow.replace("topic: filings.events", f"topic: filings.events.{s}")
-    )
+    # the fleet's agents are named <name>-<suffix>: the flow names them so
+    project.write_reference_flow("filing.v2", agent_suffix=f"-{s}")
     project.apply()
 
 
