@@ -50,7 +50,8 @@ def apply_filing_project(project: Project) -> None:
     """The filing flow (v2) on this project's own topics, applied to the cluster."""
     s = project.suffix
     topics = yaml.safe_load((REPO / "topology" / "topics.yaml").read_text())["topics"]
-    project.write_topology(TOPOLOGY.replace("%s", ", ".join(topics["filings.events"]["schemas"])))
+    listed = topics["filings.events"].get("schemas", [])  # the rest follows from the flow
+    project.write_topology(TOPOLOGY.replace("%s", ", ".join(listed)))
     # the fleet's agents are named <name>-<suffix>: the flow names them so
     project.write_reference_flow("filing.v2", agent_suffix=f"-{s}")
     project.apply()
