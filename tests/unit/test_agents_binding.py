@@ -84,7 +84,7 @@ def test_every_reference_agent_binds_to_the_reference_flows(
     name: str, every_flow: list[Flow]
 ) -> None:
     agent = importlib.import_module(f"{name}.agent").agent
-    bound = agent.bind(every_flow)
+    bound = bind(agent, every_flow)
     assert len(bound.topics) == 1 and bound.topics[0] in ("procurement.events", "filings.events")
 
 
@@ -94,7 +94,7 @@ def test_the_reference_flows_name_only_reference_agents(every_flow: list[Flow]) 
 
 
 def test_the_flow_gives_the_agent_its_topics_events_and_context(flows: list[Flow]) -> None:
-    bound = budget_agent().bind(flows)
+    bound = bind(budget_agent(), flows)
     assert bound.topics == (TOPIC,)
     assert list(bound.handlers) == [RiskScored.event_type]
     assert bound.handlers[RiskScored.event_type].event_class is RiskScored
@@ -313,7 +313,7 @@ def test_versions_disagreeing_on_the_budget_policy_are_refused(flows: list[Flow]
 
 
 def test_a_handled_type_without_a_schema_is_refused(flows: list[Flow], tmp_path: Path) -> None:
-    bound = budget_agent().bind(flows)
+    bound = bind(budget_agent(), flows)
     with pytest.raises(ConfigurationError, match=r"reserve \(procurement.v1.RiskScored\)"):
         bound.check(SchemaCatalog.load(tmp_path))
 
@@ -322,4 +322,4 @@ def test_an_agents_start_binds_it_to_its_projects_flows(repo_root: Path) -> None
     misfit = budget_agent()
     misfit.compensations.clear()
     with pytest.raises(AgentContractError, match="step 'reserve_budget': the flow undoes it"):
-        misfit.bind(project_flows(repo_root))
+        bind(misfit, project_flows(repo_root))

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from procurement.events import BudgetReserved, RequestSubmitted
+from sagalog.agents.binding import bind
 from sagalog.agents.context import HandlerContext
 from sagalog.agents.declaration import Agent
 from sagalog.contracts.catalog import SchemaCatalog
@@ -31,8 +32,13 @@ def test_handler_for_event_without_schema_refuses_to_start(catalog: SchemaCatalo
     async def notify(event: OrderShipped, ctx: HandlerContext) -> Any:
         return None
 
-    bound = agent.bind(
-        [flow("shop.events", [step("notify", "shipping-agent", OrderShipped.event_type, RESERVED)])]
+    bound = bind(
+        agent,
+        [
+            flow(
+                "shop.events", [step("notify", "shipping-agent", OrderShipped.event_type, RESERVED)]
+            )
+        ],
     )
     with pytest.raises(ConfigurationError) as caught:
         bound.check(catalog)
@@ -69,7 +75,7 @@ def test_two_steps_of_an_agent_starting_on_one_event_type_are_refused() -> None:
         "t", [step("intake", "a", SUBMITTED, RESERVED), step("audit", "a", SUBMITTED, RESERVED)]
     )
     with pytest.raises(ConfigurationError, match="'intake' and 'audit' both start on"):
-        agent.bind([both])
+        bind(agent, [both])
 
 
 def test_names_are_checked() -> None:
@@ -88,7 +94,7 @@ def test_routing_from_headers_alone() -> None:
     async def undo(event: Event, ctx: HandlerContext) -> None:
         return None
 
-    bound = agent.bind([flow("t", [step("intake", "a", SUBMITTED, RESERVED, undo="release")])])
+    bound = bind(agent, [flow("t", [step("intake", "a", SUBMITTED, RESERVED, undo="release")])])
     assert bound.wants("procurement.v1.RequestSubmitted")
     assert bound.wants("sagalog.v1.CompensationRequested")
     assert not bound.wants("procurement.v1.BudgetReserved")
@@ -107,7 +113,7 @@ def undo_spec(step_name: str) -> object:
     async def undo(event: Event, ctx: HandlerContext) -> None:
         return None
 
-    bound = agent.bind([flow("t", [step(step_name, "a", SUBMITTED, RESERVED, undo="release")])])
+    bound = bind(agent, [flow("t", [step(step_name, "a", SUBMITTED, RESERVED, undo="release")])])
     return bound.compensations[step_name]
 
 
@@ -137,7 +143,7 @@ def test_a_step_handler_publishes_what_it_returns() -> None:
     async def ship(event: OrderShipped, ctx: HandlerContext) -> Any:
         return None
 
-    bound = agent.bind([flow("t", [step("ship", "a", "shop.v1.OrderShipped", RESERVED)])])
+    bound = bind(agent, [flow("t", [step("ship", "a", "shop.v1.OrderShipped", RESERVED)])])
     spec = bound.handlers["shop.v1.OrderShipped"]
     assert spec.outputs(OrderShipped(order_id="o"), []) == []
 
@@ -155,7 +161,7 @@ def test_the_projection_keeps_what_the_flows_on_the_agents_topics_name() -> None
         "t", [step("ship", "b", "shop.v1.OrderShipped", "procurement.v1.Other")], name="other"
     )
     elsewhere = flow("u", [step("x", "c", "shop.v1.Elsewhere", "shop.v1.Done")], name="else")
-    folded = agent.bind([mine, theirs, elsewhere]).folded_types()
+    folded = bind(agent, [mine, theirs, elsewhere]).folded_types()
     assert {SUBMITTED, RESERVED, "shop.v1.OrderShipped", "procurement.v1.Other"} <= folded
     assert "sagalog.v1.StepRetryRequested" in folded  # a step run again after its gate
     assert "shop.v1.Elsewhere" not in folded

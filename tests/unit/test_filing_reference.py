@@ -17,6 +17,7 @@ from filings.events import FilingOpened
 from filings.rulebook import facts_of, rule_for
 from filings.sources import documents_for, excerpt
 from filings.tools import filing_tools
+from sagalog.agents.binding import bind
 from sagalog.budgets.declaration import FREE, Budget
 from sagalog.budgets.estimate import estimate
 from sagalog.contracts.catalog import SchemaCatalog
@@ -157,7 +158,7 @@ def filing_flows(repo_root: Path) -> list[Flow]:
 @pytest.mark.parametrize("name", FILING_AGENTS)
 def test_every_filing_agent_fits_the_filing_flows(name: str, filing_flows: list[Flow]) -> None:
     agent = importlib.import_module(f"{name}.agent").agent
-    assert agent.bind(filing_flows).topics == ("filings.events",)
+    assert bind(agent, filing_flows).topics == ("filings.events",)
 
 
 def test_the_filing_flow_names_only_the_filing_agents(filing_flows: list[Flow]) -> None:

@@ -27,6 +27,7 @@ import click
 import pytest
 import yaml
 
+from sagalog.agents.binding import bind
 from sagalog.agents.declaration import Agent
 from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.cli.main import cli
@@ -181,7 +182,7 @@ def test_every_python_block_runs(index: int, flows: list[Any]) -> None:
     exec(code, namespace)
     agent = namespace.get("agent")
     if isinstance(agent, Agent):
-        agent.bind(flows)  # fits the flows, as at its start
+        bind(agent, flows)  # fits the flows, as at its start
         run_the_agent_example(namespace)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,9 +36,7 @@ from sagalog.errors import ConfigurationError
 from sagalog.flows.model import COMPENSATION_REQUESTED
 
 if TYPE_CHECKING:
-    from sagalog.agents.binding import BoundAgent
     from sagalog.agents.context import HandlerContext
-    from sagalog.flows.model import Flow
 
 HandlerResult = Event | Sequence[Event] | None
 Handler = Callable[[Any, "HandlerContext"], Awaitable[HandlerResult] | HandlerResult]
@@ -181,13 +179,3 @@ class Agent:
             return func
 
         return register
-
-    def bind(self, flows: Iterable[Flow]) -> BoundAgent:
-        """This agent as ``flows`` give it work: its topics, and its handlers by event type.
-
-        Raises:
-            AgentContractError: the agent and the flows disagree (``agents.binding``).
-        """
-        from sagalog.agents.binding import bind
-
-        return bind(self, flows)

@@ -39,7 +39,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from sagalog import open_transactions
 from sagalog.agents import exported_metrics, probes
 from sagalog.agents.assignment import Assignment
-from sagalog.agents.binding import BoundAgent, project_flows
+from sagalog.agents.binding import BoundAgent, bind, project_flows
 from sagalog.agents.connection import KafkaClients
 from sagalog.agents.declaration import Agent
 from sagalog.agents.exceptions import ClientHung, ConsumerFailed, TransactionTimedOut
@@ -110,7 +110,7 @@ class AgentWorker:
         every = list(
             project_flows(Path(settings.project_dir), self.catalog) if flows is None else flows
         )
-        bound = [(agent.bind(every), own) for agent, own in members]
+        bound = [(bind(agent, every), own) for agent, own in members]
         for agent, _ in bound:
             agent.check(self.catalog)
         self.codec = EventCodec(

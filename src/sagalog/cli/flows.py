@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from sagalog.agents.binding import bind
 from sagalog.cli.agent_modules import add_import_paths, load_agent
 from sagalog.cli.context import Project, pass_project
 from sagalog.durations import format_duration
@@ -83,7 +84,7 @@ def check(project: Project, agents: tuple[str, ...], paths: tuple[str, ...]) -> 
     for module in agents:
         agent, _ = load_agent(module)
         try:
-            bound = agent.bind(result.flows)
+            bound = bind(agent, result.flows)
         except AgentContractError as exc:
             mismatches.append(str(exc))
             continue

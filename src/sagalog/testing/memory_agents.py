@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from sagalog.agents.binding import bind
 from sagalog.agents.context import Perform
 from sagalog.agents.declaration import Agent
 from sagalog.agents.lane import Lane
@@ -60,7 +61,7 @@ class MemoryAgents:
         self.loop = asyncio.new_event_loop()
         self.lanes: list[Lane] = []
         for declared in agents:
-            agent = declared.bind(flows)
+            agent = bind(declared, flows)
             agent.check(catalog)
             lane = Lane(
                 agent,
