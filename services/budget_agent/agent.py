@@ -35,23 +35,17 @@ class BudgetAgentSettings(AgentSettings):
     ledger_lookup: bool = True
     """Reconcile a reservation whose answer was lost by asking the ledger by key; off,
     the reservation is repeated with the same key (the ledger answers the first one)."""
-    topic: str = "procurement.events"
 
 
 settings = BudgetAgentSettings()
-agent = Agent(
-    settings.name,
-    topics=[settings.topic],
-    # its own BudgetReserved too: the compensation releases what it reserved
-    workflow_context=[RequestSubmitted, RequestClassified, BudgetReserved],
-)
+agent = Agent(settings.name)
 
 
 def cost_center_of(department: str) -> str:
     return f"CC-{department.upper()[:8]}"
 
 
-@agent.handles(RiskScored, step="reserve_budget", dependencies=["ledger"])
+@agent.handles(step="reserve_budget", dependencies=["ledger"])
 async def reserve_budget(event: RiskScored, ctx: HandlerContext) -> BudgetReserved:
     request = ctx.workflow.require(RequestSubmitted)
     if request.amount <= 0:

@@ -505,8 +505,9 @@ def service_logins(
     def login(name: str) -> dict[str, str]:
         if name not in names:
             raise SagalogError(
-                f"service {name!r} is not declared in topology/services.yaml, so it has no "
-                "login and no rights on the secure cluster; declare it there"
+                f"service {name!r} is not a service of the topology (no flow step names it "
+                "and topology/services.yaml does not declare it), so it has no login and no "
+                "rights on the secure cluster; name it on a step or declare it there"
             )
         return stack.client_environment(principal=name)
 

@@ -17,7 +17,6 @@ class DraftingAgentSettings(AgentSettings):
     model_config = SettingsConfigDict(env_prefix="DRAFTING_AGENT_", env_file=".env", extra="ignore")
 
     name: str = "drafting-agent"
-    topic: str = "filings.events"
     llm_base_url: str = "http://127.0.0.1:8089/v1"
     llm_api_key: SecretStr = SecretStr("")
     llm_model: str = "gpt-4o-mini"
@@ -40,8 +39,6 @@ model = ChatModel(
 tools = filing_tools(settings.registers_url)
 agent = Agent(
     settings.name,
-    topics=[settings.topic],
-    workflow_context=[FilingOpened],
     budgets=[
         Budget.of(
             drafting.STANDARD_BUDGET,
@@ -53,7 +50,7 @@ agent = Agent(
 )
 
 
-@agent.handles(DocumentsRetrieved, step="draft_filing", dependencies=["model", "registers"])
+@agent.handles(step="draft_filing", dependencies=["model", "registers"])
 async def draft_filing(event: DocumentsRetrieved, ctx: HandlerContext) -> FilingDrafted:
     filing = ctx.workflow.require(FilingOpened)
     documents = [(d.title, str(ctx.content(d.text) or "")) for d in event.documents]

@@ -19,20 +19,17 @@ class IntakeAgentSettings(AgentSettings):
     model_config = SettingsConfigDict(env_prefix="INTAKE_AGENT_", env_file=".env", extra="ignore")
 
     name: str = "intake-agent"
-    topic: str = "procurement.events"
     corpus_dir: Path = CORPUS_DIR
 
 
 settings = IntakeAgentSettings()
-# Its handler reads nothing from the workflow's history: the projection keeps only
-# what it handles (for deduplication), no fold or write for the rest of the topic.
-agent = Agent(settings.name, topics=[settings.topic], workflow_context=[])
+agent = Agent(settings.name)
 # Trained once per process start: milliseconds on the repository's corpus, and the
 # model is a pure function of the corpus files, so every instance decides alike.
 classifier = train_from_corpus(settings.corpus_dir)
 
 
-@agent.handles(RequestSubmitted, step="classify_request")
+@agent.handles(step="classify_request")
 async def classify_request(event: RequestSubmitted, ctx: HandlerContext) -> RequestClassified:
     text = f"{event.title}\n{event.description}"
     prediction = classifier.predict(text)

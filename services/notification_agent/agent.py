@@ -20,13 +20,12 @@ class NotificationAgentSettings(AgentSettings):
     )
 
     name: str = "notification-agent"
-    topic: str = "procurement.events"
     mail_url: str = "http://127.0.0.1:8703"
     sender: str = "procurement@example.com"
 
 
 settings = NotificationAgentSettings()
-agent = Agent(settings.name, topics=[settings.topic], workflow_context=[VendorNotified])
+agent = Agent(settings.name)
 CHANNEL = "email"
 
 
@@ -47,7 +46,7 @@ def send_mail(
     return perform(mail_url, "send", body, idempotency_key=key)
 
 
-@agent.handles(PurchaseOrderCreated, step="notify_vendor", dependencies=["mail"])
+@agent.handles(step="notify_vendor", dependencies=["mail"])
 async def notify_vendor(event: PurchaseOrderCreated, ctx: HandlerContext) -> VendorNotified | None:
     notified = ctx.workflow.latest(VendorNotified)
     if notified is not None and notified.purchase_order_id == event.purchase_order_id:

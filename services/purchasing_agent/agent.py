@@ -33,7 +33,6 @@ class PurchasingAgentSettings(AgentSettings):
     )
 
     name: str = "purchasing-agent"
-    topic: str = "procurement.events"
     erp_url: str = "http://127.0.0.1:8702"
     gate: str = Field(default="manager_approval", description="The gate whose approval orders.")
     gate_secret: SecretStr = Field(
@@ -57,11 +56,7 @@ class PurchasingAgentSettings(AgentSettings):
 
 
 settings = PurchasingAgentSettings()
-agent = Agent(
-    settings.name,
-    topics=[settings.topic],
-    workflow_context=[GateOpened, RequestSubmitted, PurchaseOrderCreated],
-)
+agent = Agent(settings.name)
 log = logging.getLogger(f"sagalog.agent.{settings.name}")
 
 
@@ -130,7 +125,7 @@ def erp_call(
     return {name: answer[name] for name in ("id", "operation") if name in answer}
 
 
-@agent.handles(GateDecided, step="create_purchase_order", dependencies=["erp"])
+@agent.handles(step="create_purchase_order", dependencies=["erp"])
 async def create_purchase_order(
     event: GateDecided, ctx: HandlerContext
 ) -> PurchaseOrderCreated | None:

@@ -21,15 +21,14 @@ class RecordsAgentSettings(AgentSettings):
     model_config = SettingsConfigDict(env_prefix="RECORDS_AGENT_", env_file=".env", extra="ignore")
 
     name: str = "records-agent"
-    topic: str = "filings.events"
     records_url: str = "http://127.0.0.1:8711"
 
 
 settings = RecordsAgentSettings()
-agent = Agent(settings.name, topics=[settings.topic], workflow_context=[DocumentsRetrieved])
+agent = Agent(settings.name)
 
 
-@agent.handles(FilingOpened, step="retrieve_documents", dependencies=["records"])
+@agent.handles(step="retrieve_documents", dependencies=["records"])
 async def retrieve_documents(event: FilingOpened, ctx: HandlerContext) -> DocumentsRetrieved:
     sources = documents_for(event.company, event.regulator, event.due.year - 1)
     hold = await ctx.effect(

@@ -27,13 +27,12 @@ class RetrievalAgentSettings(AgentSettings):
     )
 
     name: str = "retrieval-agent"
-    topic: str = "procurement.events"
     corpus_dir: Path = CORPUS_DIR
     top_k: int = Field(default=5, ge=1, le=50, description="Documents returned per request.")
 
 
 settings = RetrievalAgentSettings()
-agent = Agent(settings.name, topics=[settings.topic], workflow_context=[RequestSubmitted])
+agent = Agent(settings.name)
 _documents = load_documents(settings.corpus_dir)
 index = BM25Index(_documents)
 retriever_id = (
@@ -41,7 +40,7 @@ retriever_id = (
 )
 
 
-@agent.handles(RequestClassified, step="retrieve_policies")
+@agent.handles(step="retrieve_policies")
 async def retrieve_policies(event: RequestClassified, ctx: HandlerContext) -> PoliciesRetrieved:
     submitted = ctx.workflow.require(RequestSubmitted)
     query = f"{submitted.title}\n{submitted.description}\n{event.category}"

@@ -34,7 +34,6 @@ class RiskAgentSettings(AgentSettings):
     model_config = SettingsConfigDict(env_prefix="RISK_AGENT_", env_file=".env", extra="ignore")
 
     name: str = "risk-agent"
-    topic: str = "procurement.events"
     corpus_dir: Path = CORPUS_DIR
     llm_base_url: str | None = Field(
         default=None,
@@ -59,11 +58,7 @@ class RiskAgentSettings(AgentSettings):
 
 
 settings = RiskAgentSettings()
-agent = Agent(
-    settings.name,
-    topics=[settings.topic],
-    workflow_context=[RequestSubmitted, RequestClassified],
-)
+agent = Agent(settings.name)
 _documents = load_documents(settings.corpus_dir)
 documents_by_id = {d.document_id: d for d in _documents}
 contracts = tuple(d for d in _documents if d.kind == "contract")
@@ -130,7 +125,6 @@ async def _with_model(facts: RiskInput, ctx: HandlerContext, inputs: Inputs) -> 
 
 
 @agent.handles(
-    PoliciesRetrieved,
     step="score_risk",
     dependencies=["llm"],
     timeout_s=settings.llm_timeout_s + 5 if settings.llm_base_url else None,

@@ -25,21 +25,16 @@ class SubmissionAgentSettings(AgentSettings):
     )
 
     name: str = "submission-agent"
-    topic: str = "filings.events"
     regulator_url: str = "http://127.0.0.1:8713"
     wait: str = "signature"
     """The flow's wait whose end starts the submission."""
 
 
 settings = SubmissionAgentSettings()
-agent = Agent(
-    settings.name,
-    topics=[settings.topic],
-    workflow_context=[FilingOpened, FilingDrafted, SignatureCaptured, FilingSubmitted],
-)
+agent = Agent(settings.name)
 
 
-@agent.handles(WaitEnded, step="submit_filing", dependencies=["regulator"])
+@agent.handles(step="submit_filing", dependencies=["regulator"])
 async def submit_filing(event: WaitEnded, ctx: HandlerContext) -> FilingSubmitted | None:
     if event.wait != settings.wait or event.timed_out or event.missing:
         return None  # another wait, or no signature came: the tracker compensates

@@ -94,8 +94,9 @@ class AgentContractError(ConfigurationError):
     """An agent's declared handlers do not fit the flows that name it.
 
     The message names the agent, the flow version and the step of each mismatch (a
-    missing handler or compensation, an event the flow does not start or complete
-    the step on); fix the declaration or the flow file. ``sagalog flows check
+    handler for a step no flow gives the agent, a missing handler or compensation, an
+    annotation naming an event the flow does not start or complete the step on); fix
+    the handler or the flow file. ``sagalog flows check
     --agent <module>`` runs the same check without starting anything.
     """
 

@@ -12,11 +12,10 @@ The agent is step 3 of the ``benchsaga`` relay chain (it handles
 ``PoliciesRetrieved``) on a topic carrying all six events of each saga, as in the
 sustained benchmark: it folds six events per saga to handle one of them. Inputs
 arrive step by step across ``--workflows`` workflows, as batches interleave them on
-one partition. ``--declared-context`` declares what the handler reads from the
-workflow's context (nothing: ``workflow_context=[]``), so the projection keeps only
-the handled type. ``--profile`` prints cProfile's top functions by own time.
+one partition. The projection keeps what the flow names (all six), as in the
+sustained benchmark. ``--profile`` prints cProfile's top functions by own time.
 
-    python -m tests.bench.agent_path --workflows 5000 [--declared-context] [--profile]
+    python -m tests.bench.agent_path --workflows 5000 [--profile]
 """
 
 from __future__ import annotations
@@ -53,6 +52,8 @@ from sagalog.contracts.hash_chain import signed
 from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
 from sagalog.tracing import configure_tracing
+
+from .saga_agents import chain_flow
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "benchsaga.events.path"
@@ -198,13 +199,10 @@ class OnePartition:
         return object()
 
 
-def agent(*, declared_context: bool) -> Agent:
-    # Passed only when declared, so the bench still runs against code from before
-    # the declaration existed (a baseline).
-    declared: dict[str, Any] = {"workflow_context": []} if declared_context else {}
-    relay = Agent("bench-path-score", topics=[TOPIC], **declared)
+def agent() -> Agent:
+    relay = Agent("bench-path-score")  # step "score" of FLOW
 
-    @relay.handles(PoliciesRetrieved, step="score")
+    @relay.handles(step="score")
     async def score(event: PoliciesRetrieved, ctx: HandlerContext) -> RiskScored:
         return RiskScored(
             request_id=ctx.workflow_id,
@@ -245,7 +243,6 @@ def run(
     profile: bool,
     *,
     tracing: bool = True,
-    declared_context: bool = False,
 ) -> dict[str, float]:
     catalog = SchemaCatalog.load(REPO / "schemas")
     with tempfile.TemporaryDirectory() as scratch:
@@ -256,17 +253,17 @@ def run(
             tracing=tracing,
             max_batch=batch_size,
         )
-        worker = AgentWorker(agent(declared_context=declared_context), settings, catalog=catalog)
+        flow = chain_flow("benchsaga", TOPIC, {"score": "bench-path-score"})
+        worker = AgentWorker(agent(), settings, catalog=catalog, flows=[flow])
         worker.codec.registry = KnownIds(catalog)  # type: ignore[assignment]
         configure_logging(json_lines=True, level=settings.log_level)
         configure_tracing("bench")  # as ``AgentWorker.run`` does: no exporter unless OTEL_*
         producer = CountingProducer()
         worker.clients.producer = producer  # type: ignore[assignment]
         worker.clients.consumer = OnePartition()  # type: ignore[assignment]
-        kept: dict[str, Any] = (
-            {"folded_types": worker.agent.folded_types()} if declared_context else {}
+        worker.store = store = StateStore(
+            settings.data_dir / "store", folded_types=worker.agent.folded_types()
         )
-        worker.store = store = StateStore(settings.data_dir / "store", **kept)
         inputs = records(worker, workflows)
         # The live worker frees each batch's records; kept here for the whole run, they
         # would make every full collection walk them. Moved out of the collector's sight.
@@ -311,9 +308,6 @@ def main() -> None:
     parser.add_argument("--workflows", type=int, default=5000)
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--no-tracing", action="store_true", help="settings.tracing off")
-    parser.add_argument(
-        "--declared-context", action="store_true", help="the agent declares workflow_context=[]"
-    )
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     print(
@@ -322,7 +316,6 @@ def main() -> None:
             args.batch_size,
             args.profile,
             tracing=not args.no_tracing,
-            declared_context=args.declared_context,
         )
     )
 

@@ -30,6 +30,7 @@ from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.registry import SchemaRegistry, subject_for
+from sagalog.flows.model import Flow
 from sagalog.settings import ClientSettings
 
 from .handoff import RelayJob, StartRelay
@@ -125,11 +126,29 @@ def main() -> None:
         (job.out_topic, "sagalog.v1.StepFailed"),
     )
     sent_ns, picked_ns = array("q"), array("q")
-    agent = Agent(
-        f"bench-{job.group_id.replace('.', '-')}", topics=[job.in_topic], output_topic=job.out_topic
+    name = f"bench-{job.group_id.replace('.', '-')}"
+    agent = Agent(name, output_topic=job.out_topic)
+    flow = Flow.model_validate(
+        {
+            "flow": "relay",
+            "version": 1,
+            "topic": job.in_topic,
+            "starts_on": IN_TYPE,
+            "deadline": "1d",
+            "steps": [
+                {
+                    "name": "relay",
+                    "agent": name,
+                    "starts_on": IN_TYPE,
+                    "completes_on": OUT_TYPE,
+                    "timeout": "10m",
+                    "effect": "none",
+                }
+            ],
+        }
     )
 
-    @agent.handles(RequestSubmitted, step="relay")
+    @agent.handles(step="relay")
     async def relay(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
         picked_ns.append(time.time_ns())
         sent_ns.append(int(ctx.record_headers.get("bench_sent_ns", "0")))
@@ -140,7 +159,7 @@ def main() -> None:
             currency=event.currency,
         )
 
-    AgentWorker(agent, settings, catalog=catalog).run()
+    AgentWorker(agent, settings, catalog=catalog, flows=[flow]).run()
     write_pickups(job.result_path, [(s, p) for s, p in zip(sent_ns, picked_ns, strict=True) if s])
 
 

@@ -14,7 +14,7 @@ platform, not business logic. Two chains are known:
 Run one step as its own process (settings from ``BENCH_SAGA_AGENT_*``, see
 ``SagaAgentSettings``), or several steps co-hosted in one (``--step`` again)::
 
-    BENCH_SAGA_AGENT_TOPIC=benchsaga.events.x BENCH_SAGA_AGENT_PROJECT_DIR=... \\
+    BENCH_SAGA_AGENT_NAME_SUFFIX=-x BENCH_SAGA_AGENT_PROJECT_DIR=... \\
         python -m tests.bench.saga_agents --step 3
     ... python -m tests.bench.saga_agents --step 1 --step 2 --step 3 --step 4 --step 5
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import decimal
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -43,6 +44,7 @@ from sagalog.agents import Agent, AgentSettings, DecisionLineage, HandlerContext
 from sagalog.agents.running import run_together
 from sagalog.contracts.models import Event
 from sagalog.events import GateDecided
+from sagalog.flows.model import Flow
 
 AMOUNT = decimal.Decimal("100.00")
 DECIDED_AT = dt.datetime(2027, 1, 15, 8, tzinfo=dt.UTC)
@@ -125,8 +127,9 @@ CHAINS: dict[str, tuple[RelayStep, ...]] = {
 }
 
 
-def bench_flow(topic: str) -> str:
-    """The saga benchmark's flow file: the five ``benchsaga`` relay steps, no gate."""
+def bench_flow(topic: str, suffix: str) -> str:
+    """The saga benchmark's flow file: the five ``benchsaga`` relay steps, no gate, each
+    run by the agent ``agent_name("benchsaga", step, suffix)``."""
     chain = CHAINS["benchsaga"]
     lines = [
         "# The saga benchmark's flow: five relay steps, no gate, nothing to undo.",
@@ -137,19 +140,57 @@ def bench_flow(topic: str) -> str:
         "deadline: 1d",
         "steps:",
     ]
-    for before, step in zip((None, *chain), chain, strict=False):
+    for number, (before, step) in enumerate(zip((None, *chain), chain, strict=False), 1):
         start = (
             f"starts_on: {step.starts_on.event_type}" if before is None else f"after: {before.name}"
         )
         lines += [
             f"  - name: {step.name}",
-            f"    agent: bench-{step.name}",
+            f"    agent: {agent_name('benchsaga', number, suffix)}",
             f"    {start}",
             f"    completes_on: {step.completes_on.event_type}",
             "    timeout: 10m",
             "    effect: none",
         ]
     return "\n".join(lines) + "\n"
+
+
+def chain_flow(chain: str, topic: str, agents: dict[str, str]) -> Flow:
+    """``chain``'s relay steps as one flow on ``topic`` (no gate), built in memory for a
+    bench's in-process worker; ``agents``: step name -> the agent that runs it."""
+    steps = CHAINS[chain]
+    return Flow.model_validate(
+        {
+            "flow": chain,
+            "version": 1,
+            "topic": topic,
+            "starts_on": steps[0].starts_on.event_type,
+            "deadline": "1d",
+            "steps": [
+                {
+                    "name": step.name,
+                    "agent": agents.get(step.name, f"bench-{step.name}"),
+                    "starts_on": step.starts_on.event_type,
+                    "completes_on": step.completes_on.event_type,
+                    "timeout": "10m",
+                    "effect": "none",
+                }
+                for step in steps
+            ],
+        }
+    )
+
+
+def named_for_bench(flow: str, chain: str, suffix: str) -> str:
+    """``flow``'s text with the steps of ``chain`` given to the bench's relay agents
+    (``agent_name``), which run the steps a flow names them on."""
+    for number, step in enumerate(CHAINS[chain], 1):
+        flow = re.sub(
+            rf"(- name: {step.name}\n\s+agent: )\S+",
+            rf"\g<1>{agent_name(chain, number, suffix)}",
+            flow,
+        )
+    return flow
 
 
 class SagaAgentSettings(AgentSettings):
@@ -160,7 +201,6 @@ class SagaAgentSettings(AgentSettings):
     )
 
     chain: Literal["benchsaga", "orders"] = "benchsaga"
-    topic: str = "benchsaga.events"
     name_suffix: str = ""
     """Appended to the agent's name, hence to its group, transactional id and retry topic."""
 
@@ -172,15 +212,10 @@ def agent_name(chain: str, step: int, suffix: str) -> str:
 def build_agent(settings: SagaAgentSettings, step: int) -> Agent:
     """The relay agent of step ``step`` (1-based) of ``settings.chain``."""
     relay = CHAINS[settings.chain][step - 1]
-    # A relay reads nothing of its workflow's earlier events, and says so: its
-    # projection keeps only the handled type (as a real agent declares what it reads).
-    agent = Agent(
-        agent_name(settings.chain, step, settings.name_suffix),
-        topics=[settings.topic],
-        workflow_context=[],
-    )
+    # Its topic and the event it takes come from the project's flow, which names it.
+    agent = Agent(agent_name(settings.chain, step, settings.name_suffix))
 
-    @agent.handles(relay.starts_on, step=relay.name)
+    @agent.handles(step=relay.name)
     async def handle(event: Event, ctx: HandlerContext) -> Event | None:
         return relay.build(event, ctx)
 

@@ -97,7 +97,7 @@ from .harness import (
     RecordFactory,
     producer_config,
 )
-from .saga_agents import agent_name, bench_flow
+from .saga_agents import agent_name, bench_flow, named_for_bench
 from .tracker import (
     INPUTS,
     SECRET,
@@ -715,7 +715,7 @@ class SagalogSystem:
         (self.root / "topology" / "topics.yaml").write_text(
             topology.replace("{s}", self.suffix).replace("{p}", str(self.partitions))
         )
-        (flows / "benchsaga.v1.yaml").write_text(bench_flow(self.input_topic))
+        (flows / "benchsaga.v1.yaml").write_text(bench_flow(self.input_topic, f"-{self.suffix}"))
         self.catalog = SchemaCatalog.load(self.root / "schemas")
         client = TopologyClient(self.settings, self.catalog)
         plan = client.plan(load_topology(self.root / "topology", known_schemas=self.catalog))
@@ -786,7 +786,6 @@ class SagalogSystem:
         return prefixed(
             "BENCH_SAGA_AGENT_",
             chain="benchsaga",
-            topic=self.input_topic,
             name_suffix=f"-{self.suffix}",
             project_dir=self.root,
             bootstrap_servers=self.settings.bootstrap_servers,
@@ -1096,6 +1095,8 @@ def measure_idle_at_gate(
     problems: list[str] = []
     try:
         lab.setup()
+        flow = lab.root / "topology" / "flows" / "orders.v1.yaml"  # before the tracker reads it
+        flow.write_text(named_for_bench(flow.read_text(), "orders", f"-{lab.suffix}"))
         lab.start_clock(lab.app_id)
         progress(f"idle {waiting:,}: preloading {waiting:,} workflows up to the gate")
         lab.preload(waiting)
@@ -1181,7 +1182,6 @@ def _start_gate_agents(
                 prefixed(
                     "BENCH_SAGA_AGENT_",
                     chain="orders",
-                    topic=lab.topic,
                     name_suffix=f"-{lab.suffix}",
                     project_dir=lab.root,
                     bootstrap_servers=lab.settings.bootstrap_servers,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import shutil
 import signal
 import threading
@@ -178,9 +179,10 @@ class ChaosRun:
         (root / "topology" / "flows").mkdir(parents=True)
         (root / "topology" / "topics.yaml").write_text(TOPOLOGY.replace("{s}", s))
         flow = (REPO / "topology" / "flows" / "procurement.v1.yaml").read_text()
-        (root / "topology" / "flows" / "procurement.v1.yaml").write_text(
-            flow.replace("topic: procurement.events", f"topic: procurement.events.{s}")
-        )
+        flow = flow.replace("topic: procurement.events", f"topic: procurement.events.{s}")
+        # the fleet's agents are named <name>-<suffix> (agent_suffix): the flow names them so
+        flow = re.sub(r"^(\s+agent: \S+)$", rf"\1-{s}", flow, flags=re.MULTILINE)
+        (root / "topology" / "flows" / "procurement.v1.yaml").write_text(flow)
         self.settings = self.stack.client_settings(root)
         # The harness's own reads and ticks (not the services') wait as long as a loaded
         # two-core machine needs after a broker restart: metadata took more than the

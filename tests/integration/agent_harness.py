@@ -156,8 +156,7 @@ class AgentLab:
             "PYTHONPATH": os.pathsep.join(
                 [str(REPO / "services"), os.environ.get("PYTHONPATH", "")]
             ),
-            "BUDGET_AGENT_NAME": self.name,
-            "BUDGET_AGENT_TOPIC": self.topic,
+            "BUDGET_AGENT_NAME": self.name,  # on the steps of the project's flow
             "BUDGET_AGENT_LEDGER_URL": self.ledger_url,
             "BUDGET_AGENT_INSTANCE_ID": instance,
             "BUDGET_AGENT_DATA_DIR": str(self.tmp / "data"),
@@ -260,11 +259,11 @@ def lab_factory(project: Project, tmp_path: Path) -> Iterator[Callable[..., Agen
 
     def make(*, partitions: int = 3) -> AgentLab:
         project.write_topology(AGENT_TOPICS.replace("{partitions}", str(partitions)))
+        name = f"budget-{project.suffix}"
+        project.write_reference_flow("procurement.v1", budget_agent=name)
         project.apply()
         ledger = serve(name="ledger")
-        lab = AgentLab(
-            project=project, ledger=ledger, tmp=tmp_path, name=f"budget-{project.suffix}"
-        )
+        lab = AgentLab(project=project, ledger=ledger, tmp=tmp_path, name=name)
         labs.append(lab)
         return lab
 

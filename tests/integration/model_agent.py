@@ -23,7 +23,6 @@ class ModelAgentSettings(AgentSettings):
     model_config = SettingsConfigDict(env_prefix="MODEL_AGENT_", extra="ignore")
 
     name: str = "drafting-agent"
-    topic: str = "filings.events"
     model_url: str = "http://127.0.0.1:8089/v1"
     model: str = "gpt-4o-mini"
     tokens_per_minute: int = 10_000
@@ -34,12 +33,11 @@ settings = ModelAgentSettings()
 model = ChatModel(settings.model_url, timeout_s=10)
 agent = Agent(
     settings.name,
-    topics=[settings.topic],
     budgets=[Budget.of("model", tokens_per_minute=settings.tokens_per_minute)],
 )
 
 
-@agent.handles(FilingOpened, step="draft_filing", dependencies=["model"])
+@agent.handles(step="draft_filing", dependencies=["model"])
 async def draft_filing(event: FilingOpened, ctx: HandlerContext) -> FilingDrafted:
     ask = (
         f"Draft filing {event.filing_number} for {event.regulator}, due "

@@ -21,15 +21,14 @@ class PoisonedAgentSettings(AgentSettings):
     model_config = SettingsConfigDict(env_prefix="POISONED_AGENT_", extra="ignore")
 
     name: str = "budget-agent"
-    topic: str = "orders.events"
     release_broken: bool = False
 
 
 settings = PoisonedAgentSettings()
-agent = Agent(settings.name, topics=[settings.topic])
+agent = Agent(settings.name)  # on the steps of the test's flow
 
 
-@agent.handles(RequestSubmitted, step="reserve_budget")
+@agent.handles(step="reserve_budget")
 async def reserve_budget(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
     return BudgetReserved(
         reservation_id=f"R-{ctx.headers.workflow_id}",

@@ -8,6 +8,7 @@ time, under another module name, beside the one pytest loaded).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,28 @@ class Project:
 
     def write_topology(self, text: str) -> None:
         (self.root / "topology" / "topics.yaml").write_text(text.replace("{s}", self.suffix))
+
+    def write_flow(self, text: str, name: str) -> None:
+        """A flow file, ``{s}`` standing for the suffix: an agent runs the steps a flow
+        names it on, on that flow's topic."""
+        flows = self.root / "topology" / "flows"
+        flows.mkdir(exist_ok=True)
+        (flows / f"{name}.yaml").write_text(text.replace("{s}", self.suffix))
+
+    def write_reference_flow(self, name: str, *, agent_suffix: str = "", **agents: str) -> None:
+        """A copy of the repository's flow ``name`` (``procurement.v1``) on this project's
+        topic ``<topic>.{s}``, with its agents renamed as the test runs them: each with
+        ``agent_suffix`` appended, or as ``agents`` says (``budget_agent=`` renames
+        ``budget-agent``). An agent runs the steps a flow names it on."""
+        text = (REPO / "topology" / "flows" / f"{name}.yaml").read_text()
+        text = re.sub(r"^topic: (\S+)$", r"topic: \1.{s}", text, flags=re.MULTILINE)
+        renamed = {old.replace("_", "-"): new for old, new in agents.items()}
+
+        def rename(match: re.Match[str]) -> str:
+            agent = match[2]
+            return match[1] + renamed.get(agent, agent + agent_suffix)
+
+        self.write_flow(re.sub(r"^(\s+agent: )(\S+)$", rename, text, flags=re.MULTILINE), name)
 
     def client(self) -> TopologyClient:
         return TopologyClient(self.settings, self.catalog)

@@ -85,8 +85,7 @@ class ServiceLab:
         ``RETRIEVAL_AGENT_TOP_K=3``)."""
         prefix, standins = SERVICES[module]
         values: dict[str, Any] = {
-            "name": self.agent_name(module),
-            "topic": self.topic,
+            "name": self.agent_name(module),  # on the steps of the project's flow
             "instance_id": "a",
             "data_dir": self.tmp / "data" / module,
             "project_dir": self.project.root,
@@ -162,6 +161,8 @@ def in_workflow(records: list[dict[str, Any]], workflow_id: str) -> list[dict[st
 @pytest.fixture
 def service_lab(project: Project, tmp_path: Path) -> Iterator[ServiceLab]:
     project.write_topology(PROCUREMENT_TOPICS)
+    # the agents run as <name>-<suffix>: the flow names them so
+    project.write_reference_flow("procurement.v1", agent_suffix=f"-{project.suffix}")
     project.apply()
     lab = ServiceLab(
         project=project,

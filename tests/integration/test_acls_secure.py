@@ -67,6 +67,17 @@ WORKFLOWS = "procurement.events"
 RETRY_TOPIC = "sagalog.agent.risk-agent.retry"
 
 
+def intake_agent() -> Agent:
+    """The intake agent as the reference flow names it; these tests never run its handler."""
+    agent = Agent("intake-agent")
+
+    @agent.handles(step="classify_request")
+    async def classify_request(event: Any, ctx: Any) -> Any:
+        raise NotImplementedError
+
+    return agent
+
+
 class RawCodec:
     """Encodes nothing: the bytes are beside the point of an authorization test."""
 
@@ -417,8 +428,7 @@ def test_an_agent_writing_a_topic_it_may_not_is_denied_and_its_transaction_abort
         data_dir=tmp_path / "data",
     )
     settings = settings.model_copy(update={"project_dir": str(project)})
-    agent = Agent("intake-agent", topics=[WORKFLOWS])
-    worker = AgentWorker(agent, settings, catalog=SchemaCatalog.load(project / "schemas"))
+    worker = AgentWorker(intake_agent(), settings, catalog=SchemaCatalog.load(project / "schemas"))
     worker.clients.producer = worker.clients.new_producer()
     worker.clients.consumer = Consumer(
         settings.kafka_config(
@@ -472,11 +482,8 @@ def test_an_agent_reading_another_agents_retry_topic_is_denied(
         instance_id="it-reader",
         data_dir=tmp_path / "data",
     )
-    worker = AgentWorker(
-        Agent("intake-agent", topics=[WORKFLOWS]),
-        settings,
-        catalog=SchemaCatalog.load(project / "schemas"),
-    )
+    settings = settings.model_copy(update={"project_dir": str(project)})
+    worker = AgentWorker(intake_agent(), settings, catalog=SchemaCatalog.load(project / "schemas"))
     worker.clients.consumer = Consumer(
         settings.kafka_config(**{"group.id": worker.group_id, "enable.auto.commit": False})
     )

@@ -23,6 +23,7 @@ from procurement.events import PoliciesRetrieved, RequestClassified, RequestSubm
 from sagalog.agents import Agent, AgentSettings, HandlerContext
 from sagalog.agents.worker import AgentWorker
 from sagalog.contracts.headers import header_dict
+from sagalog.flows.model import Flow
 from sagalog.publisher import EventPublisher
 
 from .agent_harness import request
@@ -30,6 +31,7 @@ from .project import Project
 
 WORKFLOWS = 60
 SUBMITTED = "procurement.v1.RequestSubmitted"
+RETRIEVED = "procurement.v1.PoliciesRetrieved"
 CHAIN_TOPICS = """
 ignore: ["*"]
 topics:
@@ -57,10 +59,41 @@ def agent_settings(project: Project, data_dir: Path) -> AgentSettings:
     )
 
 
-def classify(project: Project, topic: str) -> Agent:
-    agent = Agent(f"it-classify-{project.suffix}", topics=[topic], workflow_context=[])
+def chain(project: Project, topic: str) -> list[Flow]:
+    """The flow of the two agents on ``topic``: each run binds the same agents to its own
+    topic's flow, so their names (and what they write) are the same on both."""
+    steps = [
+        ("classify", "it-classify", SUBMITTED, "procurement.v1.RequestClassified"),
+        ("retrieve", "it-retrieve", "procurement.v1.RequestClassified", RETRIEVED),
+    ]
+    return [
+        Flow.model_validate(
+            {
+                "flow": "chain",
+                "version": 1,
+                "topic": topic,
+                "starts_on": SUBMITTED,
+                "deadline": "1d",
+                "steps": [
+                    {
+                        "name": name,
+                        "agent": f"{agent}-{project.suffix}",
+                        "starts_on": starts,
+                        "completes_on": completes,
+                        "timeout": "5m",
+                        "effect": "none",
+                    }
+                    for name, agent, starts, completes in steps
+                ],
+            }
+        )
+    ]
 
-    @agent.handles(RequestSubmitted, step="classify")
+
+def classify(project: Project) -> Agent:
+    agent = Agent(f"it-classify-{project.suffix}")
+
+    @agent.handles(step="classify")
     async def handle(event: RequestSubmitted, ctx: HandlerContext) -> RequestClassified:
         return RequestClassified(
             request_id=event.request_id,
@@ -73,10 +106,10 @@ def classify(project: Project, topic: str) -> Agent:
     return agent
 
 
-def retrieve(project: Project, topic: str) -> Agent:
-    agent = Agent(f"it-retrieve-{project.suffix}", topics=[topic], workflow_context=[])
+def retrieve(project: Project) -> Agent:
+    agent = Agent(f"it-retrieve-{project.suffix}")
 
-    @agent.handles(RequestClassified, step="retrieve")
+    @agent.handles(step="retrieve")
     async def handle(event: RequestClassified, ctx: HandlerContext) -> PoliciesRetrieved:
         return PoliciesRetrieved(request_id=event.request_id, documents=[], retriever="it")
 
@@ -170,12 +203,18 @@ def test_co_hosted_agents_write_what_they_write_alone(project: Project, tmp_path
 
     settings = agent_settings(project, tmp_path / "alone")
     alone = [
-        Running(AgentWorker(make(project, alone_topic), settings, catalog=project.catalog))
+        Running(
+            AgentWorker(
+                make(project), settings, catalog=project.catalog, flows=chain(project, alone_topic)
+            )
+        )
         for make in (classify, retrieve)
     ]
     settings = agent_settings(project, tmp_path / "together")
-    members = [(make(project, together_topic), settings) for make in (classify, retrieve)]
-    cohost = AgentWorker(members, settings, catalog=project.catalog)
+    members = [(make(project), settings) for make in (classify, retrieve)]
+    cohost = AgentWorker(
+        members, settings, catalog=project.catalog, flows=chain(project, together_topic)
+    )
     together = Running(cohost)
     try:
         by_alone = wait_for(project, alone_topic, 2 * WORKFLOWS)

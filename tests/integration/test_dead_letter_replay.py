@@ -56,7 +56,6 @@ def start_agent(lab: TrackerLab, tmp: Path, *, broken: bool) -> AgentProcess:
             [str(REPO), str(REPO / "services"), os.environ.get("PYTHONPATH", "")]
         ),
         "POISONED_AGENT_NAME": f"budget-{lab.suffix}",
-        "POISONED_AGENT_TOPIC": lab.topic,
         "POISONED_AGENT_INSTANCE_ID": "a",
         "POISONED_AGENT_DATA_DIR": str(tmp / "agent-data"),
         "POISONED_AGENT_PROJECT_DIR": str(lab.project.root),

@@ -17,11 +17,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import yaml
+
 from demo.filing_driver import FilingDriver
 from demo.filing_scenario import FilingPlan, build_filings
 from demo.fleet import Fleet
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
-from sagalog.topology.loader import load_topology
 
 from .project import REPO, Project
 from .test_reference_workflow import reference_fleet_config
@@ -48,15 +49,11 @@ topics:
 def apply_filing_project(project: Project) -> None:
     """The filing flow (v2) on this project's own topics, applied to the cluster."""
     s = project.suffix
-    carried = load_topology(REPO / "topology").topic("filings.events")
-    assert carried is not None
-    project.write_topology(TOPOLOGY.replace("%s", ", ".join(carried.schemas)))
-    flows = project.root / "topology" / "flows"
-    flows.mkdir()
-    flow = (REPO / "topology" / "flows" / "filing.v2.yaml").read_text()
-    (flows / "filing.v2.yaml").write_text(
-        flow.replace("topic: filings.events", f"topic: filings.events.{s}")
-    )
+    topics = yaml.safe_load((REPO / "topology" / "topics.yaml").read_text())["topics"]
+    listed = topics["filings.events"].get("schemas", [])  # the rest follows from the flow
+    project.write_topology(TOPOLOGY.replace("%s", ", ".join(listed)))
+    # the fleet's agents are named <name>-<suffix>: the flow names them so
+    project.write_reference_flow("filing.v2", agent_suffix=f"-{s}")
     project.apply()
 
 

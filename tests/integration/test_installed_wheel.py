@@ -194,11 +194,11 @@ def retopic(project: Path, suffix: str) -> str:
     }
     topics.write_text(yaml.safe_dump(document, sort_keys=False))
     for flow in (project / "topology" / "flows").glob("*.yaml"):
-        flow.write_text(
-            flow.read_text().replace(
-                "topic: procurement.events", f"topic: procurement.events.{suffix}"
-            )
+        text = flow.read_text().replace(
+            "topic: procurement.events", f"topic: procurement.events.{suffix}"
         )
+        # the agents run as <name>-<suffix>: the flows name them so
+        flow.write_text(re.sub(r"^(\s+agent: \S+)$", rf"\1-{suffix}", text, flags=re.MULTILINE))
     return f"procurement.events.{suffix}"
 
 
@@ -228,7 +228,7 @@ def test_every_image_starts_as_its_dockerfile_says_and_stops_cleanly(
         assert image.installs_the_project, f"{image.path}: no `pip install .`"
         root = tmp_path / name
         image.lay_out(REPO, root)
-        topic = retopic(image.working_dir(root), suffix)
+        retopic(image.working_dir(root), suffix)
         images[name] = Container(name, image, root, free_port())
     project = images["tracker"].image.working_dir(images["tracker"].root)
     run(
@@ -268,7 +268,6 @@ def test_every_image_starts_as_its_dockerfile_says_and_stops_cleanly(
                 installed,
                 {
                     f"{prefix}_NAME": f"{module.replace('_', '-')}-{suffix}",
-                    f"{prefix}_TOPIC": topic,
                     f"{prefix}_INSTANCE_ID": "a",
                     f"{prefix}_GATE_SECRET": secret,
                     "SAGALOG_HEALTH_HOST": "127.0.0.1",

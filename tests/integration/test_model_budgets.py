@@ -115,7 +115,6 @@ class DraftingLab:
                 [str(REPO), str(REPO / "services"), os.environ.get("PYTHONPATH", "")]
             ),
             "MODEL_AGENT_NAME": self.name,
-            "MODEL_AGENT_TOPIC": self.topic,
             "MODEL_AGENT_MODEL_URL": f"http://{host!s}:{port}/v1",
             "MODEL_AGENT_INSTANCE_ID": instance,
             "MODEL_AGENT_DATA_DIR": str(self.tmp / "data"),

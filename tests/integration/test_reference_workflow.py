@@ -25,7 +25,7 @@ from demo.scenario import FAILING_VENDOR, Plan, build_mix
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 
 from .fleet_audit import assert_every_log_verifies
-from .project import REPO, Project
+from .project import Project
 from .tracker_harness import PROCUREMENT
 
 TOPOLOGY = """
@@ -55,12 +55,8 @@ def apply_reference_project(project: Project, *, more_topics: str = "") -> None:
         TOPOLOGY.replace("%s", ", ".join([*PROCUREMENT, "sagalog.v1.WebhookReceived"]))
         + more_topics
     )
-    flows = project.root / "topology" / "flows"
-    flows.mkdir()
-    flow = (REPO / "topology" / "flows" / "procurement.v1.yaml").read_text()
-    (flows / "procurement.v1.yaml").write_text(
-        flow.replace("topic: procurement.events", f"topic: procurement.events.{s}")
-    )
+    # the fleet's agents are named <name>-<suffix>: the flow names them so
+    project.write_reference_flow("procurement.v1", agent_suffix=f"-{s}")
     project.apply()
 
 

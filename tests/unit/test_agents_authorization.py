@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from sagalog.agents.declaration import Agent
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.worker import AgentWorker
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.errors import AuthorizationError
+
+from .test_agents_worker import FLOWS, budget_agent
 
 
 class _Producer:
@@ -29,9 +30,7 @@ def worker(tmp_path: Path, catalog: SchemaCatalog) -> tuple[AgentWorker, _Produc
         instance_id="b-1",
         data_dir=tmp_path,
     )
-    built = AgentWorker(
-        Agent("budget-agent", topics=["procurement.events"]), settings, catalog=catalog
-    )
+    built = AgentWorker(budget_agent(), settings, catalog=catalog, flows=FLOWS)
     producer = _Producer()
     built.clients.producer = producer  # type: ignore[assignment]
     return built, producer

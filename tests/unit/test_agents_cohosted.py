@@ -23,6 +23,7 @@ from sagalog.topic_names import retry_topic_for
 
 from .test_agents_worker import (
     DLQ,
+    FLOWS,
     NOW_MS,
     TOPIC,
     Consumer,
@@ -36,9 +37,9 @@ from .test_agents_worker import (
 
 
 def classify_agent() -> Agent:
-    agent = Agent("classify-agent", topics=[TOPIC], workflow_context=[])
+    agent = Agent("classify-agent")
 
-    @agent.handles(BudgetReserved, step="classify_request")
+    @agent.handles(step="classify_request")
     async def classify(event: BudgetReserved, ctx: HandlerContext) -> RequestClassified:
         return RequestClassified(
             request_id=ctx.workflow_id,
@@ -66,7 +67,9 @@ def settings(data_dir: Path) -> AgentSettings:
 def built(
     agents: Agent | list[tuple[Agent, AgentSettings]], data_dir: Path, catalog: SchemaCatalog
 ) -> Any:
-    worker = AgentWorker(agents, settings(data_dir), catalog=catalog, wall_ms=lambda: NOW_MS)
+    worker = AgentWorker(
+        agents, settings(data_dir), catalog=catalog, wall_ms=lambda: NOW_MS, flows=FLOWS
+    )
     worker.codec.registry = KnownIds(catalog)  # type: ignore[assignment]
     worker.clients.producer = Producer()  # type: ignore[assignment]
     worker.clients.consumer = Consumer()  # type: ignore[assignment]
@@ -208,6 +211,7 @@ def test_the_same_agent_twice_in_one_process_is_refused(
             [(budget_agent(), settings(tmp_path)), (budget_agent(), settings(tmp_path))],
             settings(tmp_path),
             catalog=catalog,
+            flows=FLOWS,
         )
 
 
@@ -215,11 +219,14 @@ def test_a_co_host_batches_every_20_ms_unless_told_otherwise(
     tmp_path: Path, catalog: SchemaCatalog
 ) -> None:
     members = [(budget_agent(), settings(tmp_path)), (classify_agent(), settings(tmp_path))]
-    default = AgentWorker(members, settings(tmp_path), catalog=catalog)
+    default = AgentWorker(members, settings(tmp_path), catalog=catalog, flows=FLOWS)
     assert default.settings.batch_interval_s == COHOSTED_BATCH_INTERVAL_S == 0.02
     chosen = AgentWorker(
-        members, settings(tmp_path).model_copy(update={"batch_interval_s": 0.05}), catalog=catalog
+        members,
+        settings(tmp_path).model_copy(update={"batch_interval_s": 0.05}),
+        catalog=catalog,
+        flows=FLOWS,
     )
     assert chosen.settings.batch_interval_s == 0.05  # set, so kept
-    alone = AgentWorker(budget_agent(), settings(tmp_path), catalog=catalog)
+    alone = AgentWorker(budget_agent(), settings(tmp_path), catalog=catalog, flows=FLOWS)
     assert alone.settings.batch_interval_s == 0.05  # the agents' default, unchanged

@@ -29,9 +29,31 @@ from sagalog.contracts.headers import EventHeaders, header_value
 from sagalog.contracts.models import Event
 from sagalog.position import RecordPosition
 
+from .agent_flows import flow, step
+
 TOPIC = "procurement.events"
 RETRY = "sagalog.agent.budget-agent.retry"
 DLQ = "sagalog.deadletter"
+FLOWS = [
+    flow(
+        TOPIC,
+        [
+            step(
+                "reserve_budget",
+                "budget-agent",
+                "procurement.v1.RequestSubmitted",
+                "procurement.v1.BudgetReserved",
+            ),
+            step(
+                "classify_request",
+                "classify-agent",
+                "procurement.v1.BudgetReserved",
+                "procurement.v1.RequestClassified",
+            ),
+        ],
+    )
+]
+"""What the flows give the test's agents (``test_agents_cohosted`` runs both)."""
 NOW_MS = 1_800_000_000_000
 T0 = dt.datetime(2027, 1, 15, 8, tzinfo=dt.UTC)
 
@@ -131,9 +153,9 @@ class Consumer:
 
 
 def budget_agent() -> Agent:
-    agent = Agent("budget-agent", topics=[TOPIC], workflow_context=[])
+    agent = Agent("budget-agent")
 
-    @agent.handles(RequestSubmitted, step="reserve_budget")
+    @agent.handles(step="reserve_budget")
     async def reserve(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
         if event.vendor == "flaky":
             raise RetryableError("the ledger timed out")
@@ -161,11 +183,11 @@ def worker(tmp_path: Path, catalog: SchemaCatalog) -> Any:
         deadletter_topic=DLQ,
     )
     agent = budget_agent()
-    built = AgentWorker(agent, settings, catalog=catalog, wall_ms=lambda: NOW_MS)
+    built = AgentWorker(agent, settings, catalog=catalog, wall_ms=lambda: NOW_MS, flows=FLOWS)
     built.codec.registry = KnownIds(catalog)  # type: ignore[assignment]
     built.clients.producer = Producer()  # type: ignore[assignment]
     built.clients.consumer = Consumer()  # type: ignore[assignment]
-    built.store = store = StateStore(tmp_path / "store", folded_types=agent.folded_types())
+    built.store = store = StateStore(tmp_path / "store", folded_types=built.agent.folded_types())
     yield built
     store.close()
 

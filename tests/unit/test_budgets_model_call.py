@@ -21,7 +21,6 @@ from sagalog.budgets.declaration import Budget
 from sagalog.budgets.estimate import Price, estimate
 from sagalog.budgets.ledger import BudgetExceeded, BudgetLimits, Granted, Usage
 from sagalog.errors import ConfigurationError
-from sagalog.flows.agent_contract import AgentContractError, exhaustion_policies
 from sagalog.flows.model import BUDGET_REFUSED
 from sagalog.position import RecordPosition
 
@@ -311,21 +310,7 @@ def test_a_budget_is_declared_with_a_limit_and_a_price_for_money() -> None:
     with pytest.raises(ConfigurationError, match="non-empty text without '/'"):
         keyed.ledger_key("a/b")
     with pytest.raises(ConfigurationError, match="declares budget 'openai' twice"):
-        Agent("drafter", topics=["t"], budgets=[keyed, keyed])
-
-
-def test_the_flows_say_what_each_step_does_when_the_budget_runs_out() -> None:
-    from types import SimpleNamespace
-
-    def flow(label: str, policy: str) -> Any:
-        step = SimpleNamespace(name="draft", agent="drafter", on_budget_exhausted=policy)
-        other = SimpleNamespace(name="file", agent="filer", on_budget_exhausted="fail")
-        return SimpleNamespace(label=label, steps=(step, other))
-
-    assert exhaustion_policies("drafter", [flow("filing v1", "fail")]) == {"draft": "fail"}
-    assert exhaustion_policies("nobody", [flow("filing v1", "fail")]) == {}
-    with pytest.raises(AgentContractError, match="wait in filing v1 and fail in filing v2"):
-        exhaustion_policies("drafter", [flow("filing v1", "wait"), flow("filing v2", "fail")])
+        Agent("drafter", budgets=[keyed, keyed])
 
 
 def test_a_window_with_room_within_the_rate_wait_is_waited_for_in_place(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ import pytest
 import yaml
 
 import external_tools
+from sagalog.topology.loader import load_topology
+from sagalog.topology.services import AgentService
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +34,10 @@ def lock(repo_root: Path) -> dict[str, Any]:
 
 
 def _declared_agents() -> tuple[str, ...]:
-    """Every agent of topology/services.yaml: compose ships each of them."""
-    declared = yaml.safe_load(
-        (Path(__file__).resolve().parents[2] / "topology/services.yaml").read_text()
-    )
-    return tuple(n for n, s in declared["services"].items() if s.get("kind") == "agent")
+    """Every agent service of the topology (those the flows name on their steps, and any
+    services.yaml declares): compose ships each of them."""
+    topology = load_topology(Path(__file__).resolve().parents[2] / "topology")
+    return tuple(s.name for s in topology.services if isinstance(s, AgentService))
 
 
 AGENTS = _declared_agents()

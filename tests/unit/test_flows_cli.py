@@ -140,20 +140,21 @@ def test_check_refuses_an_agent_that_does_not_fit_naming_agent_flow_and_step(
     (modules / "misfit_budget.py").write_text(
         "from procurement.events import BudgetReserved, RequestSubmitted\n"
         "from sagalog.agents.declaration import Agent\n"
-        "agent = Agent('budget-agent', topics=['procurement.events'])\n"
-        "@agent.handles(RequestSubmitted, step='reserve_budget')\n"
-        "async def reserve(event, ctx) -> BudgetReserved: ...\n"
+        "agent = Agent('budget-agent')\n"
+        "@agent.handles(step='reserve_budget')\n"
+        "async def reserve(event: RequestSubmitted, ctx) -> BudgetReserved: ...\n"
     )
     result = sagalog(project, "flows", "check", "--path", str(modules), "--agent", "misfit_budget")
     assert result.exit_code == 2
     errors = result.stderr.splitlines()
-    assert errors[0].startswith(
-        "error: agent 'budget-agent', flow procurement v1, step 'reserve_budget': handler "
-        "reserve takes procurement.v1.RequestSubmitted"
-    )
+    assert errors[0] == "error: agent 'budget-agent' does not fit its flows:"
     assert errors[1].startswith(
-        "agent 'budget-agent', flow procurement v1, step 'reserve_budget': the flow requires a "
-        "compensation ('release_budget'"
+        "  flow procurement v1, step 'reserve_budget': the flow undoes it ('release_budget'"
+    )
+    assert errors[2].startswith(
+        "  flow procurement v1, step 'reserve_budget': reserve takes "
+        "procurement.v1.RequestSubmitted, but the flow starts the step on "
+        "procurement.v1.RiskScored"
     )
 
 
@@ -171,9 +172,9 @@ def test_run_agent_refuses_to_start_an_agent_that_does_not_fit(
     (modules / "unstartable_budget.py").write_text(
         "from procurement.events import BudgetReserved, RiskScored\n"
         "from sagalog.agents.declaration import Agent\n"
-        "agent = Agent('budget-agent', topics=['procurement.events'])\n"
-        "@agent.handles(RiskScored, step='reserve_budget')\n"
-        "async def reserve(event, ctx) -> BudgetReserved: ...\n"
+        "agent = Agent('budget-agent')\n"
+        "@agent.handles(step='reserve_budget')\n"
+        "async def reserve(event: RiskScored, ctx) -> BudgetReserved: ...\n"
         "def refuse_to_run(settings=None):\n"
         "    raise AssertionError('started although it does not fit')\n"
         "agent.run = refuse_to_run\n"
@@ -182,7 +183,7 @@ def test_run_agent_refuses_to_start_an_agent_that_does_not_fit(
     result = CliRunner().invoke(cli, ["run", "agent", "unstartable_budget", "--path", str(modules)])
     assert result.exit_code == 2, result.output
     assert "agent 'budget-agent' does not fit its flows:" in result.stderr
-    assert "step 'reserve_budget': the flow requires a compensation" in result.stderr
+    assert "step 'reserve_budget': the flow undoes it" in result.stderr
 
 
 def test_run_agents_refuses_to_start_any_when_one_does_not_fit(
@@ -192,14 +193,16 @@ def test_run_agents_refuses_to_start_any_when_one_does_not_fit(
     modules.mkdir()
     (modules / "fitting_intake.py").write_text(
         "from sagalog.agents.declaration import Agent\n"
-        "agent = Agent('some-other-agent', topics=['procurement.events'])\n"
+        "agent = Agent('intake-agent')\n"
+        "@agent.handles()\n"
+        "async def classify_request(event, ctx): ...\n"
     )
     (modules / "unfit_budget.py").write_text(
         "from procurement.events import BudgetReserved, RiskScored\n"
         "from sagalog.agents.declaration import Agent\n"
-        "agent = Agent('budget-agent', topics=['procurement.events'])\n"
-        "@agent.handles(RiskScored, step='reserve_budget')\n"
-        "async def reserve(event, ctx) -> BudgetReserved: ...\n"
+        "agent = Agent('budget-agent')\n"
+        "@agent.handles(step='reserve_budget')\n"
+        "async def reserve(event: RiskScored, ctx) -> BudgetReserved: ...\n"
     )
     monkeypatch.setenv("SAGALOG_AGENT_PROJECT_DIR", str(project))
     result = CliRunner().invoke(
@@ -215,8 +218,7 @@ def test_run_agents_refuses_the_same_agent_twice(
     modules = tmp_path / "agents"
     modules.mkdir()
     (modules / "lonely.py").write_text(
-        "from sagalog.agents.declaration import Agent\n"
-        "agent = Agent('lonely-agent', topics=['procurement.events'])\n"
+        "from sagalog.agents.declaration import Agent\nagent = Agent('lonely-agent')\n"
     )
     monkeypatch.setenv("SAGALOG_AGENT_PROJECT_DIR", str(project))
     result = CliRunner().invoke(cli, ["run", "agents", "lonely", "lonely", "--path", str(modules)])

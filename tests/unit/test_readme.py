@@ -27,11 +27,11 @@ import click
 import pytest
 import yaml
 
+from sagalog.agents.binding import bind
 from sagalog.agents.declaration import Agent
 from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.cli.main import cli
 from sagalog.contracts.catalog import SchemaCatalog
-from sagalog.flows.agent_contract import check_agent_contract
 from sagalog.flows.loader import load_flows
 from sagalog.topology.loader import load_topology
 
@@ -182,7 +182,7 @@ def test_every_python_block_runs(index: int, flows: list[Any]) -> None:
     exec(code, namespace)
     agent = namespace.get("agent")
     if isinstance(agent, Agent):
-        check_agent_contract(agent, flows)
+        bind(agent, flows)  # fits the flows, as at its start
         run_the_agent_example(namespace)
 
 

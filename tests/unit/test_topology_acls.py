@@ -251,7 +251,7 @@ def test_declared_reads_and_writes_add_to_the_flows(tmp_path: Path) -> None:
     )
 
 
-def test_a_flow_step_of_an_undeclared_agent_is_an_error(
+def test_a_flow_step_of_an_agent_not_in_the_topology_is_an_error(
     procurement: tuple[Topology, tuple[Flow, ...]],
 ) -> None:
     topology, flows = procurement
@@ -259,7 +259,7 @@ def test_a_flow_step_of_an_undeclared_agent_is_an_error(
         update={"services": tuple(s for s in topology.services if s.name != "risk-agent")}
     )
     with pytest.raises(
-        TopologyError, match="step 'score_risk': agent 'risk-agent' is not declared"
+        TopologyError, match="step 'score_risk': agent 'risk-agent' is not a service of the"
     ):
         derive_acls(without, flows)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,50 @@ def test_repository_topology_loads(repo_root: Path, catalog: SchemaCatalog) -> N
     events = topology.topic("procurement.events")
     assert events is not None and events.kafka_config()["retention.ms"] == "-1"
     assert "procurement.v1.RequestSubmitted" in events.schemas
+
+
+def test_repository_services_are_those_declared_before_agents_were_derived(
+    repo_root: Path, catalog: SchemaCatalog
+) -> None:
+    """An agent named on a flow step needs no entry in services.yaml; every reader of
+    the services (ACLs, topology plan, dev users, compose and Helm checks) must see the
+    set the repository declared by hand before (the fixture, from that commit)."""
+    topology = load_topology(repo_root / "topology", known_schemas=catalog)
+    derived = sorted(
+        (s.model_dump(mode="json") for s in topology.services), key=lambda d: d["name"]
+    )
+    fixture = repo_root / "tests" / "unit" / "fixtures" / "repository_services.json"
+    assert derived == json.loads(fixture.read_text())
+
+
+def test_an_agent_a_flow_names_is_a_service_unless_declared(tmp_path: Path) -> None:
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "orders.v1.yaml").write_text(
+        """
+flow: orders
+version: 1
+topic: orders.events
+starts_on: shop.v1.OrderPlaced
+deadline: 1d
+steps:
+  - {name: pay, agent: pay-agent, starts_on: shop.v1.OrderPlaced,
+     completes_on: shop.v1.Paid, timeout: 5m, effect: none}
+  - {name: ship, agent: ship-agent, after: pay, completes_on: shop.v1.Shipped,
+     timeout: 5m, effect: none}
+"""
+    )
+    topology = load(
+        tmp_path,
+        """
+topics: {orders.events: {}}
+services:
+  ship-agent: {kind: agent, principal: "User:shipping"}
+""",
+    )
+    by_name = {s.name: s for s in topology.services}  # type: ignore[attr-defined]
+    assert by_name["pay-agent"].kind == "agent"
+    assert by_name["pay-agent"].group == "sagalog-agent-pay-agent"
+    assert by_name["ship-agent"].principal == "User:shipping"
 
 
 def test_defaults_apply_and_topics_override(tmp_path: Path) -> None:

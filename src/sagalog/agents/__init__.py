@@ -2,10 +2,10 @@
 
     from sagalog import Agent, AgentSettings, HandlerContext, NonRetryableError, run_agent
 
-    agent = Agent("budget-agent", topics=["procurement.events"])
+    agent = Agent("budget-agent")  # the flows name it on their steps
 
-    @agent.handles(RequestSubmitted, step="reserve_budget", dependencies=["ledger"])
-    async def reserve(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
+    @agent.handles(step="reserve_budget", dependencies=["ledger"])
+    async def reserve(event: RiskScored, ctx: HandlerContext) -> BudgetReserved:
         ...
 
     run_agent(agent, AgentSettings())

@@ -1,15 +1,21 @@
-"""Declaring an agent: its name, the topics it reads, and a handler per event type.
+"""Declaring an agent: its name, and a handler per step the flows give it.
 
-    agent = Agent("budget-agent", topics=["procurement.events"])
+    agent = Agent("budget-agent")
 
-    @agent.handles(RequestSubmitted, step="reserve_budget", dependencies=["ledger"])
-    async def reserve(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
+    @agent.handles(step="reserve_budget", dependencies=["ledger"])
+    async def reserve(event: RiskScored, ctx: HandlerContext) -> BudgetReserved:
         reservation = await ctx.effect("ledger.reserve", ledger.reserve, event.amount)
         return BudgetReserved(...)
 
     @agent.compensates("reserve_budget")
     async def release(request: CompensationRequested, ctx: HandlerContext) -> BudgetReleased:
         ...
+
+The flows are the one place that says which agent runs a step, on which events it
+starts and completes, and so which topics the agent reads. A declaration says only
+what code does; it is bound to the flows when the agent starts
+(``agents.binding.bind``), and the handler's annotations, plain Python typing, are
+checked against them there.
 
 Declaring is pure data; ``sagalog.run_agent`` hands it to the worker (this module
 imports nothing of the runtime, which imports it). Nothing about Kafka appears
@@ -25,10 +31,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sagalog.budgets.declaration import Budget
-from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.models import Event
 from sagalog.errors import ConfigurationError
-from sagalog.flows.model import COMPENSATION_REQUESTED, STEP_RETRY_REQUESTED
+from sagalog.flows.model import COMPENSATION_REQUESTED
 
 if TYPE_CHECKING:
     from sagalog.agents.context import HandlerContext
@@ -41,8 +46,18 @@ COMPENSATION_TYPE = COMPENSATION_REQUESTED
 
 
 @dataclass(frozen=True)
+class Declared:
+    """A handler as its decorator declares it: the step it serves and its rules."""
+
+    func: Handler
+    step: str
+    dependencies: tuple[str, ...] = ()
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
 class HandlerSpec:
-    """One handler and the rules it runs under."""
+    """One handler bound to an event type of its step, and the rules it runs under."""
 
     event_type: str
     event_class: type[Event]
@@ -82,26 +97,15 @@ class Agent:
         self,
         name: str,
         *,
-        topics: Sequence[str],
         output_topic: str | None = None,
-        workflow_context: Sequence[type[Event] | str] | None = None,
         budgets: Sequence[Budget] = (),
     ) -> None:
         """Args:
-        name: names the consumer group, the instances' transactional ids and the
-            retry topic.
-        topics: the workflow topics to read (same partition count).
+        name: the name the flows give it on their steps (``agent: <name>``); it names
+            the consumer group, the instances' transactional ids and the retry topic.
+            The topics it reads are those of the flows that name it.
         output_topic: where outputs go; by default the topic the input came from,
             which keeps a workflow's history in one topic and partition.
-        workflow_context: the event types the handlers look up in ``ctx.workflow``
-            (``latest``, ``require``, ``history``), besides the ones they handle.
-            None (the default) keeps every event of the topics in the projection.
-            A list keeps only these and the handled types, and the agent stops
-            paying for the rest: no fold, no write per event. Reading a type outside
-            it raises ``ConfigurationError`` naming the agent, the step and the
-            type; ``history`` lists only these types. Changing the list so that it
-            names a type the projection did not keep rebuilds the projection from
-            the log on the next start.
         budgets: the budgets its model calls are made under (``ctx.model_call``),
             each shared by all the agent's instances (``sagalog.budgets``).
         """
@@ -110,16 +114,8 @@ class Agent:
                 f"agent name {name!r} must be letters, digits, '-' and '_' (it names "
                 "the consumer group and internal topics)"
             )
-        if not topics:
-            raise ConfigurationError(f"agent '{name}' reads no topics; pass topics=[...]")
         self.name = name
-        self.topics = tuple(topics)
         self.output_topic = output_topic
-        self.workflow_context = (
-            None
-            if workflow_context is None
-            else frozenset(t if isinstance(t, str) else t.event_type for t in workflow_context)
-        )
         self.budgets: dict[str, Budget] = {}
         for budget in budgets:
             if budget.name in self.budgets:
@@ -127,34 +123,35 @@ class Agent:
                     f"agent '{name}' declares budget '{budget.name}' twice; names must differ"
                 )
             self.budgets[budget.name] = budget
-        self.handlers: dict[str, HandlerSpec] = {}
-        self.compensations: dict[str, HandlerSpec] = {}
+        self.steps: dict[str, Declared] = {}
+        self.compensations: dict[str, Declared] = {}
 
     def handles(
         self,
-        event_class: type[Event],
-        *,
         step: str | None = None,
+        *,
         dependencies: Sequence[str] = (),
         timeout_s: float | None = None,
     ) -> Callable[[F], F]:
-        """Register the handler of ``event_class`` events (one per event type)."""
+        """Register the handler of ``step`` (by default the function's name).
+
+        The events it takes are the ones the flow starts the step on; its parameter
+        and return annotations, when given, are checked against the flow at start.
+        """
+        if step is not None and not isinstance(step, str):
+            raise ConfigurationError(
+                f"agent '{self.name}': @agent.handles takes the step's name; the event that "
+                "starts the step comes from the flow: write @agent.handles(step='<name>')"
+            )
 
         def register(func: F) -> F:
-            event_type = event_class.event_type
-            if event_type in self.handlers:
+            name = step or func.__name__
+            if name in self.steps:
                 raise ConfigurationError(
-                    f"agent '{self.name}' has two handlers for {event_type}: "
-                    f"{self.handlers[event_type].func.__name__} and {func.__name__}"
+                    f"agent '{self.name}' has two handlers for step '{name}': "
+                    f"{self.steps[name].func.__name__} and {func.__name__}"
                 )
-            self.handlers[event_type] = HandlerSpec(
-                event_type=event_type,
-                event_class=event_class,
-                func=func,
-                step=step or func.__name__,
-                dependencies=tuple(dependencies),
-                timeout_s=timeout_s,
-            )
+            self.steps[name] = Declared(func, name, tuple(dependencies), timeout_s)
             return func
 
         return register
@@ -172,81 +169,13 @@ class Agent:
         after it, so the tracker can move to the previous step; when it returns the
         event its flow names as the undo's completion, that event is the signal.
         """
-        from sagalog.events import CompensationRequested
 
         def register(func: F) -> F:
             if step in self.compensations:
                 raise ConfigurationError(
                     f"agent '{self.name}' has two compensations for step '{step}'"
                 )
-            self.compensations[step] = HandlerSpec(
-                event_type=COMPENSATION_TYPE,
-                event_class=CompensationRequested,
-                func=func,
-                step=step,
-                dependencies=tuple(dependencies),
-                timeout_s=timeout_s,
-                compensates=step,
-            )
+            self.compensations[step] = Declared(func, step, tuple(dependencies), timeout_s)
             return func
 
         return register
-
-    def handler_for(
-        self, event_type: str, payload: dict[str, Any] | None = None
-    ) -> HandlerSpec | None:
-        """The handler of an event, or None when this agent ignores it.
-
-        A compensation is taken by the handler of the compensation its payload names,
-        and a ``StepRetryRequested`` by the handler of the step it names (which then
-        runs on the event that started that step).
-        """
-        if event_type == COMPENSATION_TYPE and payload is not None:
-            return self.compensations.get(str(payload.get("step")))
-        if event_type == STEP_RETRY_REQUESTED and payload is not None:
-            step = payload.get("step")
-            return next((s for s in self.handlers.values() if s.step == step), None)
-        return self.handlers.get(event_type)
-
-    def wants(self, event_type: str) -> bool:
-        """Whether any handler takes ``event_type`` (decided from the header alone)."""
-        return (
-            event_type in self.handlers
-            or (event_type == COMPENSATION_TYPE and bool(self.compensations))
-            or (event_type == STEP_RETRY_REQUESTED and bool(self.handlers))
-        )
-
-    def folded_types(self) -> frozenset[str] | None:
-        """The event types the projection keeps: the declared ``workflow_context`` and
-        every handled type (a handled event is deduplicated through it); None: all."""
-        if self.workflow_context is None:
-            return None
-        handled = set(self.handlers)
-        if self.compensations:
-            handled.add(COMPENSATION_TYPE)
-        if self.handlers:
-            handled.add(STEP_RETRY_REQUESTED)
-        return self.workflow_context | handled
-
-    def check(self, catalog: SchemaCatalog) -> None:
-        """Refuse to start when a handled or declared event type has no schema.
-
-        Raises:
-            ConfigurationError: naming the handler (or the declaration) and the
-                missing schema.
-        """
-        specs = [*self.handlers.values(), *self.compensations.values()]
-        missing = [s for s in specs if s.event_type not in catalog]
-        if missing:
-            listed = ", ".join(f"{s.func.__name__} ({s.event_type})" for s in missing)
-            raise ConfigurationError(
-                f"agent '{self.name}' cannot start: no schema under {catalog.root} for the "
-                f"event type(s) its handlers take: {listed}; add the .avsc or fix the class"
-            )
-        unknown = sorted(t for t in self.workflow_context or () if t not in catalog)
-        if unknown:
-            raise ConfigurationError(
-                f"agent '{self.name}' cannot start: its workflow_context names event type(s) "
-                f"with no schema under {catalog.root}: {', '.join(unknown)}; fix the name "
-                "(the Avro full name, e.g. procurement.v1.RequestSubmitted) or add the .avsc"
-            )

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sagalog.agents.declaration import Agent, HandlerSpec
+from sagalog.agents.binding import BoundAgent
+from sagalog.agents.declaration import HandlerSpec
 from sagalog.agents.handling import Work
 from sagalog.agents.outputs import RecordBuilder, Result
 from sagalog.agents.records import Delivered
@@ -33,7 +34,7 @@ class Intake:
     def __init__(
         self,
         *,
-        agent: Agent,
+        agent: BoundAgent,
         store: StateStore,
         codec: EventCodec,
         builder: RecordBuilder,

@@ -17,14 +17,14 @@ alone or co-hosted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from sagalog.agents.accounting import account, after_commit, park_before_commit
+from sagalog.agents.binding import BoundAgent
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
 from sagalog.agents.context import Perform
-from sagalog.agents.declaration import Agent
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.handling import HandlerRunner, Work
 from sagalog.agents.intake import Intake
@@ -55,13 +55,12 @@ class Lane:
         codec: the process's codec (one schema registry client for every lane).
         instance: the process's instance id, in the lane's log lines and spans.
         give_up: whether the process's shutdown budget is spent.
-        budget_policies: step -> ``on_budget_exhausted`` from the flows.
         perform: stands in for effects' calls (``sagalog.testing``); None in production.
     """
 
     def __init__(
         self,
-        agent: Agent,
+        agent: BoundAgent,
         settings: AgentSettings,
         *,
         codec: EventCodec,
@@ -69,12 +68,10 @@ class Lane:
         clock: Callable[[], float],
         wall_ms: Callable[[], int],
         give_up: Callable[[], bool],
-        budget_policies: Mapping[str, str] | None = None,
         perform: Perform | None = None,
     ) -> None:
         self.agent = agent
         self.perform = perform
-        self.budget_policies = dict(budget_policies or {})
         self.settings = settings
         self.clock = clock
         self.wall_ms = wall_ms
@@ -145,7 +142,7 @@ class Lane:
             wall_ms=self.wall_ms,
             give_up=self.give_up,
             budgets=self.budgets,
-            budget_policies=self.budget_policies,
+            budget_policies=self.agent.budget_policies,
             perform=self.perform,
         )
 

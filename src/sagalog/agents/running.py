@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from sagalog.agents.declaration import Agent
 from sagalog.agents.exceptions import ConsumerFailed, ZombieFenced
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.worker import AgentWorker, Member
 from sagalog.errors import AuthorizationError, ConfigurationError, ServiceUnavailableError
-from sagalog.flows.agent_contract import check_agent_in_project
 
 
 def run_agent(agent: Agent, settings: AgentSettings | None = None) -> None:
@@ -47,11 +45,7 @@ def run_together(members: Sequence[Member], settings: AgentSettings) -> None:
     agent is checked against the project before any starts.
     """
     try:
-        policies = {
-            agent.name: check_agent_in_project(agent, Path(settings.project_dir))
-            for agent, _ in members
-        }
-        worker = AgentWorker(members, settings, budget_policies=policies)
+        worker = AgentWorker(members, settings)  # binds each agent to the project's flows
         worker.run()
     except (
         ConfigurationError,

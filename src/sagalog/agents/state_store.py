@@ -67,7 +67,7 @@ class StateStore:
     ) -> None:
         """Args:
         folded_types: the event types to fold into the projection (see
-            ``Agent.folded_types``); None: all. A store whose projection lacks one
+            ``BoundAgent.folded_types``); None: all. A store whose projection lacks one
             of them (it kept fewer types before) drops its projection and
             checkpoints, so hydration rebuilds them from the log.
         """

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -39,6 +39,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 from sagalog import open_transactions
 from sagalog.agents import exported_metrics, probes
 from sagalog.agents.assignment import Assignment
+from sagalog.agents.binding import BoundAgent, bind, project_flows
 from sagalog.agents.connection import KafkaClients
 from sagalog.agents.declaration import Agent
 from sagalog.agents.exceptions import ClientHung, ConsumerFailed, TransactionTimedOut
@@ -57,6 +58,7 @@ from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.registry import SchemaRegistry
 from sagalog.errors import ConfigurationError, ServiceUnavailableError
+from sagalog.flows.model import Flow
 from sagalog.health import Health, HealthBook, Verdict
 from sagalog.health_server import HealthServer, serve_health
 from sagalog.personal.cipher import personal_data
@@ -81,9 +83,8 @@ class AgentWorker:
             with its own settings.
         settings: the process's: the cluster, the instance id, the data folder, the
             batching and the transaction (and, alone, the agent's own).
-        budget_policies: agent -> step -> what the step's flow says to do when a
-            budget runs out (``check_agent_in_project`` reads them); a step not
-            named waits.
+        flows: the flows the agents are bound to (``agents.binding``); by default
+            the project's (``settings.project_dir``).
     """
 
     def __init__(
@@ -94,7 +95,7 @@ class AgentWorker:
         catalog: SchemaCatalog | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
-        budget_policies: Mapping[str, Mapping[str, str]] | None = None,
+        flows: Iterable[Flow] | None = None,
     ) -> None:
         members: list[Member] = [(agents, settings)] if isinstance(agents, Agent) else [*agents]
         if not members:
@@ -106,7 +107,11 @@ class AgentWorker:
             settings = settings.model_copy(update={"batch_interval_s": COHOSTED_BATCH_INTERVAL_S})
         self.settings = settings
         self.catalog = catalog or SchemaCatalog.load(Path(settings.project_dir) / "schemas")
-        for agent, _ in members:
+        every = list(
+            project_flows(Path(settings.project_dir), self.catalog) if flows is None else flows
+        )
+        bound = [(bind(agent, every), own) for agent, own in members]
+        for agent, _ in bound:
             agent.check(self.catalog)
         self.codec = EventCodec(
             catalog=self.catalog,
@@ -124,9 +129,8 @@ class AgentWorker:
                 clock=clock,
                 wall_ms=wall_ms,
                 give_up=self._shutdown_budget_spent,
-                budget_policies=(budget_policies or {}).get(agent.name, {}),
             )
-            for agent, own in members
+            for agent, own in bound
         ]
         self.name = group_name(names)
         self.group_id = settings.group_id or f"sagalog-agent-{self.name}"
@@ -173,7 +177,7 @@ class AgentWorker:
     # Alone, the worker's agent, flow control and store are its lane's.
 
     @property
-    def agent(self) -> Agent:
+    def agent(self) -> BoundAgent:
         return self.lanes[0].agent
 
     @property

@@ -49,8 +49,8 @@ class WorkflowContext:
         records: the latest record value of each event type seen, by event type.
         history: (event id, event type, producing source) in log order.
         decoder: turns a record value into its payload (set by the runtime).
-        kept: the event types the projection keeps (the agent's declared
-            ``workflow_context`` and handled types); None: all.
+        kept: the event types the projection keeps (those the flows on the agent's
+            topics name, ``BoundAgent.kept``); None: all.
         reader: the handler reading it (set by ``HandlerContext``), for the errors.
     """
 
@@ -65,8 +65,9 @@ class WorkflowContext:
         """The latest earlier event of ``event_class`` in this workflow, if any.
 
         Raises:
-            ConfigurationError: the agent's ``workflow_context`` does not name the
-                event's type, so the answer would be None whatever the log holds.
+            ConfigurationError: no flow on the agent's topics names the event's
+                type, so the agent does not keep it and the answer would be None
+                whatever the log holds.
         """
         payload = self.get(event_class.event_type)
         return None if payload is None else event_class.from_avro(payload)
@@ -122,10 +123,10 @@ class WorkflowContext:
         if self.kept is None or event_type in self.kept:
             return
         who = "a handler" if self.reader is None else str(self.reader)
-        named = "..." if self.reader is None else repr(self.reader.agent)
         raise ConfigurationError(
             f"workflow {self.workflow_id}: {who} reads {event_type} from ctx.workflow, "
-            f"which the agent does not keep; add it to Agent({named}, workflow_context=[...]) "
+            "which no flow on the agent's topics names, so the agent does not keep it; "
+            "name it in a flow or fix the class "
             f"(it keeps: {', '.join(sorted(self.kept)) or 'nothing'})"
         )
 

@@ -2,7 +2,6 @@
 
     agent = Agent(
         "drafting-agent",
-        topics=["filings.events"],
         budgets=[
             Budget.of(
                 "openai",

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
+from sagalog.agents.binding import bind
 from sagalog.cli.agent_modules import add_import_paths, load_agent
 from sagalog.cli.context import Project, pass_project
 from sagalog.durations import format_duration
 from sagalog.errors import AgentContractError, FlowDefinitionError
-from sagalog.flows.agent_contract import contract_mismatches
 from sagalog.flows.graph import GraphFormat, render
 from sagalog.flows.loader import FlowCheck, check_flows
 from sagalog.flows.model import Flow
@@ -83,16 +83,19 @@ def check(project: Project, agents: tuple[str, ...], paths: tuple[str, ...]) -> 
     mismatches: list[str] = []
     for module in agents:
         agent, _ = load_agent(module)
-        found = contract_mismatches(agent, result.flows)
-        mismatches += [str(m) for m in found]
-        if not found:
-            steps = sorted({s.name for f in result.flows for s in f.steps if s.agent == agent.name})
-            fits = f"fits steps {', '.join(steps)}" if steps else "is named by no flow"
-            click.secho(f"ok  agent {agent.name} ({module}): {fits}", fg="green")
-    if mismatches:
-        raise AgentContractError(
-            "\n".join(mismatches) + "\nfix the agents' declarations or the flow files"
+        try:
+            bound = bind(agent, result.flows)
+        except AgentContractError as exc:
+            mismatches.append(str(exc))
+            continue
+        steps = sorted({s.step for s in [*bound.handlers.values()]})
+        click.secho(
+            f"ok  agent {agent.name} ({module}): fits steps {', '.join(steps)} on "
+            f"{', '.join(bound.topics)}",
+            fg="green",
         )
+    if mismatches:
+        raise AgentContractError("\n".join(mismatches))
 
 
 @flows.command()

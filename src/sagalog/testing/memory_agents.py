@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from sagalog.agents.binding import bind
 from sagalog.agents.context import Perform
 from sagalog.agents.declaration import Agent
 from sagalog.agents.lane import Lane
@@ -25,7 +26,6 @@ from sagalog.agents.triage import hold_not_due
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.errors import ConfigurationError
-from sagalog.flows.agent_contract import check_agent_contract, exhaustion_policies
 from sagalog.flows.registry import FlowRegistry
 from sagalog.position import RecordPosition
 from sagalog.testing.memory_log import LogRecord, MemoryLog
@@ -60,9 +60,9 @@ class MemoryAgents:
         self.clock_ms = clock_ms
         self.loop = asyncio.new_event_loop()
         self.lanes: list[Lane] = []
-        for agent in agents:
+        for declared in agents:
+            agent = bind(declared, flows)
             agent.check(catalog)
-            check_agent_contract(agent, flows)
             lane = Lane(
                 agent,
                 settings,
@@ -71,7 +71,6 @@ class MemoryAgents:
                 clock=lambda: clock_ms() / 1000,
                 wall_ms=clock_ms,
                 give_up=lambda: False,
-                budget_policies=exhaustion_policies(agent.name, flows),
                 perform=perform,
             )
             lane.open_store(data_dir, "memory")

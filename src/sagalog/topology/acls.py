@@ -284,8 +284,8 @@ def _check_agents(topology: Topology, flows: tuple[Flow, ...]) -> None:
             if step.agent not in agents:
                 raise TopologyError(
                     f"{flow.source or flow.label}, step '{step.name}': agent '{step.agent}' is "
-                    "not declared under services: in topology/ (so it would have no rights); "
-                    f"add '{step.agent}: {{kind: agent}}' to topology/services.yaml"
+                    "not a service of the topology (so it would have no rights): the topology "
+                    "was loaded without this flow; load both from the same project"
                 )
     named = {step.agent for flow in flows for step in flow.steps}
     for name, agent in agents.items():

@@ -7,7 +7,7 @@ looking at that file: ``topology/topics.yaml, topic 'orders.events', field
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +16,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from sagalog.errors import TopologyError
 from sagalog.flows.loader import parse_flows
+from sagalog.flows.model import Flow
 from sagalog.topology.model import TopicDefaults, TopicSpec, Topology
-from sagalog.topology.services import ServiceSpec, TrackerService
+from sagalog.topology.services import AgentService, ServiceSpec, TrackerService
 from sagalog.topology.topic_schemas import effective_schemas, flow_event_types
 
 _FILE_KEYS = {"defaults", "topics", "ignore", "services"}
@@ -74,7 +75,8 @@ def load_topology(directory: Path, *, known_schemas: Mapping[str, Any] | None = 
                         )
             topics[topic.name], origin[topic.name] = topic, path
     _check_services(services, set(topics))
-    derived = flow_event_types(parse_flows(directory / "flows"))
+    flows = parse_flows(directory / "flows")
+    derived = flow_event_types(flows)
     return Topology(
         topics=tuple(
             topic.model_copy(
@@ -83,9 +85,20 @@ def load_topology(directory: Path, *, known_schemas: Mapping[str, Any] | None = 
             for topic in topics.values()
         ),
         ignore=tuple(ignore),
-        services=tuple(service for service, _ in services.values()),
+        services=(
+            *(service for service, _ in services.values()),
+            *flow_agents(flows, declared=set(services)),
+        ),
         sources=tuple(str(p) for p in files),
     )
+
+
+def flow_agents(flows: Iterable[Flow], *, declared: set[str]) -> list[AgentService]:
+    """The agents the flows name on their steps that ``services:`` does not declare, in
+    the order the flows name them: each an agent service with the defaults (an entry in
+    ``services.yaml`` only sets what is not the default)."""
+    names = dict.fromkeys(step.agent for flow in flows for step in flow.steps)
+    return [AgentService.model_validate({"name": n}) for n in names if n not in declared]
 
 
 def _services(path: Path, raw: Any) -> list[ServiceSpec]:

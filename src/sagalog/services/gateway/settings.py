@@ -74,7 +74,7 @@ class GatewaySettings(ClientSettings):
     deadletter_topics: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="The dead-letter topics `sagalog dlq` reads, comma-separated in the "
-        "environment; empty: those topology/services.yaml declares for its agents and "
+        "environment; empty: those of the topology's agents and "
         "trackers (sagalog.deadletter by default).",
     )
     dead_letter_read_timeout_s: float = Field(
