@@ -194,7 +194,7 @@ class StateStore:
         self._pending_seen[event_id] = position
         context.history.append((event_id, event_type, source))
         if payload is not None:
-            context.records[event_type] = payload
+            context.keep(event_id, event_type, payload)
         self._dirty[workflow_id] = context
         self._remember(context)
         return context, position
