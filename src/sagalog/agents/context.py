@@ -387,11 +387,14 @@ class HandlerContext:
 
         Before the call, its estimate (the prompt counted with the model's tokenizer,
         plus all of ``max_tokens``: ``budgets.estimate``) is reserved in the budget's
-        ledger under the effect's idempotency key, and kept with the event's input
-        partition. The answer's ``usage`` settles it; the claim goes to the log in
-        the call's ``EffectRecorded``. A redelivered event gets the recorded answer
-        and counts nothing; a call repeated because its first answer was lost (a
-        crash) is a second spend, counted as one: the model may have served both.
+        ledger under the effect's idempotency key, kept with the event's input
+        partition, and written, acknowledged, to the agent's claims topic, where the
+        partition's next holder reads it. The answer's ``usage`` settles it; the
+        claim goes to the log in the call's ``EffectRecorded``. A redelivered event
+        gets the recorded answer and counts nothing; a call repeated because its
+        first answer was lost (a crash, here or on the instance that held the
+        partition before) is a second spend, counted as one: the model may have
+        served both.
 
         ``call(model=, messages=, max_tokens=, [tools=,] idempotency_key=, **kwargs)``
         reaches the model and returns its answer: the JSON of an OpenAI-compatible
