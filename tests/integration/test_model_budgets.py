@@ -353,7 +353,7 @@ SUCCESSOR_LIMIT = 1_800
 def test_the_successor_of_an_instance_killed_for_good_during_its_calls_counts_every_claim(
     project: Project, tmp_path: Path
 ) -> None:
-    """Issue 49, item 4. Instance ``a`` holds every partition and has its calls out (the
+    """Issue 49, item 4. Instance ``a`` holds every partition and has calls out (the
     model takes 6 s to answer) when it is SIGKILLed, and it never comes back: the
     model serves those calls, and their answers die with it. ``b`` takes the
     partitions over and repeats them. It reads ``a``'s claims from the claims topic
@@ -361,16 +361,19 @@ def test_the_successor_of_an_instance_killed_for_good_during_its_calls_counts_ev
     claims of their own (``<key>#1``) beside them: the model never serves more than
     the limit within 60 s, and every call it served has its claim in the log.
 
-    Without the claims topic, ``b`` knows nothing of ``a``'s calls (they never reached
-    the log) and repeats them at once, under their first claims' names: about twice
-    the limit within the minute, and fewer claims logged than calls served."""
+    Without the claims topic, ``b`` knows nothing of ``a``'s calls out (they never
+    reached the log) and repeats them at once under their first claims' names: fewer
+    claims logged than calls served, and, with more than a minute's budget of filings
+    waiting, more than the limit served within 60 s."""
     model = serve(name="model")
     model.faults.latency_ms = 6000  # under the client's 10 s timeout
     lab = DraftingLab(project, model, tmp_path, policy="wait").setup()
     try:
-        opened = lab.open_filings(15)
+        opened = lab.open_filings(30)  # more than a minute's budget: b spends all it may
         a = lab.agent("a", tokens_per_minute=SUCCESSOR_LIMIT)
-        poll(lambda: model.book.in_flight >= 10, what="a's calls out", timeout=90, step=0.05)
+        # A batch is one fetch: a partition's records may come one fetch ahead of the
+        # others', so how many calls are out together varies; four is enough to tell.
+        poll(lambda: model.book.in_flight >= 4, what="a's calls out", timeout=90, step=0.05)
         a.signal(signal.SIGKILL)
         a.process.wait(10)  # type: ignore[union-attr]
         out_at_kill = model.book.in_flight
@@ -397,14 +400,14 @@ def test_the_successor_of_an_instance_killed_for_good_during_its_calls_counts_ev
     assert set(per_filing) == set(opened) and max(per_filing.values()) == 1
     peak, peak_at = peak_minute(served)
     first = min(c["arrived_at"] for c in served)
-    counts = served_against_claims(served, claims, set(keys_of(lab, opened)))
     print(
         "\n"
         + json.dumps(
             {
                 "filings": len(opened),
                 "calls_out_when_a_was_killed": out_at_kill,
-                **counts,
+                "calls_served": len(served),
+                "claims_logged": len(claims),
                 "peak_tokens_in_any_60s": peak,
                 "peak_window_ends_s": round(peak_at - first, 1),
                 "last_call_s": round(max(c["arrived_at"] for c in served) - first, 1),
@@ -413,6 +416,8 @@ def test_the_successor_of_an_instance_killed_for_good_during_its_calls_counts_ev
             }
         )
     )
+    counts = served_against_claims(served, claims, set(keys_of(lab, opened)))
+    print(counts)
     assert counts["calls_repeated_after_a_kill"] >= 1, "a was killed with no call out"
     assert peak <= SUCCESSOR_LIMIT, (
         f"the model served {peak} tokens within 60 s, over {SUCCESSOR_LIMIT}"
