@@ -1,5 +1,5 @@
 """The names of the topics sagalog's runtimes own: the tracker app's (all prefixed
-with its app id) and each agent's retry topic.
+with its app id) and each agent's retry and claims topics.
 
 faust derives the tracker's from the app id; they are written here once so the
 tracker's startup, the gateway, the audit, the replay and the ACLs (everything under
@@ -39,3 +39,10 @@ def owned_prefix(app_id: str) -> str:
 def retry_topic_for(agent: str) -> str:
     """The agent's internal retry topic (created by the runtime, like faust's changelogs)."""
     return f"sagalog.agent.{agent}.retry"
+
+
+def claims_topic_for(agent: str) -> str:
+    """The agent's internal budget claims topic (created by the runtime of an agent
+    that declares budgets): each model call's claim, written before the call, read by
+    the next holder of its input partition (``sagalog.budgets.claims``)."""
+    return f"sagalog.agent.{agent}.claims"

@@ -39,6 +39,7 @@ from faust.types import TP
 from pydantic import SecretStr
 
 from sagalog import client_config
+from sagalog.agents.claims import ClaimsLog, read_claims
 from sagalog.agents.declaration import Agent
 from sagalog.agents.internal_topics import ensure_internal_topics
 from sagalog.agents.outputs import Result
@@ -46,6 +47,9 @@ from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.triage import Outcome
 from sagalog.agents.worker import AgentWorker
+from sagalog.budgets.book import Spend
+from sagalog.budgets.claims import ClaimNote
+from sagalog.budgets.ledger import Usage, held_from_ms
 from sagalog.cli.main import cli
 from sagalog.cluster import connect_admin
 from sagalog.contracts.catalog import SchemaCatalog
@@ -359,6 +363,42 @@ def test_an_agent_consumes_and_produces_in_a_transaction_as_itself(
     producer.commit_transaction(30)
     consumer.close()
     assert b"classified-" + marker in read_all(stack, WORKFLOWS)
+
+
+def test_an_agent_creates_writes_and_reads_its_budget_claims_topic_as_itself(
+    applied: dict[str, Any], stack: LocalStack, tmp_path: Path
+) -> None:
+    """An agent with budgets: the runtime's start creates its claims topic, each model
+    call's claim is written by a plain idempotent producer, and a partition's next
+    holder reads it with assign() under a throwaway ``sagalog-hydrate-`` group."""
+    agent = as_service(stack, "intake-agent")
+    topic = "sagalog.agent.intake-agent.claims"
+    partitions = ensure_internal_topics(
+        agent,
+        inputs=[WORKFLOWS],
+        retry_topic="sagalog.agent.intake-agent.retry",
+        deadletter_topic="sagalog.deadletter",
+        claims_topic=topic,
+    )
+    now_ms = int(time.time() * 1000)
+    claim = Spend("model", f"claim-{uuid.uuid4()}", now_ms, Usage(tokens=90))
+    claims = ClaimsLog(agent)
+    try:
+        asyncio.run(claims.write(topic, ClaimNote(WORKFLOWS, partitions - 1, claim)))
+    finally:
+        claims.close()
+    store = StateStore(tmp_path / "store")
+    try:
+        read_claims(
+            agent,
+            store,
+            topic=topic,
+            partitions=frozenset({partitions - 1}),
+            from_ms=held_from_ms(now_ms),
+        )
+        assert (partitions - 1, claim) in list(store.spends())
+    finally:
+        store.close()
 
 
 def test_the_tracker_creates_its_prefixed_topics_and_writes_idempotently(

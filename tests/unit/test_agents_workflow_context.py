@@ -154,3 +154,43 @@ def test_a_context_read_outside_a_handler_still_names_the_workflow() -> None:
 
     with pytest.raises(NonRetryableError, match="workflow wf-3: a handler requires an earlier"):
         workflow.require(BudgetReserved)
+
+
+def _gate_context(*, kept_by_id: bool) -> WorkflowContext:
+    """A workflow whose review gate opened and was approved, then its step's budget
+    gate did the same; ``kept_by_id`` False: folded before gate events were kept so."""
+    context = WorkflowContext("wf-1", decoder=json.loads)
+    events = [
+        ("o1", "sagalog.v1.GateOpened", {"gate": "review"}),
+        ("d1", "sagalog.v1.GateDecided", {"gate": "review"}),
+        ("f1", "sagalog.v1.StepFailed", {"step": "draft"}),
+        ("o2", "sagalog.v1.GateOpened", {"gate": "draft_budget"}),
+        ("d2", "sagalog.v1.GateDecided", {"gate": "draft_budget"}),
+    ]
+    for event_id, kind, payload in events:
+        context.history.append((event_id, kind, "tracker"))
+        raw = json.dumps(payload).encode()
+        if kept_by_id:
+            context.keep(event_id, kind, raw)
+        else:
+            context.records[kind] = raw
+    return context
+
+
+def test_without_its_budget_gate_a_step_sees_the_gate_that_started_it() -> None:
+    context = _gate_context(kept_by_id=True)
+    view = context.without_gate("draft_budget")
+    assert [e[0] for e in view.history] == ["o1", "d1", "f1"]
+    assert view.get("sagalog.v1.GateDecided") == {"gate": "review"}
+    assert view.get("sagalog.v1.GateOpened") == {"gate": "review"}
+    assert context.get("sagalog.v1.GateDecided") == {"gate": "draft_budget"}  # unchanged
+    assert context.without_gate("another").history == context.history
+
+
+def test_a_gate_event_folded_before_they_were_kept_by_id_is_not_made_up() -> None:
+    """The budget gate's events are still left out; the review's payloads, never kept
+    by id, cannot come back, so the step reads none rather than the wrong one."""
+    view = _gate_context(kept_by_id=False).without_gate("draft_budget")
+    assert [e[0] for e in view.history] == ["o1", "d1", "f1"]
+    assert view.records.get("sagalog.v1.GateDecided") is None
+    assert view.records.get("sagalog.v1.GateOpened") is None

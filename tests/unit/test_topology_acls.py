@@ -89,6 +89,7 @@ def test_the_repository_declares_every_procurement_service(
         "sagalog-agent-budget-agent-",
     )
     assert agent.retry_topic == "sagalog.agent.budget-agent.retry"
+    assert agent.claims_topic == "sagalog.agent.budget-agent.claims"
 
 
 @pytest.mark.parametrize(
@@ -164,6 +165,10 @@ def test_an_agent_gets_exactly_its_flow_topic_group_retry_topic_and_transactions
         ("TOPIC", "LITERAL", "sagalog.agent.intake-agent.retry", "WRITE"),
         ("TOPIC", "LITERAL", "sagalog.agent.intake-agent.retry", "CREATE"),
         ("TOPIC", "LITERAL", "sagalog.agent.intake-agent.retry", "DESCRIBE"),
+        ("TOPIC", "LITERAL", "sagalog.agent.intake-agent.claims", "READ"),
+        ("TOPIC", "LITERAL", "sagalog.agent.intake-agent.claims", "WRITE"),
+        ("TOPIC", "LITERAL", "sagalog.agent.intake-agent.claims", "CREATE"),
+        ("TOPIC", "LITERAL", "sagalog.agent.intake-agent.claims", "DESCRIBE"),
         ("TOPIC", "LITERAL", "sagalog.deadletter", "WRITE"),
         ("TOPIC", "LITERAL", "sagalog.deadletter", "DESCRIBE"),
         ("GROUP", "LITERAL", "sagalog-agent-intake-agent", "READ"),
@@ -225,15 +230,16 @@ def test_deny_by_default_nothing_beyond_the_derivation(
     procurement: tuple[Topology, tuple[Flow, ...]],
 ) -> None:
     rules = derive_acls(*procurement)
-    assert len(rules) == 153
+    assert len(rules) == 189  # 153, and each of 9 agents' claims topic (4 each)
     assert all(r.permission is Permission.ALLOW and r.host == "*" for r in rules)
     assert not [r for r in rules if r.resource_type is ResourceKind.CLUSTER]  # KIP-679
     assert not [r for r in rules if r.operation in (Operation.ALL, Operation.DELETE)]
     assert not [r for r in rules if r.resource_name in ("*", "")]
-    # No agent reads another's retry topic.
+    # No agent reads another's retry or claims topic.
     for rule in rules:
         if rule.resource_name.startswith("sagalog.agent."):
-            assert rule.resource_name == f"sagalog.agent.{rule.principal[5:]}.retry"
+            own = f"sagalog.agent.{rule.principal[5:]}."
+            assert rule.resource_name in (f"{own}retry", f"{own}claims")
     assert all(r.why for r in rules)
     assert list(rules) == sorted(rules)
 
@@ -420,7 +426,7 @@ def test_cli_lists_the_derived_bindings_without_a_cluster(repo_root: Path) -> No
     result = CliRunner().invoke(cli, ["--project-dir", str(repo_root), "topology", "acls"])
     assert result.exit_code == 0, result.output
     assert "User:gateway\n  ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'" in result.output
-    assert result.output.rstrip().endswith("153 binding(s) for 11 service(s)")
+    assert result.output.rstrip().endswith("189 binding(s) for 11 service(s)")
 
 
 # -- reading the cluster's ACLs ---------------------------------------------------------

@@ -1,5 +1,9 @@
 """Which partitions an instance reads, and when: assignment, hydration and retry holds.
 
+Each assignment also has the budget claims of the input partitions held read from
+the claims topic (``agents.claims``) before any record is handled: a call an
+instance made before it died counts in its successor's ledgers.
+
 An input partition assigned with a committed offset ahead of the local checkpoint is
 paused until its projection is rebuilt from the log (``hydration``): a handler never
 sees a context missing events that were handled before. The rebuild runs before any
@@ -54,6 +58,8 @@ class Assignment:
         self.wall_ms = wall_ms
         self.paused_until: dict[tuple[str, int], int] = {}
         self.to_hydrate: dict[tuple[str, int], int] = {}
+        self.claims_to_read: frozenset[int] = frozenset()
+        """The input partitions whose claims are read before anything is handled."""
         self.joined = False
         """The group assigned this consumer its partitions (none is an assignment too)."""
         clients.on_assign = self.on_assign
@@ -63,6 +69,7 @@ class Assignment:
         """The clients are gone: the next consumer's assignment starts afresh."""
         self.paused_until.clear()
         self.to_hydrate.clear()
+        self.claims_to_read = frozenset()
         self.joined = False
         for lane in self.lanes:
             lane.flow.rebalance(assigned=0, total=self.partitions)
@@ -114,6 +121,12 @@ class Assignment:
                 behind.append(TopicPartition(tp.topic, tp.partition))
         if behind:
             consumer.pause(behind)
+        # Every assignment, not only of the partitions new here: one held before may
+        # have been another's in between. Read from where the last read ended.
+        if any(lane.claims_topic is not None for lane in self.lanes):
+            self.claims_to_read = frozenset(
+                tp.partition for tp in partitions if tp.topic in self.inputs
+            )
         self.joined = True
         self._share_rate_limits(partitions)
         self.telemetry.log(
@@ -136,6 +149,7 @@ class Assignment:
         for tp in partitions:
             self.paused_until.pop((tp.topic, tp.partition), None)
             self.to_hydrate.pop((tp.topic, tp.partition), None)
+        self.claims_to_read = frozenset()  # the next assignment names its own
         # The rate share shrinks with the partitions as they go, not at the next
         # assignment: the members that take them over start spending their share then.
         revoked = {(tp.topic, tp.partition) for tp in partitions}
@@ -147,10 +161,17 @@ class Assignment:
         )
 
     def hydrate_pending(self) -> None:
-        """Rebuild the projection of newly assigned partitions up to their committed
-        offsets, then let them flow."""
+        """Read the claims of newly assigned partitions, and rebuild the projection of
+        those behind up to their committed offsets, then let them flow."""
         consumer = self.clients.consumer
         assert consumer is not None
+        if self.claims_to_read:
+            held = self.claims_to_read
+            kept = sum(lane.read_claims(self.settings, held) for lane in self.lanes)
+            self.claims_to_read = frozenset()  # read: a failure above reads them again
+            self.telemetry.log(
+                "claims", f"kept {kept} budget claim(s) of {len(held)} partition(s)", outcome="ok"
+            )
         if not self.to_hydrate:
             return
         targets = dict(self.to_hydrate)

@@ -12,12 +12,13 @@ that lost its ledger calls again with the same key, which the dependency honours
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import hashlib
 import inspect
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,6 +41,7 @@ from sagalog.agents.state_store import StateStore
 from sagalog.agents.workflow_context import Reader, WorkflowContext
 from sagalog.blobs.store import BlobModified, BlobRef, BlobStore
 from sagalog.budgets.book import BudgetBook, Spend, logged_claim
+from sagalog.budgets.claims import ClaimNote, next_reservation
 from sagalog.budgets.estimate import Price, estimate
 from sagalog.budgets.ledger import BudgetExceeded, Exhausted, Granted, Usage
 from sagalog.contracts.headers import EventHeaders
@@ -115,6 +117,11 @@ class HandlerContext:
     origin: RecordPosition | None = None
     """Where the event was first consumed (its input partition, also for a retry):
     the partition a model call's budget claim belongs to."""
+    write_claim: Callable[[ClaimNote], Awaitable[None]] | None = None
+    """Writes a model call's claim, acknowledged, to the agent's claims topic before
+    the call is made (``agents.claims``), so the partition's next holder counts it
+    if this instance dies during the call; None: the claim stays in the store and the
+    log only (no broker: ``sagalog.testing``)."""
     monotonic: Callable[[], float] = time.monotonic
     """The runtime's clock, in which a deferral's ``retry_at`` is given."""
     perform: Perform | None = None
@@ -254,9 +261,11 @@ class HandlerContext:
         dependency: str | None,
         lookup: Callable[..., Any] | None,
         spends: Callable[[Any], list[Spend]] | None = None,
+        before_call: Callable[[], Awaitable[None]] | None = None,
     ) -> Any:
         """``effect`` with its key chosen; ``spends(result)``, for a model call, are the
-        budget claims its ``EffectRecorded`` carries."""
+        budget claims its ``EffectRecorded`` carries, and ``before_call()`` writes its
+        claim where a successor reads it, right before the call goes out."""
         recorded = self.store.effect_result(key)
         if recorded is not None:
             if self.delivery is not None and recorded.get("delivery") == str(self.delivery):
@@ -293,6 +302,8 @@ class HandlerContext:
                 )
                 self.store.record_intent(key, intent)
                 settlement = None
+                if before_call is not None:
+                    await before_call()
                 result = await _invoke(call, *args, idempotency_key=key, **kwargs)
             else:
                 intent = earlier
@@ -311,6 +322,8 @@ class HandlerContext:
                         except DependencyUnavailable as exc:
                             unpaced = exc
                             raise
+                    if before_call is not None:
+                        await before_call()
                     result = await _invoke(call, *args, idempotency_key=key, **kwargs)
         except NonRetryableError:
             # The dependency answered, with a refusal of this request (a 4xx): it is
@@ -374,11 +387,14 @@ class HandlerContext:
 
         Before the call, its estimate (the prompt counted with the model's tokenizer,
         plus all of ``max_tokens``: ``budgets.estimate``) is reserved in the budget's
-        ledger under the effect's idempotency key, and kept with the event's input
-        partition. The answer's ``usage`` settles it; the claim goes to the log in
-        the call's ``EffectRecorded``. A redelivered event gets the recorded answer
-        and counts nothing; a call repeated because its first answer was lost (a
-        crash) is a second spend, counted as one: the model may have served both.
+        ledger under the effect's idempotency key, kept with the event's input
+        partition, and written, acknowledged, to the agent's claims topic, where the
+        partition's next holder reads it. The answer's ``usage`` settles it; the
+        claim goes to the log in the call's ``EffectRecorded``. A redelivered event
+        gets the recorded answer and counts nothing; a call repeated because its
+        first answer was lost (a crash, here or on the instance that held the
+        partition before) is a second spend, counted as one: the model may have
+        served both.
 
         ``call(model=, messages=, max_tokens=, [tools=,] idempotency_key=, **kwargs)``
         reaches the model and returns its answer: the JSON of an OpenAI-compatible
@@ -408,6 +424,13 @@ class HandlerContext:
         claim, price, repeat = await self._reserve(
             budget, key, origin, messages, model, max_tokens, tools
         )
+        called = False
+
+        async def before_call() -> None:
+            nonlocal called
+            if self.write_claim is not None:
+                await self.write_claim(ClaimNote(origin.topic, origin.partition, claim))
+            called = True
 
         def settle(result: Any) -> list[Spend]:
             now = self._now_ms()
@@ -423,13 +446,30 @@ class HandlerContext:
 
         try:
             return await self._effect(
-                effect, key, call, (), arguments, dependency, None, spends=settle
+                effect,
+                key,
+                call,
+                (),
+                arguments,
+                dependency,
+                None,
+                spends=settle,
+                before_call=before_call,
             )
-        except NonRetryableError:
-            # Refused by the model's API (a 4xx): nothing was served, nothing spent.
+        except BaseException as exc:
+            refused = isinstance(exc, NonRetryableError)
+            if called and not refused:
+                raise  # the model may have served it: the claim stands
+            # Never sent (a breaker, a rate limit, the claim's own write), or refused
+            # by the model's API (a 4xx): nothing was served, nothing spent.
             assert self.budgets is not None
             self.budgets.release(claim, origin.partition, now_ms=self._now_ms())
             self.store.drop_spend(origin.topic, origin.partition, claim)
+            if called and self.write_claim is not None:
+                with contextlib.suppress(Exception):  # unwritten: counted, never under
+                    await self.write_claim(
+                        ClaimNote(origin.topic, origin.partition, claim, released=True)
+                    )
             raise
 
     async def _reserve(
@@ -461,11 +501,13 @@ class HandlerContext:
             )
         except ConfigurationError as exc:
             raise NonRetryableError(f"model call under budget '{budget}': {exc}") from exc
-        repeat = self.store.effect_intent(key) is not None  # its first answer was lost
-        reservation = key
-        if repeat:
-            earlier = self.store.spends_of(origin.topic, origin.partition, key)
-            reservation = f"{key}#{len(earlier)}" if earlier else key
+        # A repeat: its first answer was lost, here (the intent of a call that never
+        # answered) or on another instance (a claim of the key read from the claims
+        # topic or the log, and no result here). The model may have served the first:
+        # the repeat is a claim of its own, numbered after every earlier one.
+        earlier = self.store.spends_of(origin.topic, origin.partition, key)
+        repeat = bool(earlier) or self.store.effect_intent(key) is not None
+        reservation = next_reservation(key, (spend.reservation for spend in earlier))
         claim, decision = await self._reserved(book, ledger, reservation, guess, origin.partition)
         if isinstance(decision, Exhausted):
             if self.on_budget_exhausted in ("fail", "gate"):

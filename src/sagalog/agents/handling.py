@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -35,6 +35,7 @@ from sagalog.agents.triage import PARKED_BEHIND, Outcome, after_failure
 from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.backoff import RetryPolicy
 from sagalog.budgets.book import BudgetBook
+from sagalog.budgets.claims import ClaimNote
 from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.models import Event
 from sagalog.position import RecordPosition
@@ -79,6 +80,7 @@ class HandlerRunner:
         budgets: BudgetBook | None = None,
         budget_policies: Mapping[str, str] | None = None,
         perform: Perform | None = None,
+        write_claim: Callable[[ClaimNote], Awaitable[None]] | None = None,
     ) -> None:
         """Args:
         wall_ms: the wall clock, which a handler reads as ``ctx.clock`` too.
@@ -88,8 +90,11 @@ class HandlerRunner:
         budget_policies: step -> ``on_budget_exhausted`` (a step not named waits).
         perform: stands in for effects' calls (``HandlerContext.perform``); None in
             production.
+        write_claim: writes a model call's claim to the claims topic before the call
+            (``HandlerContext.write_claim``).
         """
         self.perform = perform
+        self.write_claim = write_claim
         self.budgets = budgets
         self.budget_policies = dict(budget_policies or {})
         self.agent = agent
@@ -170,6 +175,7 @@ class HandlerRunner:
             monotonic=self.clock,
             clock=self._wall_time,
             perform=self.perform,
+            write_claim=self.write_claim,
             over_budget=item.over_budget,
             rerun_of=item.rerun_of,
         )

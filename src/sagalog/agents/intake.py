@@ -112,7 +112,7 @@ class Intake:
             payload = decoded.payload
             if spec is not None and headers.type == STEP_RETRY_REQUESTED:
                 try:
-                    rerun_of, payload = start_of_rerun(spec.step, spec.event_type, context)
+                    rerun_of, payload, context = start_of_rerun(spec.step, spec.event_type, context)
                 except EventValidationError as exc:
                     validation_error, error = str(exc), exc
             if spec is not None and validation_error is None:
@@ -199,28 +199,25 @@ class Intake:
 
 def start_of_rerun(
     step: str, event_type: str, context: WorkflowContext
-) -> tuple[str, dict[str, Any]]:
-    """The event a ``StepRetryRequested`` runs ``step`` on again: the latest
-    ``event_type`` (the step's start) in the workflow's projection, id and payload.
+) -> tuple[str, dict[str, Any], WorkflowContext]:
+    """What a ``StepRetryRequested`` runs ``step`` on again: the latest ``event_type``
+    (the step's start) in the workflow's projection, its id and payload, and the
+    context the handler sees, all with the step's budget gate's own openings and
+    decisions left out (``WorkflowContext.without_gate``): a step started by a gate's
+    decision starts on that decision again, not on its budget gate's, and finds the
+    workflow as it first ran.
 
     Raises:
-        EventValidationError: the projection holds no such event, or the latest is
-            the budget gate's own decision (a step started by a ``GateDecided`` is run
-            again on the decision that started it, which the projection no longer
-            holds): the request is dead-lettered with the reason.
+        EventValidationError: the projection holds no such event (or no longer its
+            payload: folded before the projection kept gate decisions by id): the
+            request is dead-lettered with the reason.
     """
-    start_id = next((eid for eid, kind, _ in reversed(context.history) if kind == event_type), None)
-    payload = context.get(event_type) if start_id is not None else None
+    view = context.without_gate(f"{step}{BUDGET_GATE_SUFFIX}")
+    start_id = next((eid for eid, kind, _ in reversed(view.history) if kind == event_type), None)
+    payload = view.get(event_type) if start_id is not None else None
     if start_id is None or payload is None:
         raise EventValidationError(
             f"step '{step}' is to run again, but the event that starts it ({event_type}) is "
             f"not in this agent's projection of workflow {context.workflow_id}"
         )
-    if payload.get("gate") == f"{step}{BUDGET_GATE_SUFFIX}":
-        raise EventValidationError(
-            f"step '{step}' is to run again, but the latest {event_type} in workflow "
-            f"{context.workflow_id} is its budget gate's decision, not the event that started "
-            "it; a step started by a gate's decision cannot be run again this way, so fail "
-            "it (on_budget_exhausted: fail) or start it on another event"
-        )
-    return start_id, payload
+    return start_id, payload, view

@@ -1,10 +1,12 @@
-"""The agent's own topics: checked and, for the retry topic, created at start.
+"""The agent's own topics: checked and, for the retry and claims topics, created at start.
 
 Inputs and the dead-letter topic belong to the topology (``topology/*.yaml``); an
 agent refuses to start when one is missing rather than creating it with guessed
 settings. The retry topic is internal to the agent, like a stream processor's
 changelog: the runtime creates it with as many partitions as the inputs, so partition
-i of the inputs and of the retry topic land on the same instance.
+i of the inputs and of the retry topic land on the same instance. The claims topic of
+an agent with budgets (``sagalog.budgets.claims``) is made the same way, so claims
+partition i holds the claims of input partition i.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from sagalog.authorization import authorization_error, is_authorization_failure, topic_denied
+from sagalog.budgets.claims import CLAIMS_TOPIC_CONFIG
 from sagalog.cluster import connect_admin, internal_topic
 from sagalog.errors import ConfigurationError
 from sagalog.settings import ClientSettings
@@ -27,8 +31,10 @@ def ensure_internal_topics(
     inputs: Sequence[str],
     retry_topic: str,
     deadletter_topic: str,
+    claims_topic: str | None = None,
 ) -> int:
-    """Check the inputs and the dead-letter topic, create the retry topic if missing.
+    """Check the inputs and the dead-letter topic, create the retry topic (and the
+    claims topic, when given: the agent declares budgets) if missing.
 
     Returns:
         The inputs' partition count.
@@ -37,7 +43,7 @@ def ensure_internal_topics(
         ConfigurationError: an input or the dead-letter topic does not exist, or the
             inputs differ in partition count (their workflows would not be co-located).
         AuthorizationError: this principal may not see one of them or create the retry
-            topic (its ACLs are not applied: ``sagalog topology apply``).
+            or claims topic (its ACLs are not applied: ``sagalog topology apply``).
     """
     admin, metadata = connect_admin(settings)
     counts = {}
@@ -59,25 +65,43 @@ def ensure_internal_topics(
             f"events meet on one instance: {', '.join(f'{t}={counts[t]}' for t in inputs)}"
         )
     partitions = input_counts.pop()
-    existing = metadata.topics.get(retry_topic)
+    owned = {retry_topic: RETRY_TOPIC_CONFIG}
+    if claims_topic is not None:
+        owned[claims_topic] = CLAIMS_TOPIC_CONFIG
+    for topic, config in owned.items():
+        _ensure_owned(settings, admin, metadata, topic, partitions=partitions, config=config)
+    return partitions
+
+
+def _ensure_owned(
+    settings: ClientSettings,
+    admin: AdminClient,
+    metadata: ClusterMetadata,
+    topic: str,
+    *,
+    partitions: int,
+    config: dict[str, str],
+) -> None:
+    """Create one of the agent's own topics unless it exists with the inputs' count."""
+    existing = metadata.topics.get(topic)
     if existing is not None and existing.error is None:
         if len(existing.partitions) != partitions:
             raise ConfigurationError(
-                f"retry topic '{retry_topic}' has {len(existing.partitions)} partitions, the "
-                f"inputs {partitions}; delete it (it holds only pending retries) and restart"
+                f"topic '{topic}' has {len(existing.partitions)} partitions, the inputs "
+                f"{partitions}; delete it (it holds only pending retries or budget claims "
+                "of the last days) and restart"
             )
-        return partitions
+        return
     future = admin.create_topics(
-        [internal_topic(settings, retry_topic, partitions=partitions, config=RETRY_TOPIC_CONFIG)],
+        [internal_topic(settings, topic, partitions=partitions, config=config)],
         request_timeout=settings.connect_timeout_s,
-    )[retry_topic]
+    )[topic]
     try:
         future.result(timeout=settings.connect_timeout_s)
     except KafkaException as exc:
         if is_authorization_failure(exc.args[0]):
             raise authorization_error(
-                settings, exc.args[0], operation="CREATE", resource=retry_topic
+                settings, exc.args[0], operation="CREATE", resource=topic
             ) from exc
         if "already exists" not in str(exc).lower():  # another instance won the race
             raise
-    return partitions

@@ -24,6 +24,7 @@ from typing import Any
 from sagalog.agents.accounting import account, after_commit, park_before_commit
 from sagalog.agents.binding import BoundAgent
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
+from sagalog.agents.claims import ClaimsLog, read_claims
 from sagalog.agents.context import Perform
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.handling import HandlerRunner, Work
@@ -35,12 +36,15 @@ from sagalog.agents.state_store import StateStore
 from sagalog.agents.telemetry import AgentTelemetry
 from sagalog.backoff import RetryPolicy
 from sagalog.budgets.book import BudgetBook, claim_of
+from sagalog.budgets.claims import ClaimNote
+from sagalog.budgets.ledger import held_from_ms
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders
 from sagalog.errors import SagalogError
 from sagalog.events import EffectRecorded
 from sagalog.position import RecordPosition
-from sagalog.topic_names import retry_topic_for
+from sagalog.settings import ClientSettings
+from sagalog.topic_names import claims_topic_for, retry_topic_for
 
 EFFECT_RECORDED = EffectRecorded.event_type
 
@@ -79,6 +83,10 @@ class Lane:
         self.retry_topic = retry_topic_for(agent.name)
         self.topics = frozenset([*agent.topics, self.retry_topic])
         """What this lane reads: its inputs and its retry topic."""
+        self.claims_topic = claims_topic_for(agent.name) if agent.budgets else None
+        """Where its model calls' claims go before the calls (an agent with budgets)."""
+        self.claims: ClaimsLog | None = None
+        """The process's writer of claims, once it runs on a broker."""
         self.policy = RetryPolicy(
             max_attempts=settings.max_attempts,
             base_delay_s=settings.retry_base_delay_s,
@@ -144,6 +152,7 @@ class Lane:
             budgets=self.budgets,
             budget_policies=self.agent.budget_policies,
             perform=self.perform,
+            write_claim=self._write_claim if self.claims_topic is not None else None,
         )
 
     def open_store(self, data_dir: Path, instance_id: str) -> StateStore:
@@ -166,7 +175,27 @@ class Lane:
         except SagalogError:
             return  # the live path dead-lettered what does not decode
         for logged in recorded.spends or ():
-            self._store.record_spend(at.topic, at.partition, claim_of(logged))
+            self._store.keep_spend(at.topic, at.partition, claim_of(logged))
+
+    async def _write_claim(self, note: ClaimNote) -> None:
+        if self.claims is not None and self.claims_topic is not None:
+            await self.claims.write(self.claims_topic, note)
+
+    def read_claims(self, settings: ClientSettings, partitions: frozenset[int]) -> int:
+        """Keep the claims of the input partitions numbered ``partitions`` written to
+        the claims topic by whoever held them (a dead instance's calls among them),
+        for the ledgers to count until their windows pass; how many were kept."""
+        if self.claims_topic is None or self._store is None or not partitions:
+            return 0
+        kept = read_claims(
+            settings,
+            self._store,
+            topic=self.claims_topic,
+            partitions=partitions,
+            from_ms=held_from_ms(self.wall_ms()),
+        )
+        self.budgets.invalidate()
+        return kept
 
     # -- one batch ------------------------------------------------------------------
 

@@ -18,7 +18,9 @@ Three kinds of records, each with its own consistency rule:
   with its input partition, synced with the call's intent and settled with its
   result; an instance's ledgers are rebuilt from the claims of the partitions it
   holds. The log carries them too (``EffectRecorded.spends``), folded in here when a
-  partition's projection is rebuilt.
+  partition's projection is rebuilt, and so does the agent's claims topic, written
+  before each call and read when a partition is assigned (``agents.claims``); the
+  claims topic's read position is kept as a checkpoint like an input's.
 - **Parked workflows**: events waiting in the retry topic, keyed by workflow, so later
   events of the same workflow queue behind them and a workflow's order holds.
 
@@ -41,6 +43,7 @@ from rocksdict import Rdict, WriteBatch, WriteOptions
 from sagalog.agents.intents import EffectIntent
 from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.budgets.book import Spend
+from sagalog.budgets.claims import merged
 from sagalog.position import RecordPosition
 from sagalog.rocksdb_options import bounded_options
 
@@ -191,7 +194,7 @@ class StateStore:
         self._pending_seen[event_id] = position
         context.history.append((event_id, event_type, source))
         if payload is not None:
-            context.records[event_type] = payload
+            context.keep(event_id, event_type, payload)
         self._dirty[workflow_id] = context
         self._remember(context)
         return context, position
@@ -285,6 +288,16 @@ class StateStore:
         self.db.put(f"{_SPEND}{topic}:{partition}:{spend.reservation}", spend.as_dict())
         if sync:
             self.db.flush_wal(True)
+
+    def keep_spend(self, topic: str, partition: int, spend: Spend) -> None:
+        """Keep a claim read from elsewhere (the claims topic, the log), merged with
+        the copy held, if any: the settled one of the two stays (``claims.merged``)."""
+        key = f"{_SPEND}{topic}:{partition}:{spend.reservation}"
+        value = self.db.get(key)
+        held = None if value is None else Spend.from_dict(value)
+        kept = merged(held, spend)
+        if kept is not held:
+            self.db.put(key, kept.as_dict())
 
     def drop_spend(self, topic: str, partition: int, spend: Spend) -> None:
         self.db.delete(f"{_SPEND}{topic}:{partition}:{spend.reservation}")

@@ -40,6 +40,7 @@ from sagalog import open_transactions
 from sagalog.agents import exported_metrics, probes
 from sagalog.agents.assignment import Assignment
 from sagalog.agents.binding import BoundAgent, bind, project_flows
+from sagalog.agents.claims import ClaimsLog
 from sagalog.agents.connection import KafkaClients
 from sagalog.agents.declaration import Agent
 from sagalog.agents.exceptions import ClientHung, ConsumerFailed, TransactionTimedOut
@@ -173,6 +174,8 @@ class AgentWorker:
         self.last_progress = clock()
         """When the run loop last went round (``probes.live``)."""
         self.health_server: HealthServer | None = None
+        self.claims: ClaimsLog | None = None
+        """Writes the model calls' claims (built at ``run`` when a lane has budgets)."""
 
     # Alone, the worker's agent, flow control and store are its lane's.
 
@@ -249,8 +252,13 @@ class AgentWorker:
                 inputs=lane.agent.topics,
                 retry_topic=lane.retry_topic,
                 deadletter_topic=lane.settings.deadletter_topic,
+                claims_topic=lane.claims_topic,
             )
         self._open_stores()
+        if any(lane.claims_topic is not None for lane in self.lanes):
+            self.claims = ClaimsLog(self.settings)
+            for lane in self.lanes:
+                lane.claims = self.claims
         self.health_server = serve_health(self.settings, live=self._live, ready=self._ready)
         unexport = exported_metrics.export(
             lanes=[
@@ -313,6 +321,8 @@ class AgentWorker:
             if self._uncommitted_since is not None and self.clients.consumer is not None:
                 self._commit([])  # the skipped records' offsets, so no one reads them again
         self.clients.close()
+        if self.claims is not None:
+            self.claims.close()
         if self.codec.personal is not None:
             self.codec.personal.close()
         for lane in self.lanes:

@@ -20,8 +20,21 @@ from typing import Any, TypeVar
 from sagalog.agents.failures import NonRetryableError
 from sagalog.contracts.models import Event
 from sagalog.errors import ConfigurationError
+from sagalog.flows.model import GATE_DECIDED, GATE_OPENED
 
 E = TypeVar("E", bound=Event)
+
+KEPT_EACH = frozenset({GATE_OPENED, GATE_DECIDED})
+"""The event types of which the projection keeps every payload, by event id, besides
+the latest: a workflow has several gates, and a step's budget gate opens and decides
+after the gate whose decision started the step, so the step run again after its
+budget gate must still find that decision (``without_gate``). Gate events are few."""
+
+
+def _by_id(event_type: str, event_id: str) -> str:
+    """Where ``records`` keeps an event of a ``KEPT_EACH`` type by its id (never an
+    event type's name: those hold no ``@``)."""
+    return f"{event_type}@{event_id}"
 
 
 @dataclass(frozen=True)
@@ -46,7 +59,8 @@ class WorkflowContext:
 
     Attributes:
         workflow_id: the workflow.
-        records: the latest record value of each event type seen, by event type.
+        records: the latest record value of each event type seen, by event type, and
+            every one of the ``KEPT_EACH`` types by ``<type>@<event id>`` too.
         history: (event id, event type, producing source) in log order.
         decoder: turns a record value into its payload (set by the runtime).
         kept: the event types the projection keeps (those the flows on the agent's
@@ -129,6 +143,58 @@ class WorkflowContext:
             "name it in a flow or fix the class "
             f"(it keeps: {', '.join(sorted(self.kept)) or 'nothing'})"
         )
+
+    def keep(self, event_id: str, event_type: str, payload: bytes) -> None:
+        """Hold ``payload`` as the latest of its type (and by its id, for a
+        ``KEPT_EACH`` type)."""
+        self.records[event_type] = payload
+        if event_type in KEPT_EACH:
+            self.records[_by_id(event_type, event_id)] = payload
+
+    def without_gate(self, gate: str) -> WorkflowContext:
+        """A copy without gate ``gate``'s openings and decisions: what a step run again
+        after its budget gate ``gate`` sees, as it saw the workflow when it first ran.
+        Its latest ``GateOpened`` and ``GateDecided`` are then the ones before that
+        gate's (a step started by a gate's decision starts on that decision again).
+
+        A payload folded before the projection kept them by id cannot be brought back:
+        its type then has no latest here, and a reader requiring it is told so.
+        """
+        view = self.snapshot()
+        view.reader = self.reader
+        latest = {kind: self._latest_id(kind) for kind in KEPT_EACH}
+        hidden = {
+            event_id
+            for event_id, kind, _ in self.history
+            if kind in KEPT_EACH and self._gate_of(kind, event_id, latest[kind]) == gate
+        }
+        if not hidden:
+            return view
+        view.history = [entry for entry in self.history if entry[0] not in hidden]
+        for kind, current in latest.items():
+            if current not in hidden:
+                continue
+            before = view._latest_id(kind)
+            raw = None if before is None else self.records.get(_by_id(kind, before))
+            if raw is None:
+                view.records.pop(kind, None)
+            else:
+                view.records[kind] = raw
+        return view
+
+    def _latest_id(self, event_type: str) -> str | None:
+        return next((eid for eid, kind, _ in reversed(self.history) if kind == event_type), None)
+
+    def _gate_of(self, kind: str, event_id: str, latest_id: str | None) -> str | None:
+        raw = self.records.get(_by_id(kind, event_id))
+        if raw is None and event_id == latest_id:
+            raw = self.records.get(kind)
+        if raw is None:
+            return None
+        if self.decoder is None:
+            raise RuntimeError("WorkflowContext has no decoder; the runtime sets one")
+        gate = self.decoder(raw).get("gate")
+        return None if gate is None else str(gate)
 
     def seen(self, event_id: str) -> bool:
         # A plain loop: twice as fast as any() over a generator, on every folded event.

@@ -279,10 +279,7 @@ class Ledger:
         """Drop the reservations no window holds any more (settled or not: an unsettled
         one that old belongs to a call that never reported). Its key is forgotten with
         it: a call retried after both windows have passed is a new spend."""
-        # The oldest still held: a call answered more than UNANSWERED_MS after its
-        # reservation may leave the token window early, once outside today.
-        keep_from = min(now_ms - UNANSWERED_MS + 1, _day_start(now_ms))
-        cut = bisect.bisect_left(self._times, (keep_from, ""))
+        cut = bisect.bisect_left(self._times, (held_from_ms(now_ms), ""))
         for _, key in self._times[:cut]:
             del self._by_key[key]
             self._holding.pop(key, None)
@@ -347,6 +344,13 @@ class Ledger:
         if spent + estimate.micros <= limit:
             return None
         return Exhausted(Measure.MONEY_PER_DAY, day_from + DAY_MS, spent, limit, estimate.micros)
+
+
+def held_from_ms(now_ms: int) -> int:
+    """The reservation time from which a claim may still hold a window at ``now_ms``:
+    the start of today (money), or less than ``UNANSWERED_MS`` ago (tokens, a call
+    not answered yet), whichever is earlier. Older claims count nowhere."""
+    return min(now_ms - UNANSWERED_MS + 1, _day_start(now_ms))
 
 
 def _day_start(ms: int) -> int:

@@ -12,10 +12,12 @@ Kafka 4.4 on a secured broker, ``tests/integration/test_acls_secure.py``):
   TxnOffsetCommit); produces in transactions with ``transactional.id``
   ``sagalog-agent-<name>-<instance>`` (WRITE on that TRANSACTIONAL_ID, PREFIXED, since
   the instance id is a runtime setting); creates its retry topic at start (CREATE on
-  it, LITERAL); dead-letters (WRITE). Its projection's rebuild reads with
-  ``assign()`` under a throwaway group ``sagalog-hydrate-<uuid>``: librdkafka still
-  looks up that group's coordinator, so it needs DESCRIBE on the group prefix, and no
-  more, since it never commits.
+  it, LITERAL), and its budget claims topic, which it writes with a plain idempotent
+  producer and reads with ``assign()`` (``agents.claims``); dead-letters (WRITE).
+  Its projection's rebuild and its claims reader read with ``assign()`` under
+  throwaway groups ``sagalog-hydrate-<uuid>``: librdkafka still looks up such a
+  group's coordinator, so it needs DESCRIBE on the group prefix, and no more, since
+  it never commits.
 - **Tracker** (faust, ``src/sagalog/services/tracker``): reads the workflow topics and its
   clock topic in the group ``<app id>``; writes the workflow topics, transitions,
   alerts and dead letters; faust creates, reads and writes its changelogs
@@ -210,6 +212,12 @@ def _agent(rules: _Rules, agent: AgentService, flows: tuple[Flow, ...]) -> None:
         pattern=PatternKind.PREFIXED,
     )
     rules.topics([agent.retry_topic], OWN, "the agent's retry topic, created at start")
+    rules.topics(
+        [agent.claims_topic],
+        OWN,
+        "the agent's budget claims topic, created at start by an agent with budgets, "
+        "written before each model call, read by a partition's next holder",
+    )
     rules.topics([agent.deadletter_topic], WRITE, "records no handler could process")
     rules.grant(
         ResourceKind.TRANSACTIONAL_ID,

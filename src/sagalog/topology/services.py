@@ -26,7 +26,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, model_validator
 
-from sagalog.topic_names import owned_prefix, records_changelog, retry_topic_for
+from sagalog.topic_names import (
+    claims_topic_for,
+    owned_prefix,
+    records_changelog,
+    retry_topic_for,
+)
 from sagalog.validators import checked as _checked
 
 _PRINCIPAL = re.compile(r"^User:[^\s*]+$")
@@ -101,6 +106,12 @@ class AgentService(_Service):
     @property
     def retry_topic(self) -> str:
         return retry_topic_for(self.name)
+
+    @property
+    def claims_topic(self) -> str:
+        """Its budget claims topic: created at start by an agent that declares budgets
+        (which agents do is in their code, not the topology: every agent may)."""
+        return claims_topic_for(self.name)
 
 
 class TrackerService(_Service):
