@@ -19,18 +19,16 @@ REVIEW = "review"
 
 agent = Agent(
     settings.name,
-    topics=[settings.topic],
     budgets=[Budget.of("model", tokens_per_minute=settings.tokens_per_minute)],
-    workflow_context=[FilingOpened, GateOpened],
 )
 
 
-@agent.handles(FilingOpened, step="open_review")
+@agent.handles(step="open_review")
 async def open_review(event: FilingOpened, ctx: HandlerContext) -> DocumentsRetrieved:
     return DocumentsRetrieved(filing_number=event.filing_number, hold_id="none", documents=[])
 
 
-@agent.handles(GateDecided, step="draft_filing", dependencies=["model"])
+@agent.handles(step="draft_filing", dependencies=["model"])
 async def draft_filing(event: GateDecided, ctx: HandlerContext) -> FilingDrafted | None:
     if event.gate != REVIEW or event.decision is not GateDecision.APPROVED:
         return None  # the budget gate's own decision, or a rejection: the tracker acts

@@ -78,25 +78,23 @@ def reviewed_flow() -> Flow:
     )
 
 
-records = Agent("records", topics=["filings.events"])
+records = Agent("records")
 
 
-@records.handles(FilingOpened, step="retrieve")
+@records.handles(step="retrieve")
 async def retrieve(event: FilingOpened, ctx: HandlerContext) -> DocumentsRetrieved:
     return DocumentsRetrieved(filing_number=event.filing_number, hold_id="h-1", documents=[])
 
 
 drafter = Agent(
     "drafter",
-    topics=["filings.events"],
     # 10 tokens a minute: every call is over the budget, so every one is refused first.
     budgets=[Budget.of("model", tokens_per_minute=10)],
-    workflow_context=[FilingOpened, GateOpened],
 )
 seen: list[dict[str, Any]] = []
 
 
-@drafter.handles(GateDecided, step="draft_filing")
+@drafter.handles(step="draft_filing")
 async def draft(event: GateDecided, ctx: HandlerContext) -> FilingDrafted | None:
     opened = ctx.workflow.latest(GateOpened)
     seen.append({"decided": event.gate, "opened": None if opened is None else opened.gate})
