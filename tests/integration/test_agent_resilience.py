@@ -121,6 +121,7 @@ def check_exactly_once(lab: AgentLab, sent: list[SentRequest]) -> dict[str, Any]
 
 
 @pytest.mark.extended
+@pytest.mark.timeout(900)  # two minutes quiet; a machine loaded to 10 on 2 cores took over 300 s
 def test_sigkill_mid_handler_20_times_loses_and_duplicates_nothing(lab_factory: Any) -> None:
     """Two minutes: 500 workflows at ~15 a second so that 20 kills, each followed by
     the restarted instance rejoining its group, spread over a run that always has
@@ -450,13 +451,14 @@ def test_sigterm_during_a_batch_longer_than_shutdown_timeout_exits_within_it(
 ) -> None:
     lab: AgentLab = lab_factory(partitions=3)
     sent = publish_requests(lab, 300, prefix="wf-long")
-    lab.faults(latency_ms=250)  # one batch of 300 takes ~12 s with the default settings
+    lab.faults(latency_ms=500)  # one batch of 300 takes ~24 s with the default settings
     budget = 3.0
     agent = lab.agent(instance="t", shutdown_timeout_s=budget)
     poll(lambda: len(lab.ledger.book.effects) >= 20, what="20 effects applied", timeout=30)
     code, took = sigterm(agent)
     assert code == 0, f"exit code {code} after SIGTERM"
-    assert took <= budget + 3, f"took {took:.1f}s to exit with shutdown_timeout_s={budget:g}"
+    # Far below the batch's 24 s, with room for a loaded machine's slow exit (7.7 s seen).
+    assert took <= budget + 7, f"took {took:.1f}s to exit with shutdown_timeout_s={budget:g}"
     abandoned = len(lab.ledger.book.effects)
     assert abandoned < len(sent), "the batch finished before the budget ran out"
 

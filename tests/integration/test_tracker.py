@@ -229,6 +229,7 @@ def test_in_flight_workflows_finish_under_v1_when_v2_is_deployed(
 
 
 @pytest.mark.extended
+@pytest.mark.timeout(900)  # two minutes quiet; a machine loaded to 10 on 2 cores took over 300 s
 def test_sigkill_during_1000_workflows_loses_nothing_and_matches_a_rebuild(
     tracker_lab: TrackerLab,
 ) -> None:
