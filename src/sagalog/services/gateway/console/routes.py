@@ -40,8 +40,10 @@ from sagalog.services.gateway.console.forms import form_fields
 from sagalog.services.gateway.console.gates_inbox import (
     decided_label,
     gate_matches,
+    moved_on_label,
     parse_gate_query,
 )
+from sagalog.services.gateway.console.headers import HEADERS
 from sagalog.services.gateway.console.listing import (
     DEFAULT_STUCK,
     PAGE_SIZE,
@@ -55,6 +57,7 @@ from sagalog.services.gateway.console.listing import (
     parse_search,
     scan_of,
 )
+from sagalog.services.gateway.console.live import live_routes
 from sagalog.services.gateway.console.overview import (
     STATE_ORDER,
     STUCK_CAP,
@@ -88,17 +91,7 @@ from sagalog.services.gateway.views import (
     summary_view,
 )
 from sagalog.services.gateway.workflow_index import Index, time_suffix
-
-HEADERS = {
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
-    "img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
-    "base-uri 'none'",
-}
-"""No inline script or style, nothing from elsewhere: an escaping slip could not run."""
+from sagalog.tracker.gates import gate_token
 
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("sagalog.services.gateway.console", "templates"),
@@ -119,11 +112,16 @@ class ConsoleOptions:
             HTTP (a TLS proxy in front that does not say so); over HTTPS it always is.
         stories: where a workflow's story is read (the log); None: the page shows the
             read model's transitions only.
+        live_heartbeat_s: how often a quiet live-update connection says it is still there.
+        live_settle_s: how long a live-update connection gathers changes after sending
+            some, so a burst of transitions costs each page one refresh.
     """
 
     session_s: int = 8 * 3600
     secure_cookie: bool = False
     stories: StorySource | None = None
+    live_heartbeat_s: float = 15.0
+    live_settle_s: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -235,7 +233,7 @@ class Console:
         **context: Any,
     ) -> HTMLResponse:
         hx_headers = json.dumps({CSRF_HEADER: viewer.csrf}) if viewer is not None else None
-        context = {"notice": None, "nav": None, **context}
+        context = {"notice": None, "nav": None, "live": None, **context}
         text = _TEMPLATES.get_template(template).render(
             viewer=viewer, hx_headers=hx_headers, **context
         )
@@ -295,6 +293,12 @@ def _route_class(console: Console) -> type[APIRoute]:
     return ConsoleRoute
 
 
+def _here(request: Request) -> str:
+    """This page's address without its one-time notice: what a live region fetches again."""
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "notice"]
+    return request.url.path + (f"?{urlencode(query)}" if query else "")
+
+
 def _invalid(exc: ValidationError) -> BadQuery:
     problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
     refusal = BadQuery(f"the form is incomplete or wrong: {problems}; nothing was done")
@@ -325,6 +329,7 @@ def install_console(
     _workflow_routes(router, console)
     _gate_routes(router, console)
     _dead_letter_routes(router, console)
+    live_routes(router, console)
     app.include_router(router)
     app.mount(
         paths.STATIC,
@@ -446,6 +451,8 @@ def _workflow_routes(router: APIRouter, console: Console) -> None:
             "overview.html",
             viewer=viewer,
             nav="overview",
+            live=paths.live(),
+            here=_here(request),
             rows=version_rows(gateway.model.version_counts()),
             states=[s.value for s in STATE_ORDER],
             stuck=stuck_rows(stuck[:STUCK_CAP]),
@@ -538,6 +545,7 @@ def _workflow_routes(router: APIRouter, console: Console) -> None:
             "workflow.html",
             viewer=viewer,
             nav="workflows",
+            live=paths.live(workflow_id),
             w=detail,
             steps=steps,
             story=story,
@@ -609,10 +617,37 @@ def _gate_routes(router: APIRouter, console: Console) -> None:
             "gates.html",
             viewer=viewer,
             nav="gates",
+            live=paths.live(),
             rows=gate_rows(found),
             query=query.params(),
             next_url=next_url,
             notice=request.query_params.get("notice"),
+        )
+
+    @router.get("/gates/row")
+    def gate_row(request: Request, workflow_id: str, gate: str, attempt: int) -> Response:
+        """One inbox row as it is now: fetched again when its workflow changes, so a
+        decided gate shows the workflow moving on."""
+        viewer = console.viewer(request)
+        token = gate_token(gateway.secret, workflow_id, gate, attempt)
+        record = gateway.model.record(workflow_id)
+        if record is None:
+            raise UnknownWorkflow(
+                f"no workflow '{workflow_id}' is known to the gateway", workflow_id=workflow_id
+            )
+        still = gate_view(record)
+        earlier = gateway.model.token_decision(token)
+        if still is not None and still.token == token:
+            return console.render(
+                "_gate_row.html", viewer=viewer, gate=still, decided=decided_label(earlier)
+            )
+        return console.render(
+            "_gate_row.html",
+            viewer=viewer,
+            gate=None,
+            moved=summary_view(record),
+            moved_label=moved_on_label(earlier),
+            moved_gate=gate,
         )
 
     @router.post("/gates/decision")
