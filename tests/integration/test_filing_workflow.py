@@ -17,8 +17,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import yaml
-
 from demo.filing_driver import FilingDriver
 from demo.filing_scenario import FilingPlan, build_filings
 from demo.fleet import Fleet
@@ -33,7 +31,6 @@ topics:
   filings.events.{s}:
     partitions: 3
     retention: forever
-    schemas: [%s]
   transitions.{s}:
     partitions: 3
     schemas: [sagalog.v1.StateTransition]
@@ -49,8 +46,8 @@ topics:
 def apply_filing_project(project: Project) -> None:
     """The filing flow (v2) on this project's own topics, applied to the cluster."""
     s = project.suffix
-    topics = yaml.safe_load((REPO / "topology" / "topics.yaml").read_text())["topics"]
-    project.write_topology(TOPOLOGY.replace("%s", ", ".join(topics["filings.events"]["schemas"])))
+    # The topic's event types follow from the flow on it (topology.topic_schemas).
+    project.write_topology(TOPOLOGY)
     flows = project.root / "topology" / "flows"
     flows.mkdir()
     flow = (REPO / "topology" / "flows" / "filing.v2.yaml").read_text()
