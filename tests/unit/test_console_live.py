@@ -126,6 +126,31 @@ def test_a_read_model_batch_publishes_the_workflows_it_wrote_after_writing_them(
     assert seen[0][0] and len(seen) == 2 and seen[1][0] == frozenset()
 
 
+def test_a_subscriber_rendered_before_the_last_change_starts_with_one_to_fetch() -> None:
+    """A page is rendered, then connects: a change in between is not lost."""
+
+    async def scenario() -> list[Change | None]:
+        broadcast = ChangeBroadcast()
+        broadcast.publish(["wf-1"])
+        rendered = broadcast.sequence
+        broadcast.publish(["wf-2"])  # lands before the page's connection opens
+        with (
+            broadcast.subscribe(workflow_id="wf-1", since=rendered) as one,
+            broadcast.subscribe(since=rendered) as everyone,
+            broadcast.subscribe(since=broadcast.sequence) as current,
+        ):
+            return [
+                await one.next(timeout_s=1),
+                await everyone.next(timeout_s=1),
+                await current.next(timeout_s=0.05),
+            ]
+
+    one, everyone, current = asyncio.run(scenario())
+    assert one == Change(frozenset({"wf-1"}))  # maybe not its own: one fetch too many, at worst
+    assert everyone == Change(frozenset(), everything=True)
+    assert current is None  # rendered after the last change: nothing to fetch
+
+
 def test_the_stream_sends_a_retry_then_changes_then_ends_when_its_time_is_up() -> None:
     async def scenario() -> list[str]:
         broadcast = ChangeBroadcast()
@@ -205,6 +230,19 @@ def test_a_workflow_page_stream_says_when_that_workflow_changed(
 
 
 @pytest.mark.timeout(60)
+def test_a_stream_from_a_page_rendered_before_a_change_sends_it_at_once(
+    rig: ConsoleRig, flow: Flow
+) -> None:
+    since = rig.model.changes.sequence
+    rig.put(moved_on(at_gate(flow, "wf-1")))  # after the page, before its connection
+    with rig.client.stream("GET", f"/console/live?workflow=wf-1&since={since}") as reply:
+        lines = reply.iter_lines()
+        assert next(lines) == "retry: 3000"
+        [change] = events_of(lines, 1)
+    assert change == {"workflows": ["wf-1"], "everything": False}
+
+
+@pytest.mark.timeout(60)
 def test_an_overview_stream_hears_every_workflow(rig: ConsoleRig, flow: Flow) -> None:
     with rig.client.stream("GET", "/console/live") as reply:
         lines = reply.iter_lines()
@@ -229,12 +267,13 @@ def test_a_stream_ends_with_its_session_and_then_tells_the_browser_to_stop(
 
 
 def test_live_pages_name_their_stream_and_the_regions_it_refreshes(rig: ConsoleRig) -> None:
+    since = rig.model.changes.sequence
     page = rig.client.get("/console/workflows/wf-1").text
-    assert 'data-live="/console/live?workflow=wf-1"' in page
+    assert f'data-live="/console/live?workflow=wf-1&amp;since={since}"' in page
     assert 'id="live-workflow" data-live-region data-live-workflow="wf-1"' in page
     assert 'hx-get="/console/workflows/wf-1" hx-trigger="live"' in page
     overview = rig.client.get("/console?stuck=2h&notice=done").text
-    assert 'data-live="/console/live"' in overview
+    assert f'data-live="/console/live?since={since}"' in overview
     assert 'hx-get="/console?stuck=2h" hx-trigger="live"' in overview  # the notice shows once
     inbox = rig.client.get("/console/gates").text
     assert 'data-live-workflow="wf-1"' in inbox

@@ -6,6 +6,10 @@ server-sent-events connection lasts; a subscription gathers what it is offered u
 connection reads it, so a burst of batches becomes one message, and a connection that
 falls behind gets "everything changed" rather than an ever longer list.
 
+A page is rendered, then opens its connection: what lands in between would be missed, so
+the page names the broadcast's ``sequence`` it was rendered at (read before the read
+model), and a subscription from an older one starts with a change to fetch.
+
 What a batch costs: one ``call_soon_threadsafe`` per event loop that has subscribers
 (uvicorn runs one), then a set lookup per touched workflow and a set union per
 interested subscriber, on that loop. No connection reads RocksDB until it is told
@@ -57,6 +61,9 @@ class Subscription:
 
     def _offer(self, workflow_ids: frozenset[str]) -> None:
         """On the subscriber's loop; ``workflow_ids`` already concern it."""
+        if not workflow_ids:  # "something, maybe everything, changed"
+            self._pending.clear()
+            self._everything = True
         if not self._everything:
             self._pending |= workflow_ids
             if len(self._pending) > MAX_IDS:
@@ -134,13 +141,29 @@ class ChangeBroadcast:
     def __init__(self) -> None:
         self._lock = threading.Lock()  # guards the loop table, not the listeners
         self._loops: dict[asyncio.AbstractEventLoop, _LoopListeners] = {}
+        self._sequence = 0
 
-    def subscribe(self, *, workflow_id: str | None = None) -> Subscription:
-        """A subscription on the running event loop (call it from a coroutine)."""
+    @property
+    def sequence(self) -> int:
+        """How many changes were published so far: a page rendered now names it."""
+        return self._sequence
+
+    def subscribe(
+        self, *, workflow_id: str | None = None, since: int | None = None
+    ) -> Subscription:
+        """A subscription on the running event loop (call it from a coroutine).
+
+        ``since``: the ``sequence`` the subscriber last saw (its page was rendered at); when
+        changes were published after it, the subscription starts with one pending: the
+        workflow, or everything for a subscriber to all.
+        """
         subscription = Subscription(self, workflow_id=workflow_id)
         with self._lock:
             listeners = self._loops.setdefault(subscription._loop, _LoopListeners())
+            missed = since is not None and since < self._sequence
         listeners.add(subscription)
+        if missed:
+            subscription._offer(frozenset({workflow_id} if workflow_id is not None else ()))
         return subscription
 
     def _remove(self, subscription: Subscription) -> None:
@@ -164,6 +187,7 @@ class ChangeBroadcast:
         if not changed:
             return
         with self._lock:
+            self._sequence += 1
             loops = list(self._loops.items())
         for loop, listeners in loops:
             try:

@@ -5,7 +5,8 @@ A page that updates itself (the overview, a workflow's page, the gates inbox) op
 read model's broadcast (``changes``), narrowed to one workflow for a workflow's page, and
 sends ``changed`` with the workflow ids when a batch touched any of them; the page then
 fetches again what shows them (an htmx GET of its own region). The server never polls
-the store for a connection.
+the store for a connection. The page names the change sequence it was rendered at
+(``since``), so what landed before its connection opened is not missed.
 
 Messages gathered while one is being sent go out together after ``settle_s``, a quiet
 connection gets a comment every ``heartbeat_s`` (so a proxy does not close it and a
@@ -85,9 +86,12 @@ def live_routes(router: APIRouter, console: Console) -> None:
             # 204 tells an EventSource to stop trying: the next page it loads signs in.
             return Response(status_code=204, headers=HEADERS)
         workflow_id = request.query_params.get("workflow") or None
+        since_text = request.query_params.get("since", "")
         options = console.options
         stream = change_stream(
-            console.gateway.model.changes.subscribe(workflow_id=workflow_id),
+            console.gateway.model.changes.subscribe(
+                workflow_id=workflow_id, since=int(since_text) if since_text.isdigit() else None
+            ),
             lasts_s=max(viewer.session.expires_s - console.now_s(), 0),
             heartbeat_s=options.live_heartbeat_s,
             settle_s=options.live_settle_s,

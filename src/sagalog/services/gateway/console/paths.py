@@ -21,9 +21,15 @@ def workflow(workflow_id: str) -> str:
     return f"{WORKFLOWS}/{quote(workflow_id, safe='')}"
 
 
-def live(workflow_id: str | None = None) -> str:
-    """The server-sent events a live page listens to: one workflow's, or every one's."""
-    return LIVE if workflow_id is None else f"{LIVE}?{urlencode({'workflow': workflow_id})}"
+def live(workflow_id: str | None, *, since: int) -> str:
+    """The server-sent events a live page listens to: one workflow's, or every one's
+    (None); ``since``: the read model's change sequence the page was rendered at."""
+    query = (
+        {"since": str(since)}
+        if workflow_id is None
+        else {"workflow": workflow_id, "since": str(since)}
+    )
+    return f"{LIVE}?{urlencode(query)}"
 
 
 def gate_row(workflow_id: str, gate: str, attempt: int) -> str:

@@ -433,6 +433,7 @@ def _workflow_routes(router: APIRouter, console: Console) -> None:
     @router.get("")
     def overview(request: Request) -> Response:
         viewer = console.viewer(request)
+        since = gateway.model.changes.sequence  # before reading: nothing falls in between
         gateway.require_ready()
         stuck_text = request.query_params.get("stuck") or DEFAULT_STUCK
         stuck_ms = parse_query({"stuck": stuck_text}).stuck_ms
@@ -451,7 +452,7 @@ def _workflow_routes(router: APIRouter, console: Console) -> None:
             "overview.html",
             viewer=viewer,
             nav="overview",
-            live=paths.live(),
+            live=paths.live(None, since=since),
             here=_here(request),
             rows=version_rows(gateway.model.version_counts()),
             states=[s.value for s in STATE_ORDER],
@@ -514,6 +515,7 @@ def _workflow_routes(router: APIRouter, console: Console) -> None:
     @router.get("/workflows/{workflow_id:path}")
     def workflow(request: Request, workflow_id: str) -> Response:
         viewer = console.viewer(request)
+        since = gateway.model.changes.sequence
         record = gateway.model.record(workflow_id)
         if record is None:
             raise UnknownWorkflow(
@@ -545,7 +547,7 @@ def _workflow_routes(router: APIRouter, console: Console) -> None:
             "workflow.html",
             viewer=viewer,
             nav="workflows",
-            live=paths.live(workflow_id),
+            live=paths.live(workflow_id, since=since),
             w=detail,
             steps=steps,
             story=story,
@@ -596,6 +598,7 @@ def _gate_routes(router: APIRouter, console: Console) -> None:
     @router.get("/gates")
     def gates(request: Request) -> Response:
         viewer = console.viewer(request)
+        since = gateway.model.changes.sequence
         gateway.require_ready()
         query = parse_gate_query(dict(request.query_params))
         after = request.query_params.get("after") or None
@@ -617,7 +620,7 @@ def _gate_routes(router: APIRouter, console: Console) -> None:
             "gates.html",
             viewer=viewer,
             nav="gates",
-            live=paths.live(),
+            live=paths.live(None, since=since),
             rows=gate_rows(found),
             query=query.params(),
             next_url=next_url,

@@ -13,20 +13,15 @@
   function refresh(change) {
     document.querySelectorAll("[data-live-region]").forEach(function (region) {
       var watched = region.getAttribute("data-live-workflow");
-      if (change === null || change.everything || watched === null ||
+      if (change.everything || watched === null ||
           change.workflows.indexOf(watched) >= 0) {
         window.htmx.trigger(region, "live");
       }
     });
   }
+  // The address names the change the page was rendered at (since=): the server sends
+  // at once what landed after it, on the first connection and on every reconnection.
   var source = new EventSource(address);
-  var opened = false;
-  source.addEventListener("open", function () {
-    if (opened) {
-      refresh(null); // connected again: what changed meanwhile was not heard
-    }
-    opened = true;
-  });
   source.addEventListener("changed", function (message) {
     refresh(JSON.parse(message.data));
   });
