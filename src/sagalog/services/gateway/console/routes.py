@@ -59,8 +59,8 @@ from sagalog.services.gateway.console.listing import (
 )
 from sagalog.services.gateway.console.live import live_routes
 from sagalog.services.gateway.console.overview import (
-    STATE_ORDER,
     STUCK_CAP,
+    shown_states,
     stuck_rows,
     version_rows,
 )
@@ -448,14 +448,15 @@ def _workflow_routes(router: APIRouter, console: Console) -> None:
             except SagalogError as exc:
                 dead_letter_error = str(exc)
         gates = gateway.model.open_gates(limit=1001)
+        rows = version_rows(gateway.model.version_counts())
         return console.render(
             "overview.html",
             viewer=viewer,
             nav="overview",
             live=paths.live(None, since=since),
             here=_here(request),
-            rows=version_rows(gateway.model.version_counts()),
-            states=[s.value for s in STATE_ORDER],
+            rows=rows,
+            states=shown_states(rows),
             stuck=stuck_rows(stuck[:STUCK_CAP]),
             stuck_total=min(len(stuck), STUCK_CAP),
             stuck_capped=len(stuck) > STUCK_CAP,
