@@ -48,6 +48,9 @@ from .test_filing_workflow import apply_filing_project
 from .test_reference_workflow import reference_fleet_config
 
 DOCS_SHOTS = REPO / "docs" / "images" / "console"
+TRACKER_S = 120_000
+"""How long a page may wait for the tracker (ms): on a loaded machine its stall detector
+may restart it (exit 70, "has not moved for 20s"), and it then restores its tables."""
 PAGES = ("sign-in", "overview", "workflows", "workflow", "gates", "dead-letters", "dead-letter")
 
 
@@ -240,7 +243,7 @@ def test_an_operator_works_the_filings_in_the_browser_console(
         # The tracker takes the decision: the row and the other tab hear it, no reload.
         expect(
             page.locator(f'tr.moved-on[data-workflow="{approved.workflow_id}"]')
-        ).to_contain_text("moved on: now awaiting_input")
+        ).to_contain_text("moved on: now awaiting_input", timeout=TRACKER_S)
         expect(watching.locator("dl.facts .state")).to_have_text("awaiting_input")
         assert page.evaluate("window.sameDocument") is True
         assert watching.evaluate("window.sameDocument") is True
@@ -265,8 +268,10 @@ def test_an_operator_works_the_filings_in_the_browser_console(
         page.fill("#cancel-reason", "filed twice by mistake")
         page.click("form button:has-text('Cancel the workflow')")
         expect(page.locator("[role=status]")).to_contain_text("cancellation published")
-        expect(page.locator("dl.facts .state")).to_have_text(re.compile("compensat"))
-        expect(page.locator("dl.facts .state")).to_have_text("compensated", timeout=120_000)
+        expect(page.locator("dl.facts .state")).to_have_text(
+            re.compile("compensat"), timeout=TRACKER_S
+        )
+        expect(page.locator("dl.facts .state")).to_have_text("compensated", timeout=TRACKER_S)
         expect(page.locator("#story")).to_contain_text("WorkflowCancelled")
 
     assert not browser.problems, browser.problems
