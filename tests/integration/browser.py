@@ -84,7 +84,7 @@ def chromium(*, viewport: dict[str, int] | None = None) -> Iterator[WatchedBrows
 
 
 def screenshot(page: Page, path: Path, *, full_page: bool = False) -> Path:
-    """A PNG of what ``page`` shows, once htmx has settled (no request in flight)."""
+    """A PNG of what ``page`` shows (the viewport, or the whole page), once it loaded."""
     page.wait_for_load_state("load")
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=full_page, animations="disabled")
