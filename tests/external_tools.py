@@ -9,6 +9,7 @@ the check: ``.ci/ensure-chromium`` and ``.ci/ensure-tools`` install every one of
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from dataclasses import dataclass
@@ -62,6 +63,9 @@ TOOLS = {
 }
 ASYNCAPI = "asyncapi-parser"
 """The official AsyncAPI parser, an npm package pinned by tests/asyncapi/package-lock.json."""
+PLAYWRIGHT = "playwright"
+"""Playwright for Python (pinned in pyproject's dev extras), which drives Debian's Chromium
+in the browser tests; it brings its own driver, never a browser of its own."""
 
 
 def under_ci() -> bool:
@@ -73,14 +77,20 @@ def locate(name: str) -> str | None:
     """The tool's path, or None when it is not installed here."""
     if name == ASYNCAPI:
         return _asyncapi_parser()
+    if name == PLAYWRIGHT:
+        found = importlib.util.find_spec("playwright")
+        return found.origin if found is not None else None
     if name not in TOOLS:
-        raise ValueError(f"unknown tool {name!r}: tests/tools.py knows {sorted(TOOLS)}")
+        known = sorted([*TOOLS, ASYNCAPI, PLAYWRIGHT])
+        raise ValueError(f"unknown tool {name!r}: tests/external_tools.py knows {known}")
     return TOOLS[name].path()
 
 
 def how_to_install(name: str) -> str:
     if name == ASYNCAPI:
         return "bash .ci/ensure-tools (npm ci in tests/asyncapi; needs Node.js 18+)"
+    if name == PLAYWRIGHT:
+        return "make install (pip install -e '.[dev]': playwright, pinned)"
     return TOOLS[name].install
 
 

@@ -223,6 +223,7 @@ class Fleet:
             gate_secret=c.gate_secret,
             tracker_app_id=c.tracker_app_id,
             transitions_topic=c.transitions_topic,
+            deadletter_topics=c.deadletter_topic,  # the agents' (the console lists them)
             data_dir=c.run_dir / "data" / "gateway",
         )
         return self._launch("gateway", ["-m", "sagalog.services.gateway"], env)

@@ -8,7 +8,6 @@ the numbers, the CSV files and the HTML report, which headless Chromium renders.
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import datetime as dt
 import os
@@ -33,7 +32,7 @@ from sagalog.contracts.headers import EventHeaders
 from sagalog.contracts.registry import SchemaRegistry, subject_for
 from sagalog.events import StateTransition
 
-from .browser import Browser
+from .browser import chromium, screenshot
 from .project import Project
 
 S = 1000
@@ -251,34 +250,26 @@ def check_in_chromium(report: Path, tmp_path: Path) -> None:
     external_tools.require("chromium")  # the figures above are checked without it
     shot = tmp_path / "analytics-report.png"
 
-    async def look() -> dict[str, Any]:
-        async with Browser(tmp_path / "chromium") as page:
-            await page.open(report.as_uri())
-            height = int(await page.evaluate("document.documentElement.scrollHeight"))
-            await page.send(
-                "Emulation.setDeviceMetricsOverride",
-                width=1200,
-                height=min(height, 12000),
-                deviceScaleFactor=1,
-                mobile=False,
-            )
-            seen = await page.evaluate(
-                """(() => ({
-                  title: document.title,
-                  charts: [...document.querySelectorAll('figure svg')].map(
-                    s => Math.round(s.getBoundingClientRect().height)),
-                  bars: document.querySelectorAll('#chart-states rect').length,
-                  overflow: document.documentElement.scrollWidth > window.innerWidth,
-                  heading: document.querySelector('h2')?.textContent,
-                  states: [...document.querySelectorAll('#table-dwell_by_state tbody tr')].map(
-                    r => r.cells[0].textContent),
-                  scripts: document.scripts.length,
-                }))()"""
-            )
-            await page.screenshot(shot)
-            return dict(seen)
-
-    seen = asyncio.run(look())
+    with chromium(viewport={"width": 1200, "height": 800}) as browser:
+        page = browser.new_page()
+        page.goto(report.as_uri())
+        height = int(page.evaluate("document.documentElement.scrollHeight"))
+        page.set_viewport_size({"width": 1200, "height": min(height, 12000)})
+        seen: dict[str, Any] = page.evaluate(
+            """(() => ({
+              title: document.title,
+              charts: [...document.querySelectorAll('figure svg')].map(
+                s => Math.round(s.getBoundingClientRect().height)),
+              bars: document.querySelectorAll('#chart-states rect').length,
+              overflow: document.documentElement.scrollWidth > window.innerWidth,
+              heading: document.querySelector('h2')?.textContent,
+              states: [...document.querySelectorAll('#table-dwell_by_state tbody tr')].map(
+                r => r.cells[0].textContent),
+              scripts: document.scripts.length,
+            }))()"""
+        )
+        screenshot(page, shot)
+    assert not browser.problems, browser.problems
     assert seen["title"].startswith("Workflow analytics")
     assert len(seen["charts"]) == 4 and min(seen["charts"]) > 80, seen
     assert seen["bars"] >= 8  # p50 and p95 per state

@@ -9,7 +9,6 @@ topic's end offsets are the same before and after.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import subprocess
@@ -17,10 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
+import external_tools
 from sagalog.tracker import gate_token
 
-from .browser import Browser
+from .browser import chromium, screenshot
 from .gateway_harness import API_KEY, GatewayLab, gateway_lab  # noqa: F401
 from .project import REPO
 from .tracker_harness import SECRET
@@ -284,7 +285,7 @@ def test_the_cli_rejects_a_gate_and_the_read_model_survives_a_restart(
     assert rebuilt["history"][: len(shown["history"])] == shown["history"]
 
 
-@pytest.mark.tool("chromium")
+@pytest.mark.tool("chromium", external_tools.PLAYWRIGHT)
 def test_a_reviewer_approves_in_headless_chromium(
     gateway_lab: GatewayLab,  # noqa: F811
     tmp_path: Path,
@@ -295,36 +296,35 @@ def test_a_reviewer_approves_in_headless_chromium(
     wait_for_gate(gw, "wf-web")
     row = 'tr[data-workflow="wf-web"]'
 
-    async def review() -> tuple[str, str, str]:
-        async with Browser(tmp_path / "chromium") as page:
-            # An old bookmark with the key in its URL lands on the console's sign-in page,
-            # the key dropped; signing in leads on to the gates inbox.
-            await page.open(f"{gw.url}/reviews?api_key={API_KEY}")
-            await page.wait_for("!!document.querySelector('input[name=api_key]')")
-            assert API_KEY not in str(await page.evaluate("location.href"))
-            await page.click("input[name=api_key]")
-            await page.type(API_KEY)
-            await page.click("input[name=who]")
-            await page.type("ann@example.com")
-            await page.click("form button[type=submit]")
-            await page.wait_for(f"!!document.querySelector('{row}')", timeout=30)
-            await page.screenshot(tmp_path / "reviews-before.png")
-            await page.click(f"{row} input[name=comment]")
-            await page.type("ok from the browser")
-            await page.click(f"{row} button[value=approve]")
-            # htmx swaps the row in place: no reload.
-            decided = await page.wait_for(
-                f"document.querySelector('{row} .decided')?.textContent", timeout=30
-            )
-            notice = await page.evaluate("document.querySelector('[role=status]')?.textContent")
-            await page.screenshot(tmp_path / "reviews-after.png")
-            assert not await page.evaluate(f"!!document.querySelector('{row} button')")
-            return str(notice), str(decided), str(await page.evaluate("location.pathname"))
-
-    notice, decided, path = asyncio.run(review())
-    assert path == "/console/gates"
-    assert notice == "wf-web: gate 'manager_approval' approved."
-    assert decided == "approved by ann@example.com: waiting for the workflow to move on"
+    with chromium() as browser:
+        page = browser.new_page()
+        # An old bookmark with the key in its URL lands on the console's sign-in page,
+        # the key dropped; signing in leads on to the gates inbox.
+        page.goto(f"{gw.url}/reviews?api_key={API_KEY}")
+        assert API_KEY not in page.url
+        page.fill("input[name=api_key]", API_KEY)
+        page.fill("input[name=who]", "ann@example.com")
+        page.click("form button[type=submit]")
+        page.wait_for_selector(row)
+        screenshot(page, tmp_path / "reviews-before.png")
+        page.evaluate("window.sameDocument = true")  # gone if the page reloads
+        page.fill(f"{row} input[name=comment]", "ok from the browser")
+        page.click(f"{row} button[value=approve]")
+        # htmx swaps the row in place: no reload.
+        decided = page.locator(f"{row} .decided")
+        expect(decided).to_have_text(
+            "approved by ann@example.com: waiting for the workflow to move on"
+        )
+        expect(page.locator("[role=status]")).to_have_text(
+            "wf-web: gate 'manager_approval' approved."
+        )
+        assert page.locator(f"{row} button").count() == 0
+        # The tracker takes the decision; the row hears it (live.js) and says so.
+        expect(page.locator(f"{row}.moved-on")).to_contain_text("moved on: now running")
+        assert page.evaluate("window.sameDocument") is True
+        assert page.url == f"{gw.url}/console/gates"
+        screenshot(page, tmp_path / "reviews-after.png")
+    assert not browser.problems, browser.problems
     lab.wait(
         lambda: any(t["step"] == "score_risk" for t in lab.transitions("wf-web")),
         what="wf-web moving on after the browser's approval",

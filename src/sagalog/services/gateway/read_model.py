@@ -45,6 +45,7 @@ from rocksdict import Rdict, ReadOptions, WriteBatch, WriteOptions
 from sagalog.flows.states import WorkflowState
 from sagalog.rocksdb_options import bounded_options
 from sagalog.services.gateway import workflow_index
+from sagalog.services.gateway.changes import ChangeBroadcast
 from sagalog.services.gateway.workflow_index import Facets, Index
 from sagalog.tracker.record import WorkflowRecord
 
@@ -146,6 +147,9 @@ class ReadModel:
         self._counts: Counter[str] | None = None  # by state, once counted (``state_counts``)
         self._versions: Counter[VersionState] | None = None  # once counted (``version_counts``)
         self._counts_lock = threading.Lock()
+        self.changes = ChangeBroadcast()
+        """Told the workflows each batch touched, once it is written (the console's live
+        pages listen)."""
         self._upgrade_layout()
 
     def _upgrade_layout(self) -> None:
@@ -419,6 +423,8 @@ class ReadModelBatch:
         """Workflows this batch adds to (or takes from) each state."""
         self.moved_versions: Counter[VersionState] = Counter()
         """The same, by flow, version and state."""
+        self.touched: set[str] = set()
+        """The workflows whose record or history this batch changes."""
 
     def _current(self, workflow_id: str) -> WorkflowRecord | None:
         if workflow_id in self._records:
@@ -468,6 +474,7 @@ class ReadModelBatch:
             else:
                 self.batch.delete(_GATE + key)
         self._records[workflow_id] = new
+        self.touched.add(workflow_id)
         self.size += 1
 
     def add_transition(
@@ -476,6 +483,7 @@ class ReadModelBatch:
         """Append a transition; keyed by its log position, so reading it twice is harmless."""
         key = _history_prefix(workflow_id) + b"%05d%020d" % (partition, offset)
         self.batch.put(key, entry.model_dump_json().encode())
+        self.touched.add(workflow_id)
         self.size += 1
 
     def advance(self, topic: str, partition: int, next_offset: int) -> None:
@@ -483,6 +491,8 @@ class ReadModelBatch:
 
     def commit(self) -> None:
         self.model._write(self.batch, self.moved, self.moved_versions)
+        self.model.changes.publish(self.touched)
+        self.touched = set()
         self.batch = WriteBatch(raw_mode=True)
         self._records.clear()
         self.moved = Counter()

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs
 
-from sagalog.services.gateway.exceptions import MalformedBody
+from fastapi import Request
+from pydantic import ValidationError
+
+from sagalog.services.gateway.exceptions import BadQuery, MalformedBody
 
 
 def form_fields(body: bytes, content_type: str) -> dict[str, str]:
@@ -21,3 +24,16 @@ def form_fields(body: bytes, content_type: str) -> dict[str, str]:
         )
     parsed = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
     return {name: values[-1] for name, values in parsed.items()}
+
+
+def invalid_form(exc: ValidationError) -> BadQuery:
+    """A form pydantic refused, as the 422 the page shows."""
+    problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+    refusal = BadQuery(f"the form is incomplete or wrong: {problems}; nothing was done")
+    refusal.status = 422
+    return refusal
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """The fields of the form ``request`` posts (``form_fields``)."""
+    return form_fields(await request.body(), request.headers.get("content-type", ""))

@@ -73,3 +73,11 @@ def decided_label(earlier: Mapping[str, Any] | None) -> str | None:
     return (
         f"{verb} by {earlier.get('decided_by') or 'someone'}: waiting for the workflow to move on"
     )
+
+
+def moved_on_label(earlier: Mapping[str, Any] | None) -> str:
+    """What a row says once its gate closed: who decided it here, if someone did."""
+    if earlier is None:
+        return "decided elsewhere, or expired"
+    verb = "approved" if earlier["decision"] == "approve" else "rejected"
+    return f"{verb} by {earlier.get('decided_by') or 'someone'}"

@@ -72,3 +72,10 @@ def stuck_rows(stuck: Iterable[Facets]) -> list[StuckRow]:
         for (flow, version, state), found in groups.items()
     ]
     return sorted(rows, key=lambda r: (r.oldest_entered_ms, r.flow, r.version, r.state))
+
+
+def shown_states(rows: Iterable[VersionRow]) -> list[str]:
+    """The states some workflow is in, in the machine's order: thirteen columns of dots
+    would push the totals off a laptop's screen."""
+    present = {state for row in rows for state, n in row.by_state.items() if n}
+    return [s.value for s in STATE_ORDER if s.value in present]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 ROOT = "/console"
 SIGN_IN = f"{ROOT}/sign-in"
@@ -10,6 +10,8 @@ SIGN_OUT = f"{ROOT}/sign-out"
 WORKFLOWS = f"{ROOT}/workflows"
 GATES = f"{ROOT}/gates"
 GATE_DECISION = f"{GATES}/decision"
+GATE_ROW = f"{GATES}/row"
+LIVE = f"{ROOT}/live"
 DEAD_LETTERS = f"{ROOT}/dead-letters"
 STATIC = f"{ROOT}/static"
 
@@ -17,6 +19,24 @@ STATIC = f"{ROOT}/static"
 def workflow(workflow_id: str) -> str:
     """A workflow's page; any character of the id is escaped, ``/`` included."""
     return f"{WORKFLOWS}/{quote(workflow_id, safe='')}"
+
+
+def live(workflow_id: str | None, *, since: int) -> str:
+    """The server-sent events a live page listens to: one workflow's, or every one's
+    (None); ``since``: the read model's change sequence the page was rendered at."""
+    query = (
+        {"since": str(since)}
+        if workflow_id is None
+        else {"workflow": workflow_id, "since": str(since)}
+    )
+    return f"{LIVE}?{urlencode(query)}"
+
+
+def gate_row(workflow_id: str, gate: str, attempt: int) -> str:
+    """One row of the gates inbox, as it is now (fetched again when its workflow changes).
+    It names the gate, never its token: a token is a capability, kept out of URLs."""
+    query = {"workflow_id": workflow_id, "gate": gate, "attempt": attempt}
+    return f"{GATE_ROW}?{urlencode(query)}"
 
 
 def dead_letter(position: str) -> str:
