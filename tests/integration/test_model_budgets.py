@@ -348,6 +348,7 @@ SUCCESSOR_LIMIT = 1_800
 """600 tokens a minute per partition: six calls of ~93 tokens estimated (~73 served)."""
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(600)
 def test_the_successor_of_an_instance_killed_for_good_during_its_calls_counts_every_claim(
     project: Project, tmp_path: Path
@@ -363,7 +364,11 @@ def test_the_successor_of_an_instance_killed_for_good_during_its_calls_counts_ev
     Without the claims topic, ``b`` knows nothing of ``a``'s calls out (they never
     reached the log) and repeats them at once under their first claims' names: fewer
     claims logged than calls served, and, with more than a minute's budget of filings
-    waiting, more than the limit served within 60 s."""
+    waiting, more than the limit served within 60 s.
+
+    About five minutes, in ``make test-all``: the proof is a budget window passing with
+    the dead instance's calls still counted, so the run outlasts at least one 60 s
+    window after the kill, at a limit small enough for the repeats to meet it."""
     model = serve(name="model")
     model.faults.latency_ms = 6000  # under the client's 10 s timeout
     lab = DraftingLab(project, model, tmp_path, policy="wait").setup()
