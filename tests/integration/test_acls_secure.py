@@ -38,6 +38,7 @@ from confluent_kafka.admin import (
 from faust.types import TP
 from pydantic import SecretStr
 
+from procurement.events import RequestSubmitted
 from sagalog import client_config
 from sagalog.agents.claims import ClaimsLog, read_claims
 from sagalog.agents.declaration import Agent
@@ -76,7 +77,7 @@ def intake_agent() -> Agent:
     agent = Agent("intake-agent")
 
     @agent.handles(step="classify_request")
-    async def classify_request(event: Any, ctx: Any) -> Any:
+    async def classify_request(event: RequestSubmitted, ctx: Any) -> Any:
         raise NotImplementedError
 
     return agent
@@ -225,7 +226,7 @@ def test_apply_on_an_empty_cluster_creates_exactly_the_derived_bindings(
     assert applied["before"] == set()
     rules = derived(project)
     assert applied["after"] == set(rules)
-    assert len(rules) == 153  # the procurement and the filing flows, the key topic
+    assert len(rules) == 189  # the procurement and the filing flows, the key topic, claims
     output = applied["output"]
     assert (
         "done: + create acl User:gateway: ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'"
