@@ -22,8 +22,7 @@ import pytest
 from sagalog.devstack import LocalStack
 from stacks import REPO, cli_environment, sagalog
 
-REQUESTS = 100
-FILINGS = 20
+REQUESTS = 200
 SERVICES = (
     "saga-tracker",
     "gateway",
@@ -43,11 +42,10 @@ SERVICES = (
 def test_the_reference_workflow_ends_as_planned_on_three_secure_brokers(
     secure_cluster: LocalStack, tmp_path: Path
 ) -> None:
-    """About two minutes: half of ``make demo`` (100 requests, 20 filings), end to end
-    on three secure brokers (replication 3, min ISR 2), every service logged in as its
-    own principal. The run itself is the check: fewer would leave a plan of the mix
-    with one workflow or none (an escalation, an expiry, a refused budget), and more
-    adds volume the plaintext demo already carries."""
+    """About three minutes: ``make demo``'s 200 requests and 30 filings, end to end on
+    three secure brokers (replication 3, min ISR 2), every service logged in as its
+    own principal: the run itself is the check, and a shorter one would not cross
+    the gate's escalation and deadline of the mix."""
     cluster = secure_cluster
     summary_file = tmp_path / "summary.json"
     env = cli_environment(cluster, {"PYTHONPATH": str(REPO / "services")})
@@ -62,8 +60,6 @@ def test_the_reference_workflow_ends_as_planned_on_three_secure_brokers(
             "demo",
             "--count",
             str(REQUESTS),
-            "--filings",
-            str(FILINGS),
             "--summary",
             str(summary_file),
             "--run-dir",
@@ -80,7 +76,7 @@ def test_the_reference_workflow_ends_as_planned_on_three_secure_brokers(
     assert demo.returncode == 0, output[-4000:]
     summary = json.loads(summary_file.read_text())
     assert summary["workflows"]["procurement"]["submitted"] == REQUESTS
-    assert summary["workflows"]["filing"]["submitted"] == FILINGS
+    assert summary["workflows"]["filing"]["submitted"] > 0
     assert summary["stuck"] == 0, summary
     assert summary["matches_mix"], summary
     assert summary["audit_verified"], output[-4000:]
