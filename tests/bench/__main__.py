@@ -34,10 +34,21 @@ def _kafka_version() -> str:
 
         kafka = LocalStack(DevStackSettings()).status().kafka
         if kafka.state.value == "running":
-            return f"{kafka.version} (local stack)"
+            return f"{kafka.version} (local stack, {_jit_of(kafka.pid)})"
         return "unknown (not the local stack)"
     except Exception as exc:  # describing the machine must never stop a run
         return f"unknown ({exc.__class__.__name__})"
+
+
+def _jit_of(pid: int | None) -> str:
+    """The broker's JIT, from its command line: the dev stack's default ``quick`` (C1
+    only) costs more broker CPU per saga at load than production's C1 and C2 would;
+    ``SAGALOG_DEV_JVM_JIT=full`` with a restarted stack measures a production broker."""
+    try:
+        flags = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "JIT unknown"
+    return "C1 only: jvm_jit quick" if b"-XX:TieredStopAtLevel=1" in flags else "C1 and C2"
 
 
 Measure = Callable[[StartRelay, RecordFactory | None], HandoffResult]

@@ -140,6 +140,11 @@ def test_server_command_carries_heap_and_the_flags_that_identify_our_process() -
     assert command[-2:] == ["kafka.Kafka", "/state/kafka/server.properties"]
 
 
+def test_a_dev_jvm_stops_at_c1_unless_asked_for_the_full_jit() -> None:
+    assert "-XX:TieredStopAtLevel=1" in _server_command()
+    assert not any(flag.startswith("-XX:TieredStopAtLevel") for flag in _server_command(jit="full"))
+
+
 def test_a_node_with_metrics_runs_the_exporter_agent_on_loopback() -> None:
     agent = MetricsAgent(
         jar=Path("/cache/kafka/4.4.0/jmx_prometheus_javaagent-1.0.1.jar"),

@@ -18,6 +18,7 @@ from sagalog.devstack.layout import KAFKA, LOOPBACK, REGISTRY
 from sagalog.devstack.lockfile import RegistryDistribution
 from sagalog.devstack.nodes import KafkaNode
 from sagalog.devstack.profile import replication_profile
+from sagalog.devstack.settings import JvmJit
 
 #: System properties that mark a JVM as started by this stack (see processes.is_ours).
 COMPONENT_PROPERTY = "sagalog.dev.component"
@@ -33,8 +34,19 @@ def identity_flags(*, component: str, state_dir: Path) -> list[str]:
     return [f"-D{COMPONENT_PROPERTY}={component}", f"-D{STATE_PROPERTY}={state_dir}"]
 
 
-def jvm_flags(*, component: str, heap: str, state_dir: Path) -> list[str]:
+JIT_FLAGS: Mapping[JvmJit, tuple[str, ...]] = {
+    "quick": ("-XX:TieredStopAtLevel=1",),
+    "full": (),
+}
+"""What each ``jvm_jit`` setting adds: ``quick`` stops at the C1 compiler."""
+
+
+def jvm_flags(*, component: str, heap: str, state_dir: Path, jit: JvmJit = "quick") -> list[str]:
     """Flags both JVMs share.
+
+    ``jit`` is the ``jvm_jit`` setting: a dev stack's JVM lives minutes to hours
+    under light traffic, and spent about half its CPU in the C2 compiler, whose faster
+    code it never ran long enough to earn back (``docs/design/test-suite-times.md``).
 
     ``ExitOnOutOfMemoryError`` makes a sick JVM die visibly instead of limping;
     ``ErrorFile`` keeps crash reports in the stack's log directory rather than in
@@ -49,6 +61,7 @@ def jvm_flags(*, component: str, heap: str, state_dir: Path) -> list[str]:
         f"-XX:ErrorFile={logs / f'{component}-hs_err_%p.log'}",
         f"-Xlog:gc,safepoint:file={logs / f'{component}-gc.log'}:time:filecount=5,filesize=10M",
         "-Djava.awt.headless=true",
+        *JIT_FLAGS[jit],
         *identity_flags(component=component, state_dir=state_dir),
     ]
 
@@ -302,6 +315,7 @@ def kafka_server_command(
     state_dir: Path,
     component: str = KAFKA,
     metrics: MetricsAgent | None = None,
+    jit: JvmJit = "quick",
 ) -> list[str]:
     """Start one node in the foreground of its own (detached) process.
 
@@ -312,7 +326,7 @@ def kafka_server_command(
     """
     return [
         str(java),
-        *jvm_flags(component=component, heap=heap, state_dir=state_dir),
+        *jvm_flags(component=component, heap=heap, state_dir=state_dir, jit=jit),
         *([metrics.flag] if metrics is not None else []),
         *kafka_classpath_flags(jar_dir=jar_dir, log4j_config=log4j_config),
         "kafka.Kafka",
@@ -392,11 +406,12 @@ def registry_command(
     heap: str,
     state_dir: Path,
     system_properties: Mapping[str, str],
+    jit: JvmJit = "quick",
 ) -> list[str]:
     """Start the Quarkus jar; it finds ``lib/`` next to the launcher, whatever the cwd."""
     return [
         str(java),
-        *jvm_flags(component=REGISTRY, heap=heap, state_dir=state_dir),
+        *jvm_flags(component=REGISTRY, heap=heap, state_dir=state_dir, jit=jit),
         *(f"-D{key}={value}" for key, value in system_properties.items()),
         "-jar",
         str(home / distribution.launcher),

@@ -426,6 +426,7 @@ class LocalStack:
                     state_dir=self.settings.state_dir,
                     component=node.component,
                     metrics=self._metrics_agent(jar_dir, node),
+                    jit=self.settings.jvm_jit,
                 ),
                 port=node.client_port,
                 version=self.lock.kafka.version,
@@ -487,6 +488,7 @@ class LocalStack:
             heap=self.settings.registry_heap,
             state_dir=self.settings.state_dir,
             system_properties=properties,
+            jit=self.settings.jvm_jit,
         )
         return self._supervisor.spawn(
             REGISTRY,
