@@ -166,6 +166,7 @@ def produce_as_admin(stack: LocalStack, topic: str, value: bytes, key: bytes = b
     producer = Producer(as_admin(stack).producer_config())
     producer.produce(topic, key=key, value=value)
     assert producer.flush(15) == 0
+    producer.close()
 
 
 def read_all(stack: LocalStack, topic: str, *, committed: bool = True) -> list[bytes]:
@@ -362,6 +363,7 @@ def test_an_agent_consumes_and_produces_in_a_transaction_as_itself(
         consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30
     )
     producer.commit_transaction(30)
+    producer.close()
     consumer.close()
     assert b"classified-" + marker in read_all(stack, WORKFLOWS)
 
@@ -424,6 +426,7 @@ def test_the_tracker_creates_its_prefixed_topics_and_writes_idempotently(
         changelog.topic, key=b"k", value=b"v", on_delivery=lambda e, m: errors.append(e)
     )
     assert producer.flush(30) == 0
+    producer.close()
     assert errors == [None, None]
 
 
@@ -501,6 +504,9 @@ def test_an_agent_writing_a_topic_it_may_not_is_denied_and_its_transaction_abort
     assert marker not in read_all(stack, WORKFLOWS)
     worker.clients.producer.begin_transaction()  # the producer is ready again: nothing left open
     worker.clients.producer.abort_transaction(15)
+    # Closed here: the exception's traceback keeps the worker, and a producer left to
+    # the garbage collector went on reconnecting to the stack after it stopped.
+    worker.clients.producer.close()
     worker.clients.consumer.close()
 
 
@@ -590,6 +596,7 @@ def test_the_gateway_may_not_write_transitions(
     )
     with pytest.raises(AuthorizationError) as caught:
         publisher.publish_event("sagalog.transitions", transition)
+    publisher.close()
     assert str(caught.value).startswith("User:gateway may not WRITE topic 'sagalog.transitions'"), (
         caught.value
     )
@@ -606,6 +613,7 @@ def test_faust_runs_as_the_tracker_with_only_the_derived_rights(
     producer = Producer(as_admin(stack).producer_config())
     producer.produce(WORKFLOWS, key=key, value=b"submitted")
     assert producer.flush(15) == 0
+    producer.close()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("SAGALOG_")},
         **client_config.environment(as_service(stack, "saga-tracker")),
