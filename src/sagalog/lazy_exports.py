@@ -3,10 +3,12 @@ on first use (PEP 562).
 
 Type checkers read the block as the real imports; at run time the package's
 ``__getattr__`` reads the same block (the idea of Scientific Python's SPEC 1,
-without its stub file), so the list cannot drift from what is importable. ``sagalog``
-and ``sagalog.testing`` use it: ``import sagalog.flows`` in the tracker must not pay
-for the agent runtime, nor the replay, which drives the rules through
-``sagalog.testing.TrackerHarness``, for the whole-flow test environment.
+without its stub file), so the list cannot drift from what is importable. ``sagalog``,
+``sagalog.agents`` and ``sagalog.testing`` use it: ``import sagalog.flows`` in the
+tracker must not pay for the agent runtime, nor the replay, which drives the rules
+through ``sagalog.testing.TrackerHarness``, for the whole-flow test environment, nor
+an agent's declaration (``sagalog.agents.declaration``) for the worker and its Kafka
+clients.
 """
 
 from __future__ import annotations

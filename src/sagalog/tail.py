@@ -7,10 +7,7 @@ committed records only, so an aborted transaction's events never show.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import decimal
-import enum
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,6 +19,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicParti
 from sagalog.assigned_reader import assigned_consumer, not_ours
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_WORKFLOW_ID, header_dict
+from sagalog.contracts.json_values import jsonable
 from sagalog.errors import SagalogError, SchemaError
 from sagalog.settings import ClientSettings
 
@@ -54,25 +52,6 @@ class TailedRecord:
             "payload": jsonable(self.payload),
             **({"error": self.error} if self.error else {}),
         }
-
-
-def jsonable(value: Any) -> Any:
-    """Avro values as JSON values: decimals as strings (no float rounding), times as ISO-8601."""
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [jsonable(v) for v in value]
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, (dt.datetime, dt.date)):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    return value
 
 
 def tail(

@@ -29,7 +29,8 @@ from sagalog.agents.worker import AgentWorker
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders
-from sagalog.contracts.registry import SchemaRegistry, subject_for
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.contracts.subjects import subject_for
 from sagalog.flows.model import Flow
 from sagalog.settings import ClientSettings
 

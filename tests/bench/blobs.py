@@ -32,7 +32,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sagalog.blobs.fields import offload
 from sagalog.blobs.store import LocalBlobStore
 from sagalog.contracts.catalog import SchemaCatalog
-from sagalog.contracts.registry import SchemaRegistry, subject_for
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.contracts.subjects import subject_for
 from sagalog.devstack.settings import DevStackSettings
 from sagalog.publisher import EventPublisher
 from sagalog.settings import ClientSettings

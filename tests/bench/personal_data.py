@@ -29,7 +29,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
-from sagalog.contracts.registry import SchemaRegistry, subject_for
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.contracts.subjects import subject_for
 from sagalog.personal.cipher import personal_data
 from sagalog.personal.keys import LocalKeyService
 from sagalog.publisher import EventPublisher

@@ -38,7 +38,8 @@ from sagalog.cluster import connect_admin
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders
-from sagalog.contracts.registry import SchemaRegistry, subject_for
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.contracts.subjects import subject_for
 from sagalog.replay import TopicReplay, replay_consumer_config
 from sagalog.settings import ClientSettings
 

@@ -29,7 +29,8 @@ from sagalog.cli.main import cli
 from sagalog.cluster import connect_admin
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import EventHeaders
-from sagalog.contracts.registry import SchemaRegistry, subject_for
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.contracts.subjects import subject_for
 from sagalog.events import StateTransition
 
 from .browser import chromium, screenshot

@@ -22,7 +22,7 @@ import urllib.request
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -72,6 +72,15 @@ steps:
     effect: none
     on_budget_exhausted: {policy}
 """
+
+
+class Drafted(NamedTuple):
+    """What a run left once every filing was drafted: the workflow topic's records, the
+    calls the model served, and the budget claims the log carries."""
+
+    records: list[dict[str, Any]]
+    served: list[dict[str, Any]]
+    claims: list[dict[str, Any]]
 
 
 @dataclass
@@ -165,6 +174,29 @@ class DraftingLab:
     def stop(self) -> None:
         for process in self.processes.values():
             process.kill()
+
+    def all_drafted(
+        self, opened: dict[str, str], agents: list[AgentProcess], *, timeout: float
+    ) -> Drafted:
+        """Wait until every filing of ``opened`` is drafted, failing as soon as one of
+        ``agents`` is dead; then stop the agents, check that each filing was drafted
+        once, and read what the run left."""
+        drafted: set[str] = set()
+
+        def done() -> bool:
+            for agent in agents:
+                assert agent.alive, agent.log.read_text()[-2000:]
+            drafted.update(
+                r["headers"]["ce_workflowid"] for r in read_all(self) if r["type"] == DRAFTED
+            )
+            return drafted >= set(opened)
+
+        poll(done, what=f"all {len(opened)} filings drafted", timeout=timeout, step=5)
+        self.stop()
+        records = read_all(self)
+        per_filing = Counter(r["headers"]["ce_workflowid"] for r in records if r["type"] == DRAFTED)
+        assert set(per_filing) == set(opened) and max(per_filing.values()) == 1
+        return Drafted(records, self.served(), logged_claims(self, records))
 
 
 def peak_minute(calls: list[dict[str, Any]]) -> tuple[int, float]:
@@ -280,28 +312,10 @@ def test_three_instances_share_10000_tokens_a_minute_through_20_sigkills(
                 timeout=60,
             )
         kill_phase = time.monotonic() - started
-        drafted: set[str] = set()
-
-        def all_drafted() -> bool:
-            for agent in agents:
-                assert agent.alive, agent.log.read_text()[-2000:]
-            drafted.update(
-                r["headers"]["ce_workflowid"] for r in read_all(lab) if r["type"] == DRAFTED
-            )
-            return drafted >= set(opened)
-
-        poll(all_drafted, what=f"all {len(opened)} filings drafted", timeout=600, step=5)
-        lab.stop()
-        records = read_all(lab)
-        served = lab.served()
-        claims = logged_claims(lab, records)
+        records, served, claims = lab.all_drafted(opened, agents, timeout=600)  # each drafted once
     finally:
         lab.stop()
         model.shutdown()
-
-    # Every filing drafted once.
-    per_filing = Counter(r["headers"]["ce_workflowid"] for r in records if r["type"] == DRAFTED)
-    assert set(per_filing) == set(opened) and max(per_filing.values()) == 1
 
     # The referee: within any 60 s the model served no more than the budget.
     peak, peak_at = peak_minute(served)
@@ -382,26 +396,11 @@ def test_the_successor_of_an_instance_killed_for_good_during_its_calls_counts_ev
         a.process.wait(10)  # type: ignore[union-attr]
         out_at_kill = model.book.in_flight
         b = lab.agent("b", tokens_per_minute=SUCCESSOR_LIMIT)
-        drafted: set[str] = set()
-
-        def all_drafted() -> bool:
-            assert b.alive, b.log.read_text()[-2000:]
-            drafted.update(
-                r["headers"]["ce_workflowid"] for r in read_all(lab) if r["type"] == DRAFTED
-            )
-            return drafted >= set(opened)
-
-        poll(all_drafted, what=f"all {len(opened)} filings drafted by b", timeout=420, step=5)
-        lab.stop()
-        records = read_all(lab)
-        served = lab.served()
-        claims = logged_claims(lab, records)
+        _, served, claims = lab.all_drafted(opened, [b], timeout=420)  # each drafted once
         kept = log_count(b, "budget claim(s) of")
     finally:
         lab.stop()
         model.shutdown()
-    per_filing = Counter(r["headers"]["ce_workflowid"] for r in records if r["type"] == DRAFTED)
-    assert set(per_filing) == set(opened) and max(per_filing.values()) == 1
     peak, peak_at = peak_minute(served)
     first = min(c["arrived_at"] for c in served)
     print(

@@ -9,7 +9,8 @@ import pytest
 
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
-from sagalog.contracts.registry import SchemaRegistry, subject_for
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.contracts.subjects import subject_for
 from sagalog.errors import SchemaCompatibilityError
 from sagalog.publisher import EventPublisher
 from sagalog.tail import tail

@@ -56,19 +56,39 @@ def flows(every_flow: list[Flow]) -> list[Flow]:
     return [f for f in every_flow if f.name == "procurement"]  # the budget agent's flows
 
 
-def budget_agent() -> Agent:
-    """A budget agent as the flow wants it: reserve (on RiskScored), release."""
-    agent = Agent("budget-agent")
+def handling(agent: Agent, step: str, name: str, takes: Any, returns: Any) -> Agent:
+    """``agent`` with a handler ``name`` for ``step`` declared as a user writes it,
+    ``async def name(event: takes, ctx: HandlerContext) -> returns``, its annotations
+    being all that binding reads of it."""
 
-    @agent.handles(step="reserve_budget")
-    async def reserve(event: RiskScored, ctx: HandlerContext) -> BudgetReserved:
+    async def handler(event: Any, ctx: HandlerContext) -> Any:
         raise NotImplementedError
+
+    handler.__name__ = handler.__qualname__ = name
+    handler.__annotations__ = {"event": takes, "ctx": HandlerContext, "return": returns}
+    agent.handles(step=step)(handler)
+    return agent
+
+
+def budget_agent(*, takes: Any = RiskScored, returns: Any = BudgetReserved) -> Agent:
+    """A budget agent as the flow wants it, reserve (on RiskScored) and release, unless
+    ``takes`` and ``returns`` annotate its reserve handler otherwise."""
+    agent = handling(Agent("budget-agent"), "reserve_budget", "reserve", takes, returns)
 
     @agent.compensates("reserve_budget")
     async def release(event: CompensationRequested, ctx: HandlerContext) -> BudgetReleased:
         raise NotImplementedError
 
     return agent
+
+
+def version_2(v1: Flow, **reserve_budget: Any) -> Flow:
+    """``v1`` as its version 2, its ``reserve_budget`` step's fields changed as given."""
+    entries = tuple(
+        e.model_copy(update=reserve_budget) if (e.kind, e.name) == ("step", "reserve_budget") else e
+        for e in v1.entries
+    )
+    return v1.model_copy(update={"version": 2, "entries": entries})
 
 
 def problems(agent: Agent, flows: list[Flow]) -> list[str]:
@@ -141,14 +161,7 @@ def test_a_step_without_a_handler_is_refused(flows: list[Flow]) -> None:
 def test_a_handler_annotated_with_another_event_than_the_step_starts_on_is_refused(
     flows: list[Flow],
 ) -> None:
-    agent = budget_agent()
-    del agent.steps["reserve_budget"]
-
-    @agent.handles(step="reserve_budget")
-    async def reserve(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
-        raise NotImplementedError
-
-    assert problems(agent, flows) == [
+    assert problems(budget_agent(takes=RequestSubmitted), flows) == [
         "flow procurement v1, step 'reserve_budget': reserve takes "
         "procurement.v1.RequestSubmitted, but the flow starts the step on "
         "procurement.v1.RiskScored; fix the annotation or the flow"
@@ -158,25 +171,13 @@ def test_a_handler_annotated_with_another_event_than_the_step_starts_on_is_refus
 def test_a_handler_returning_an_event_the_step_does_not_complete_on_is_refused(
     flows: list[Flow],
 ) -> None:
-    agent = budget_agent()
-    del agent.steps["reserve_budget"]
-
-    @agent.handles(step="reserve_budget")
-    async def reserve(event: RiskScored, ctx: HandlerContext) -> BudgetReserved | VendorNotified:
-        raise NotImplementedError
-
-    (found,) = problems(agent, flows)
+    (found,) = problems(budget_agent(returns=BudgetReserved | VendorNotified), flows)
     assert found.startswith("flow procurement v1, step 'reserve_budget': reserve returns ")
     assert "procurement.v1.VendorNotified, which the flow does not wait for here" in found
 
 
 def test_a_handler_that_can_never_complete_its_step_is_refused(flows: list[Flow]) -> None:
-    agent = Agent("intake-agent")
-
-    @agent.handles(step="classify_request")
-    async def classify(event: RequestSubmitted, ctx: HandlerContext) -> None:
-        raise NotImplementedError
-
+    agent = handling(Agent("intake-agent"), "classify_request", "classify", RequestSubmitted, None)
     assert problems(agent, flows) == [
         "flow procurement v1, step 'classify_request': classify returns none of "
         "procurement.v1.RequestClassified, so it could never complete the step"
@@ -185,11 +186,7 @@ def test_a_handler_that_can_never_complete_its_step_is_refused(flows: list[Flow]
 
 def test_a_handler_that_may_return_nothing_but_also_completes_passes(flows: list[Flow]) -> None:
     agent = Agent("intake-agent")
-
-    @agent.handles(step="classify_request")
-    async def classify(event: RequestSubmitted, ctx: HandlerContext) -> RequestClassified | None:
-        raise NotImplementedError
-
+    handling(agent, "classify_request", "classify", RequestSubmitted, RequestClassified | None)
     assert problems(agent, flows) == []
 
 
@@ -205,11 +202,7 @@ def test_a_missing_compensation_the_flow_requires_is_refused(flows: list[Flow]) 
 
 def test_a_missing_irreversible_follow_up_is_refused(flows: list[Flow]) -> None:
     agent = Agent("notification-agent")
-
-    @agent.handles(step="notify_vendor")
-    async def notify(event: PurchaseOrderCreated, ctx: HandlerContext) -> VendorNotified:
-        raise NotImplementedError
-
+    handling(agent, "notify_vendor", "notify", PurchaseOrderCreated, VendorNotified)
     (found,) = problems(agent, flows)
     assert found.startswith("flow procurement v1, step 'notify_vendor': the flow undoes it")
     assert "('send_correction_notice', completed by " in found
@@ -232,12 +225,7 @@ def test_a_compensation_returning_nothing_when_the_flow_waits_for_an_event_is_re
 
 
 def test_a_handler_for_a_step_no_flow_gives_the_agent_is_refused(flows: list[Flow]) -> None:
-    agent = budget_agent()
-
-    @agent.handles(step="reserve_budgets")
-    async def typo(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
-        raise NotImplementedError
-
+    agent = handling(budget_agent(), "reserve_budgets", "typo", RequestSubmitted, BudgetReserved)
     assert problems(agent, flows) == [
         "step 'reserve_budgets': handler typo serves a step no flow gives agent "
         "'budget-agent' (its steps: reserve_budget); fix step= or the flow"
@@ -246,10 +234,7 @@ def test_a_handler_for_a_step_no_flow_gives_the_agent_is_refused(flows: list[Flo
 
 def test_a_compensation_of_a_step_the_flow_never_undoes_is_refused(flows: list[Flow]) -> None:
     agent = Agent("intake-agent")
-
-    @agent.handles(step="classify_request")
-    async def classify(event: RequestSubmitted, ctx: HandlerContext) -> RequestClassified:
-        raise NotImplementedError
+    handling(agent, "classify_request", "classify", RequestSubmitted, RequestClassified)
 
     @agent.compensates("classify_request")
     async def unclassify(event: CompensationRequested, ctx: HandlerContext) -> None:
@@ -262,11 +247,7 @@ def test_a_compensation_of_a_step_the_flow_never_undoes_is_refused(flows: list[F
 def test_refusal_is_one_configuration_error_listing_every_mismatch(flows: list[Flow]) -> None:
     agent = budget_agent()
     agent.compensations.clear()
-
-    @agent.handles(step="reserve_budgets")
-    async def typo(event: Any, ctx: HandlerContext) -> None:
-        raise NotImplementedError
-
+    handling(agent, "reserve_budgets", "typo", Any, None)
     with pytest.raises(AgentContractError) as refused:
         bind(agent, flows)
     assert isinstance(refused.value, ConfigurationError) and refused.value.exit_code == 2
@@ -277,18 +258,7 @@ def test_refusal_is_one_configuration_error_listing_every_mismatch(flows: list[F
 
 def test_every_flow_version_naming_the_agent_is_checked(flows: list[Flow]) -> None:
     (v1,) = flows  # v2 renames the step: the agent serves v1 and must serve v2 too
-    v2 = v1.model_copy(
-        update={
-            "version": 2,
-            "entries": tuple(
-                e.model_copy(update={"name": "book_budget"})
-                if e.kind == "step" and e.name == "reserve_budget"
-                else e
-                for e in v1.entries
-            ),
-        }
-    )
-    found = problems(budget_agent(), [v1, v2])
+    found = problems(budget_agent(), [v1, version_2(v1, name="book_budget")])
     assert [m.split(":")[0] for m in found] == [
         "flow procurement v2, step 'book_budget'",
         "flow procurement v2, step 'book_budget'",
@@ -297,18 +267,7 @@ def test_every_flow_version_naming_the_agent_is_checked(flows: list[Flow]) -> No
 
 def test_versions_disagreeing_on_the_budget_policy_are_refused(flows: list[Flow]) -> None:
     (v1,) = flows
-    v2 = v1.model_copy(
-        update={
-            "version": 2,
-            "entries": tuple(
-                e.model_copy(update={"on_budget_exhausted": "fail"})
-                if e.kind == "step" and e.name == "reserve_budget"
-                else e
-                for e in v1.entries
-            ),
-        }
-    )
-    (found,) = problems(budget_agent(), [v1, v2])
+    (found,) = problems(budget_agent(), [v1, version_2(v1, on_budget_exhausted="fail")])
     assert "says on_budget_exhausted: wait in procurement v1 and fail in procurement v2" in found
 
 

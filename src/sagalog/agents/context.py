@@ -45,13 +45,13 @@ from sagalog.budgets.claims import ClaimNote, next_reservation
 from sagalog.budgets.estimate import Price, estimate
 from sagalog.budgets.ledger import BudgetExceeded, Exhausted, Granted, Usage
 from sagalog.contracts.headers import EventHeaders
+from sagalog.contracts.json_values import jsonable
 from sagalog.errors import ConfigurationError, PersonalDataError
 from sagalog.events import EffectRecorded
 from sagalog.flows.model import BUDGET_GATE_SUFFIX
 from sagalog.personal.cipher import PersonalData
 from sagalog.personal.envelope import parse as parse_envelope
 from sagalog.position import RecordPosition
-from sagalog.tail import jsonable
 
 Perform = Callable[
     ["HandlerContext", str, Callable[..., Any], Callable[..., Any] | None],

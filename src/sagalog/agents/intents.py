@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sagalog.tail import jsonable
+from sagalog.contracts.json_values import jsonable
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagalog.agents.accounting import account, after_commit, park_before_commit
 from sagalog.agents.binding import BoundAgent
 from sagalog.agents.circuit_breaker import BreakerPolicy, BreakerState
-from sagalog.agents.claims import ClaimsLog, read_claims
 from sagalog.agents.context import Perform
 from sagalog.agents.flow_control import FlowControl
 from sagalog.agents.handling import HandlerRunner, Work
@@ -45,6 +44,9 @@ from sagalog.events import EffectRecorded
 from sagalog.position import RecordPosition
 from sagalog.settings import ClientSettings
 from sagalog.topic_names import claims_topic_for, retry_topic_for
+
+if TYPE_CHECKING:
+    from sagalog.agents.claims import ClaimsLog
 
 EFFECT_RECORDED = EffectRecorded.event_type
 
@@ -187,6 +189,10 @@ class Lane:
         for the ledgers to count until their windows pass; how many were kept."""
         if self.claims_topic is None or self._store is None or not partitions:
             return 0
+        # Imported here, on a broker: a lane run in memory (``sagalog.testing``) loads
+        # no Kafka client.
+        from sagalog.agents.claims import read_claims
+
         kept = read_claims(
             settings,
             self._store,

@@ -27,8 +27,8 @@ from typing import Any
 from sagalog.audit.lookup import WorkflowSeal
 from sagalog.audit.reading import LoggedEvent
 from sagalog.contracts.headers import H_CAUSATION_ID, H_ID, H_SOURCE, H_TIME, H_TYPE
+from sagalog.contracts.json_values import jsonable
 from sagalog.events import GateDecided, GateOpened
-from sagalog.tail import jsonable
 from sagalog.tracker.record import SealedEvent
 
 Decoded = tuple[dict[str, Any] | None, str | None]

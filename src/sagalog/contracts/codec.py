@@ -18,12 +18,12 @@ import logging
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import fastavro
 
-from sagalog.contracts.catalog import SchemaCatalog, same_schema
-from sagalog.contracts.registry import SchemaRegistry, subject_for
+from sagalog.contracts.catalog import EventSchema, SchemaCatalog, same_schema
+from sagalog.contracts.subjects import subject_for
 from sagalog.errors import SchemaError
 from sagalog.personal.envelope import parse as parse_envelope
 from sagalog.personal.fields import PersonalField, personal_fields
@@ -35,6 +35,16 @@ log = logging.getLogger(__name__)
 
 MAGIC_BYTE = 0
 _PREFIX = struct.Struct(">bI")
+
+
+class SchemaIds(Protocol):
+    """What the codec asks of a schema registry: ``contracts.registry.SchemaRegistry``
+    on a cluster, ``testing.memory_log.CatalogRegistry`` in memory (which is why the
+    codec does not import the registry's client)."""
+
+    def schema_id(self, subject: str, schema: EventSchema) -> int: ...
+
+    def writer_schema(self, schema_id: int) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +91,7 @@ class EventCodec:
         self,
         *,
         catalog: SchemaCatalog,
-        registry: SchemaRegistry,
+        registry: SchemaIds,
         personal: PersonalData | None = None,
     ) -> None:
         self.catalog = catalog

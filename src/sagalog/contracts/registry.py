@@ -1,12 +1,10 @@
 """The schema registry, reached through ``confluent_kafka.schema_registry``.
 
-Subjects follow ``TopicRecordNameStrategy`` (``<topic>-<record full name>``), set
-explicitly: several event types share one workflow topic, and confluent-kafka 2.14+
-would otherwise default to an association-based strategy that Apicurio does not
-serve. Every subject sagalog registers carries the compatibility rule
-``FULL_TRANSITIVE``: old events are replayed by new code forever (backward), and
-agents deploy independently, so an old consumer must also read a new producer's
-events (forward). ``sagalog schemas check`` applies the same rule before a commit.
+Subjects follow ``TopicRecordNameStrategy`` (``sagalog.contracts.subjects``). Every
+subject sagalog registers carries the compatibility rule ``FULL_TRANSITIVE``: old
+events are replayed by new code forever (backward), and agents deploy independently,
+so an old consumer must also read a new producer's events (forward). ``sagalog
+schemas check`` applies the same rule before a commit.
 """
 
 from __future__ import annotations
@@ -16,14 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka.schema_registry import (
-    Schema,
-    SchemaRegistryClient,
-    SchemaRegistryError,
-    topic_record_subject_name_strategy,
-)
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
 from confluent_kafka.schema_registry.common._httpx_compat import httpx
-from confluent_kafka.serialization import MessageField, SerializationContext
 
 from sagalog.contracts.catalog import EventSchema
 from sagalog.errors import SchemaCompatibilityError, SchemaError, ServiceUnavailableError
@@ -32,15 +24,6 @@ from sagalog.settings import ClientSettings
 COMPATIBILITY_RULE = "FULL_TRANSITIVE"
 
 T = TypeVar("T")
-
-
-def subject_for(topic: str, event_type: str) -> str:
-    """The registry subject of ``event_type`` on ``topic`` (TopicRecordNameStrategy)."""
-    subject = topic_record_subject_name_strategy(
-        SerializationContext(topic, MessageField.VALUE), event_type
-    )
-    assert subject is not None
-    return str(subject)
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,16 @@ subject whose keys were erased; a handler opens one value with ``ctx.personal``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagalog.errors import PersonalDataError
 from sagalog.personal.envelope import ERASED, open_envelope, parse, seal
 from sagalog.personal.fields import PersonalField
 from sagalog.personal.keys import LocalKeyService
-from sagalog.personal.ring import SubjectKeys
-from sagalog.settings import ClientSettings
+
+if TYPE_CHECKING:
+    from sagalog.personal.ring import SubjectKeys
+    from sagalog.settings import ClientSettings
 
 
 class PersonalData:
@@ -106,5 +108,9 @@ def personal_data(settings: ClientSettings, *, reveal: bool = False) -> Personal
     """
     if not settings.personal_data_key_file:  # unset, or set empty to turn it off
         return None
+    # The key topic's Kafka clients load here, where keys are used: a handler's context
+    # (and a flow run in memory with it) holds a ``PersonalData`` without them.
+    from sagalog.personal.ring import SubjectKeys
+
     service = LocalKeyService.load(settings.personal_data_key_file)
     return PersonalData(SubjectKeys(settings, service), reveal=reveal)

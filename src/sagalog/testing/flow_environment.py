@@ -121,7 +121,7 @@ class FlowTestEnvironment:
             registry, secret=secret, now_ms=int(start.timestamp() * 1000), echo=False
         )
         self.catalog = catalog
-        self.codec = EventCodec(catalog=catalog, registry=CatalogRegistry(catalog))  # type: ignore[arg-type]
+        self.codec = EventCodec(catalog=catalog, registry=CatalogRegistry(catalog))
         self.log = MemoryLog()
         self.effects = EffectStubs(strict=strict_effects)
         self._folder = (

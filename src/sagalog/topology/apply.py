@@ -24,7 +24,8 @@ from confluent_kafka.admin import (
 
 from sagalog.cluster import connect_admin
 from sagalog.contracts.catalog import SchemaCatalog
-from sagalog.contracts.registry import SchemaRegistry, subject_for
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.contracts.subjects import subject_for
 from sagalog.errors import (
     ConfigurationError,
     DestructiveChangeRefused,

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sagalog.contracts.catalog import same_schema
-from sagalog.contracts.registry import COMPATIBILITY_RULE, subject_for
+from sagalog.contracts.registry import COMPATIBILITY_RULE
+from sagalog.contracts.subjects import subject_for
 from sagalog.topology.acls import AclRule
 from sagalog.topology.model import TopicSpec, Topology
 

@@ -35,12 +35,12 @@ from sagalog.audit.reading import (
 )
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import header_value
+from sagalog.contracts.json_values import jsonable
 from sagalog.dead_letters import H_REPLAY_OF, DeadLetter, read_dead_letter
 from sagalog.errors import SagalogError, ServiceUnavailableError
 from sagalog.position import RecordPosition
 from sagalog.services.gateway.replays import EarlierReplay
 from sagalog.settings import ClientSettings
-from sagalog.tail import jsonable
 
 
 @dataclass(frozen=True)
