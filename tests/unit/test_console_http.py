@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -422,6 +423,47 @@ def test_without_the_log_the_page_shows_the_read_models_transitions(signed_in: C
     assert "The log could not be read (Kafka at test:9092 did not answer)" in page.text
     assert 'id="history"' in page.text and "pending_approval" in page.text
     assert 'id="timers"' in page.text  # the gate's deadline and escalation timers
+
+
+def test_verify_checks_the_audit_chain_and_says_it_held(signed_in: ConsoleRig) -> None:
+    rig = signed_in
+    page = rig.client.get("/console/workflows/wf-1")
+    assert 'id="verify"' in page.text and "Audit chain verified" not in page.text
+    page = rig.client.get("/console/workflows/wf-1", params={"verify": "1"})
+    assert page.status_code == 200
+    assert "Audit chain verified" in page.text
+    assert "5 event(s) and 3 transition(s) checked" in page.text
+    assert 'class="story" id="story"' in page.text  # the story is shown with it
+
+
+def test_verify_names_a_modified_event(signed_in: ConsoleRig) -> None:
+    rig = signed_in
+    log = rig.stories.log
+    reserved = log.event("e1")
+    log.events[log.events.index(reserved)] = replace(reserved, value=b'{"amount": "100000"}')
+    page = rig.client.get("/console/workflows/wf-1", params={"verify": "1"})
+    assert page.status_code == 200
+    assert "Audit chain broken" in page.text and "Audit chain verified" not in page.text
+    findings = page.text[page.text.index('id="findings"') :]
+    assert "<td>modified</td><td><code>e1</code></td>" in findings
+    assert "does not match its own sagalog_hash" in findings
+
+
+def test_a_read_only_key_verifies_too(rig: ConsoleRig) -> None:
+    rig.sign_in(key=READER_KEY)
+    page = rig.client.get("/console/workflows/wf-1", params={"verify": "1"})
+    assert page.status_code == 200 and "Audit chain verified" in page.text
+
+
+def test_verify_without_the_log_says_so_and_a_bad_value_is_a_400(signed_in: ConsoleRig) -> None:
+    rig = signed_in
+    page = rig.client.get("/console/workflows/wf-1", params={"verify": "yes"})
+    assert page.status_code == 400 and "verify=&#39;yes&#39; is not understood" in page.text
+    rig.stories.failure = ServiceUnavailableError("Kafka at test:9092 did not answer")
+    page = rig.client.get("/console/workflows/wf-1", params={"verify": "1"})
+    assert page.status_code == 200
+    assert "The audit chain was not verified" in page.text
+    assert "Audit chain verified" not in page.text
 
 
 def test_an_unknown_workflow_is_a_404_page(signed_in: ConsoleRig) -> None:

@@ -16,10 +16,11 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sagalog.audit.collect import Sources, collect
+from sagalog.audit.collect import Collected, Sources, collect, verify_collected
 from sagalog.audit.lookup import WorkflowSeal
 from sagalog.audit.reading import ReadStats, audit_consumer
 from sagalog.audit.trail import AuditTrail, GateRecord, ModelDecision, TrailEntry
+from sagalog.audit.verify import Verification
 from sagalog.contracts.codec import EventCodec
 from sagalog.events import EffectRecorded
 from sagalog.services.gateway.read_model import TransitionEntry
@@ -30,6 +31,13 @@ from sagalog.tracker.record import WorkflowRecord
 class StorySource(Protocol):
     def story(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> AuditTrail:
         """The workflow's audit trail; raises a ``SagalogError`` when the log cannot be read."""
+        ...
+
+    def verified(
+        self, record: WorkflowRecord, history: Sequence[TransitionEntry]
+    ) -> tuple[AuditTrail, Verification]:
+        """The trail and its check, as ``sagalog audit --verify`` makes it: every event
+        against its hash and the record's seal, every blob against its hash."""
         ...
 
 
@@ -63,6 +71,15 @@ class LogStories:
         self.timeout_s = timeout_s
 
     def story(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> AuditTrail:
+        return self._collect(record, history).trail
+
+    def verified(
+        self, record: WorkflowRecord, history: Sequence[TransitionEntry]
+    ) -> tuple[AuditTrail, Verification]:
+        collected = self._collect(record, history)
+        return collected.trail, verify_collected(collected, self.settings.blob_store())
+
+    def _collect(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> Collected:
         with closing(audit_consumer(self.settings)) as consumer:
             return collect(
                 consumer,
@@ -71,7 +88,7 @@ class LogStories:
                 sources=Sources(transitions_topic=self.transitions_topic),
                 timeout_s=self.timeout_s,
                 stats=ReadStats(),
-            ).trail
+            )
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from sagalog.audit.verify import Verification
 from sagalog.durations import format_duration
 from sagalog.errors import SagalogError
 from sagalog.services.gateway.console import paths
@@ -37,7 +38,7 @@ from sagalog.services.gateway.console.overview import (
     version_rows,
 )
 from sagalog.services.gateway.console.stories import story_rows
-from sagalog.services.gateway.exceptions import GatewayError, UnknownWorkflow
+from sagalog.services.gateway.exceptions import BadQuery, GatewayError, UnknownWorkflow
 from sagalog.services.gateway.views import CancelRequest, detail_view, summary_view
 from sagalog.services.gateway.workflow_index import Index, time_suffix
 
@@ -151,9 +152,19 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
         history = gateway.model.history(workflow_id)
         detail = detail_view(record, history)
         story, story_notes, story_error = None, [], None
+        verifying = _verify_asked(request)
+        verification: Verification | None = None
+        if verifying and console.options.stories is None:
+            raise BadQuery(
+                "this gateway reads no log (it was started without one), so it cannot verify "
+                "the workflow's audit chain; run `sagalog audit --verify` instead"
+            )
         if console.options.stories is not None:
             try:
-                trail = console.options.stories.story(record, history)
+                if verifying:
+                    trail, verification = console.options.stories.verified(record, history)
+                else:
+                    trail = console.options.stories.story(record, history)
                 story = story_rows(trail)
                 story_notes = [*trail.notes] + [
                     f"sealed event {s.event_id} at {s.topic}/{s.partition}@{s.offset} was not "
@@ -178,6 +189,9 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
             story=story,
             story_notes=story_notes,
             story_error=story_error,
+            verifying=verifying,
+            verification=verification,
+            verified_at=console.now_ms(),
             gate=gate,
             gate_decided=decided_label(gateway.model.token_decision(gate.token)) if gate else None,
             cancellable=not record.is_terminal and record.state.value != "compensating",
@@ -201,6 +215,17 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
             paths.workflow(workflow_id),
             f"cancellation published{again}: the tracker compensates what the workflow did",
         )
+
+
+def _verify_asked(request: Request) -> bool:
+    """``?verify=1`` asks the page to check the audit chain; anything else is refused, so a
+    mistyped link does not pass for a page that verified nothing."""
+    value = request.query_params.get("verify")
+    if value is None:
+        return False
+    if value != "1":
+        raise BadQuery(f"verify={value!r} is not understood: use verify=1, or leave it out")
+    return True
 
 
 def _search(console: Console, search: Search) -> list[Any]:
