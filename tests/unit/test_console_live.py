@@ -310,3 +310,33 @@ def test_an_inbox_row_fetched_again_shows_its_workflow_moving_on(
     assert "decided elsewhere, or expired" in rig.client.get(row.replace("=1", "=2")).text
     unknown = rig.client.get(row.replace("wf-1", "wf-404"))
     assert unknown.status_code == 404
+
+
+def test_the_gauge_counts_the_open_live_connections(tmp_path: Path) -> None:
+    from sagalog import metrics
+    from sagalog.services.gateway.exported_metrics import export_live_connections
+
+    model = ReadModel(tmp_path / "rm")
+    undo = export_live_connections(model)
+
+    def gauge() -> float:
+        text = metrics.render()[0].decode()
+        line = next(
+            line
+            for line in text.splitlines()
+            if line.startswith("sagalog_gateway_live_connections ")
+        )
+        return float(line.split()[1])
+
+    async def scenario() -> list[float]:
+        seen = [gauge()]
+        with model.changes.subscribe(workflow_id="wf-1"), model.changes.subscribe():
+            seen.append(gauge())
+        seen.append(gauge())
+        return seen
+
+    try:
+        assert asyncio.run(scenario()) == [0.0, 2.0, 0.0]
+    finally:
+        undo()
+        model.close()

@@ -78,6 +78,7 @@ def main(settings: GatewaySettings | None = None) -> int:
         return exc.exit_code
     model = ReadModel(settings.data_dir / "read-model")
     exported_metrics.export_workflows(model)  # the process ends with the model
+    exported_metrics.export_live_connections(model)
     follower = Follower(settings, model=model, codec=codec)
     gateway = Gateway(
         model=model,
