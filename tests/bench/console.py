@@ -40,6 +40,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import socket
 import statistics
@@ -54,6 +55,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from rocksdict import WriteBatch
 
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
@@ -63,7 +65,9 @@ from sagalog.contracts.registry import SchemaRegistry, subject_for
 from sagalog.contracts.validation import to_avro_datum
 from sagalog.events import StateTransition
 from sagalog.flows.states import WorkflowState
+from sagalog.services.gateway import read_model
 from sagalog.services.gateway.read_model import ReadModel, TransitionEntry
+from sagalog.services.gateway.workflow_index import Facets, Index, time_suffix
 from sagalog.settings import ClientSettings
 from sagalog.tracker.record import SealedEvent, WorkflowRecord
 
@@ -169,27 +173,86 @@ def _records(count: int, now_ms: int) -> Iterator[tuple[str, bytes]]:
         yield workflow_id, json.dumps(body).encode()
 
 
+def _entries(workflow_id: str, value: bytes, record: WorkflowRecord) -> list[tuple[bytes, bytes]]:
+    """What ``ReadModelBatch.put_record`` writes for a new workflow, without parsing
+    ``value`` again: ``record`` is its template, whose state, flow and gate it shares.
+    (``_check_entries`` holds this to what the follower's code writes.)"""
+    body = json.loads(value)
+    key = workflow_id.encode()
+    found = [
+        (read_model._RECORD + key, value),
+        (read_model._state_key(record.state.value, workflow_id), b""),
+    ]
+    found += [(read_model._key_prefix(n, v) + key, b"") for n, v in body["keys"].items()]
+    if read_model._awaits_person(record):
+        found.append((read_model._GATE + key, b""))
+    facets = Facets(
+        state=record.state,
+        flow=record.flow,
+        flow_version=record.flow_version,
+        started_ms=body["started_at_ms"],
+        entered_ms=body["entered_current_state_at_ms"],
+    ).encode()
+    found.append((Index.START.prefix + time_suffix(body["started_at_ms"], workflow_id), facets))
+    if not record.is_terminal:
+        idle = time_suffix(body["entered_current_state_at_ms"], workflow_id)
+        found.append((Index.IDLE.prefix + idle, facets))
+    return found
+
+
+def _check_entries(scratch: Path, now_ms: int) -> None:
+    """The fast writer's entries are exactly the follower's, for one of each template."""
+    templates = _templates()
+    sample = list(_records(len(templates) * 3, now_ms))
+    model = ReadModel(scratch)
+    try:
+        batch = model.batch()
+        for workflow_id, value in sample:
+            batch.put_record(workflow_id, value)
+        batch.commit()
+        written = {
+            bytes(k): bytes(v)
+            for k, v in model.db.items()
+            if not bytes(k).startswith(read_model._LAYOUT)
+        }
+    finally:
+        model.close()
+    fast = {}
+    for n, (workflow_id, value) in enumerate(sample):
+        fast.update(_entries(workflow_id, value, templates[n % len(templates)]))
+    assert fast == written, sorted(set(fast.items()) ^ set(written.items()))[:4]
+
+
 def build_read_model(path: Path, count: int, *, now_ms: int) -> float:
     """Write ``count`` workflows into the store at ``path`` (unless it holds them already);
-    the seconds it took (0 when reused)."""
+    the seconds it took (0 when reused).
+
+    The follower's ``put_record`` parses each record to index it, about 0.3 ms of CPU:
+    for a million, the entries are written straight from the template each record is
+    made from (``_entries``), after ``_check_entries`` proved them the same."""
     marker = path / BUILT
     if marker.exists() and marker.read_text().strip() == str(count):
         return 0.0
     if path.exists():
-        import shutil
-
         shutil.rmtree(path)
     started = time.monotonic()
+    scratch = path.with_name(path.name + ".check")
+    shutil.rmtree(scratch, ignore_errors=True)
+    _check_entries(scratch, now_ms)
+    shutil.rmtree(scratch)
+    templates = _templates()
     model = ReadModel(path)
     try:
-        batch = model.batch()
-        for n, (workflow_id, value) in enumerate(_records(count, now_ms), 1):
-            batch.put_record(workflow_id, value)
-            if batch.size >= 5_000:
-                batch.commit()
-                if n % 100_000 == 0:
-                    print(f"  read model: {n:,} of {count:,} workflows", file=sys.stderr)
-        batch.commit()
+        batch = WriteBatch(raw_mode=True)
+        for n, (workflow_id, value) in enumerate(_records(count, now_ms)):
+            for key, entry in _entries(workflow_id, value, templates[n % len(templates)]):
+                batch.put(key, entry)
+            if n % 10_000 == 9_999:
+                model.db.write(batch)
+                batch = WriteBatch(raw_mode=True)
+            if n % 100_000 == 99_999:
+                print(f"  read model: {n + 1:,} of {count:,} workflows", file=sys.stderr)
+        model.db.write(batch)
     finally:
         model.close()
     marker.write_text(str(count))

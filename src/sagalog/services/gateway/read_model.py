@@ -262,6 +262,21 @@ class ReadModel:
                 break
         return found
 
+    def open_gate_count(self, *, cap: int) -> int:
+        """How many workflows wait at a gate for a person, counted up to ``cap``: keys
+        only, no record read (the overview shows the number, the inbox the gates)."""
+        counted = 0
+        for _ in self.db.keys(from_key=_GATE, read_opt=self._bounded(_GATE)):
+            counted += 1
+            if counted >= cap:
+                break
+        return counted
+
+    def _bounded(self, prefix: bytes) -> ReadOptions:
+        options = ReadOptions()
+        options.set_iterate_upper_bound(_prefix_end(prefix))
+        return options
+
     def history(self, workflow_id: str, *, limit: int = MAX_HISTORY) -> list[TransitionEntry]:
         """The workflow's transitions in log order, each with its position (for the audit,
         which fetches them by offset)."""
@@ -369,6 +384,15 @@ class ReadModel:
         options = ReadOptions()
         options.set_iterate_upper_bound(index.prefix + high)
         for _, value in self.db.items(from_key=index.prefix + low, read_opt=options):
+            yield Facets.decode(value)
+
+    def newest_facets(self, index: Index, *, low: bytes = b"") -> Iterator[Facets]:
+        """The facets of the index entries from its last down to ``low``, newest first,
+        read as used (the analytics page reads the last day, the newest first)."""
+        prefix = index.prefix
+        for key, value in self.db.items(backwards=True, from_key=_prefix_end(prefix)):
+            if not key.startswith(prefix) or key[len(prefix) :] < low:
+                return
             yield Facets.decode(value)
 
     def counts(self) -> dict[str, int]:

@@ -12,6 +12,7 @@ GATES = f"{ROOT}/gates"
 GATE_DECISION = f"{GATES}/decision"
 GATE_ROW = f"{GATES}/row"
 LIVE = f"{ROOT}/live"
+ANALYTICS = f"{ROOT}/analytics"
 DEAD_LETTERS = f"{ROOT}/dead-letters"
 STATIC = f"{ROOT}/static"
 

@@ -3,7 +3,9 @@ cancellation."""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
+import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -13,9 +15,10 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from sagalog.audit.verify import Verification
-from sagalog.durations import format_duration
+from sagalog.durations import format_duration, positive_duration_ms
 from sagalog.errors import SagalogError
 from sagalog.services.gateway.console import paths
+from sagalog.services.gateway.console.analytics import analyse, durations_chart, throughput_chart
 from sagalog.services.gateway.console.forms import invalid_form, read_form
 from sagalog.services.gateway.console.gates_inbox import decided_label
 from sagalog.services.gateway.console.listing import (
@@ -72,7 +75,7 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
                 dead_letters = console.dead_letters.record_count()
             except SagalogError as exc:
                 dead_letter_error = str(exc)
-        gates = gateway.model.open_gates(limit=1001)
+        gates = gateway.model.open_gate_count(cap=1001)
         rows = version_rows(gateway.model.version_counts())
         return console.render(
             "overview.html",
@@ -89,8 +92,31 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
             dead_letters=dead_letters,
             dead_letter_error=dead_letter_error,
             dead_letters_served=console.dead_letters is not None,
-            open_gates=min(len(gates), 1000),
-            open_gates_capped=len(gates) > 1000,
+            open_gates=min(gates, 1000),
+            open_gates_capped=gates > 1000,
+        )
+
+    @router.get("/analytics")
+    def analytics(request: Request) -> Response:
+        viewer = console.viewer(request)
+        gateway.require_ready()
+        window_text = request.query_params.get("window") or "1d"
+        window_ms = _window(window_text)
+        now_ms = console.now_ms()
+        figures = analyse(
+            gateway.model.newest_facets(Index.START, low=time_suffix(now_ms - window_ms)),
+            now_ms=now_ms,
+            window_ms=window_ms,
+        )
+        labels = [_minute(ms) for ms in figures.throughput.minute_ms]
+        return console.render(
+            "analytics.html",
+            viewer=viewer,
+            nav="analytics",
+            figures=figures,
+            window_text=format_duration(window_ms),
+            throughput_chart=json.dumps(throughput_chart(figures.throughput, labels)),
+            durations_chart=json.dumps(durations_chart(figures.durations)),
         )
 
     @router.get("/workflows")
@@ -215,6 +241,26 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
             paths.workflow(workflow_id),
             f"cancellation published{again}: the tracker compensates what the workflow did",
         )
+
+
+MAX_WINDOW_MS = 90 * 86_400_000
+
+
+def _window(text: str) -> int:
+    """The analytics window (``6h``, ``1d``, ``7d``), refused past 90 days."""
+    try:
+        window_ms = positive_duration_ms(text)
+    except ValueError:
+        raise BadQuery(
+            f"window={text!r} is not a duration; give one such as 6h, 1d or 7d"
+        ) from None
+    if window_ms > MAX_WINDOW_MS:
+        raise BadQuery(f"window={text!r}: give a duration between 1s and 90d")
+    return window_ms
+
+
+def _minute(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%H:%M")
 
 
 def _verify_asked(request: Request) -> bool:
