@@ -19,6 +19,7 @@ from sagalog.errors import ServiceUnavailableError
 from sagalog.events import DeadLetterReplayed, GateDecided, WorkflowCancelled
 from sagalog.flows.model import Flow
 from sagalog.flows.states import WorkflowState
+from sagalog.services.gateway.console.routes import ConsoleOptions
 from sagalog.services.gateway.read_model import ReadModel
 from sagalog.tracker.record import WorkflowRecord
 
@@ -629,3 +630,46 @@ def test_a_dead_letter_shows_whole_and_replays_with_a_reason(signed_in: ConsoleR
     assert isinstance(event, DeadLetterReplayed) and meta["workflow_id"] == "wf-3"
     assert (event.reason, event.requested_by) == ("fixed the budget", "ann@example.com")
     assert [(t, p) for t, p, _ in rig.publisher.records] == [("procurement.events", 0)]
+
+
+def test_personal_data_shows_as_erased_or_sealed_never_opened(signed_in: ConsoleRig) -> None:
+    from sagalog.personal.envelope import seal
+    from sagalog.services.gateway.console.stories import SEALED, shown_personal
+
+    erased_subject, kept_subject = "a" * 32, "b" * 32
+    erased = seal(b"k" * 32, subject=erased_subject, key_id="0" * 16, plaintext="cy@example.org")
+    kept = seal(b"k" * 32, subject=kept_subject, key_id="0" * 16, plaintext="bo@example.com")
+    gone = {erased_subject}
+    payload = {"requester": erased, "approvers": [kept, "plain"], "amount": "100"}
+    shown = shown_personal(payload, lambda e: e.subject in gone)
+    assert shown == {"requester": "[erased]", "approvers": [SEALED, "plain"], "amount": "100"}
+    assert shown_personal(payload, None)["requester"] == SEALED  # no key topic: not told
+    # On the page: the story's payloads say so, and hold neither ciphertext nor plaintext.
+    rig = signed_in
+    history = audit_fixtures.history()
+    trail = build_trail(
+        history.seal, history.events, history.transitions, decode=audit_fixtures.decode
+    )
+    first = trail.entries[0]
+    trail = replace(
+        trail,
+        entries=(
+            replace(first, payload={**(first.payload or {}), "requester": erased}),
+            *trail.entries[1:],
+        ),
+    )
+    rig.stories.trail = trail
+    client = rig.new_client(
+        console=ConsoleOptions(
+            session_s=SESSION_S, stories=rig.stories, is_erased=lambda e: e.subject in gone
+        )
+    )
+    rig.sign_in(client=client)
+    page = client.get("/console/workflows/wf-1")
+    assert page.status_code == 200
+    assert (
+        "&#34;requester&#34;: &#34;[erased]&#34;" in page.text
+        or '"requester": "[erased]"' in page.text
+    )
+    assert erased not in page.text, page.text[page.text.index(erased) - 300 :][:400]
+    assert "cy@example.org" not in page.text

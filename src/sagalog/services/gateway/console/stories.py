@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -23,6 +23,8 @@ from sagalog.audit.trail import AuditTrail, GateRecord, ModelDecision, TrailEntr
 from sagalog.audit.verify import Verification
 from sagalog.contracts.codec import EventCodec
 from sagalog.events import EffectRecorded
+from sagalog.personal.envelope import ERASED, Envelope
+from sagalog.personal.envelope import parse as parse_envelope
 from sagalog.services.gateway.read_model import TransitionEntry
 from sagalog.settings import ClientSettings
 from sagalog.tracker.record import WorkflowRecord
@@ -114,14 +116,38 @@ class StoryRow:
     step: str | None = None
 
 
-def story_rows(trail: AuditTrail) -> list[StoryRow]:
+SEALED = "[personal data, sealed]"
+"""What the page shows for a personal field whose subject was not erased: the console
+does not open personal data (``sagalog audit`` does, for whoever holds the key file)."""
+
+IsErased = Callable[[Envelope], bool]
+"""Whether an envelope's subject was erased (its data key tombstoned)."""
+
+
+def shown_personal(value: Any, is_erased: IsErased | None) -> Any:
+    """``value`` with every personal-data envelope in it replaced by ``ERASED`` (its
+    subject was erased) or ``SEALED``: never the ciphertext, never the plaintext. With
+    no key topic to ask (``is_erased`` None), every envelope shows as sealed."""
+    if isinstance(value, dict):
+        return {k: shown_personal(v, is_erased) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shown_personal(v, is_erased) for v in value]
+    envelope = parse_envelope(value)
+    if envelope is None:
+        return value
+    return ERASED if is_erased is not None and is_erased(envelope) else SEALED
+
+
+def story_rows(trail: AuditTrail, *, is_erased: IsErased | None = None) -> list[StoryRow]:
     """The trail's entries in its order (each transition after the event that caused
-    it), with what the page shows of each."""
+    it), with what the page shows of each; personal data as erased or sealed."""
     rows = []
     number = 0
     for entry in trail.entries:
         if entry.kind == "event":
             number += 1
+        if entry.payload is not None:
+            entry = dataclasses.replace(entry, payload=shown_personal(entry.payload, is_erased))
         rows.append(_row(entry, number if entry.kind == "event" else None))
     return rows
 

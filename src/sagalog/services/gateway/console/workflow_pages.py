@@ -191,7 +191,7 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
                     trail, verification = console.options.stories.verified(record, history)
                 else:
                     trail = console.options.stories.story(record, history)
-                story = story_rows(trail)
+                story = story_rows(trail, is_erased=console.options.is_erased)
                 story_notes = [*trail.notes] + [
                     f"sealed event {s.event_id} at {s.topic}/{s.partition}@{s.offset} was not "
                     "found in the log"
