@@ -382,10 +382,11 @@ class ReadModel:
         """The facets of the index entries from its last down to ``low``, newest first,
         read as used (the analytics page reads the last day, the newest first)."""
         prefix = index.prefix
-        for key, value in self.db.items(backwards=True, from_key=_prefix_end(prefix)):
+        for raw_key, value in self.db.items(backwards=True, from_key=_prefix_end(prefix)):
+            key = raw_key if isinstance(raw_key, bytes) else b""  # raw mode: keys are bytes
             if not key.startswith(prefix) or key[len(prefix) :] < low:
                 return
-            yield Facets.decode(value)
+            yield Facets.decode(bytes(value))
 
     def counts(self) -> dict[str, int]:
         """Workflows by state: one index scan per state, keys only."""
