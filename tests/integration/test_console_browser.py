@@ -285,7 +285,7 @@ def test_an_operator_works_the_filings_in_the_browser_console(
         assert page.evaluate(
             "Chart.getChart(document.getElementById('throughput-chart')) !== undefined"
         )
-        screenshot(page, shots / "analytics.png")
+        screenshot(page, shots / "analytics.png", full_page=True)  # the table too
 
         # The other filing, cancelled: its page follows the compensation as it lands.
         page.goto(f"{run.url}/console/workflows/{cancelled.workflow_id}")

@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,11 @@ def test_throughput_and_durations_per_flow_version() -> None:
     assert (v2.version, v2.ended, v2.p50_ms) == (2, 1, 10 * MINUTE_MS)
     chart = durations_chart(figures.durations)
     assert chart["data"]["labels"] == ["procurement v1", "procurement v2"]
-    assert chart["data"]["datasets"][0]["data"] == [60.0, 10.0]  # p50 in minutes
+    assert chart["data"]["datasets"][0]["data"] == [1.0, 0.17]  # p50 in hours: p99 is 4 h
+    assert chart["options"]["scales"]["y"]["title"]["text"] == "hours"
+    quick = durations_chart([replace(v2, p50_ms=3_000, p95_ms=9_000, p99_ms=9_000)])
+    assert quick["data"]["datasets"][0]["data"] == [3.0]  # seconds, not 0.05 minutes
+    assert quick["options"]["scales"]["y"]["title"]["text"] == "seconds"
 
 
 def test_the_budget_stops_the_read_and_says_how_far_back() -> None:
@@ -140,7 +145,7 @@ def test_the_page_shows_the_figures_and_draws_them_from_the_same_numbers(rig: Co
     chart = re.search(r'id="durations-chart" data-chart="([^"]+)"', page.text)
     assert chart
     config = json.loads(chart.group(1).replace("&#34;", '"').replace("&quot;", '"'))
-    assert config["data"]["datasets"][0]["data"] == [5.0]
+    assert config["data"]["datasets"][0]["data"] == [5.0]  # minutes: the p99 is 40 minutes
     scripts = re.findall(r"<script[^>]*>", page.text)
     assert '<script src="/console/static/chart.umd.min.js" defer>' in scripts
     assert all('src="/console/static/' in s for s in scripts)  # no inline script

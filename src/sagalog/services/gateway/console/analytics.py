@@ -175,9 +175,19 @@ def throughput_chart(throughput: Throughput, labels: Sequence[str]) -> dict[str,
     }
 
 
+_UNITS = (("seconds", 1000), ("minutes", MINUTE_MS), ("hours", 60 * MINUTE_MS))
+
+
 def durations_chart(rows: Sequence[Durations]) -> dict[str, Any]:
-    """A bar chart of the duration percentiles per flow version, in minutes."""
+    """A bar chart of the duration percentiles per flow version, in the largest unit
+    in which the longest p99 is at least 2 (seconds, minutes or hours), so a flow of a
+    few seconds does not draw as zero minutes."""
     measured = [r for r in rows if r.ended]
+    longest = max((r.p99_ms or 0 for r in measured), default=0)
+    unit, size = _UNITS[0]
+    for name, ms in _UNITS:
+        if longest >= 2 * ms:
+            unit, size = name, ms
     return {
         "type": "bar",
         "data": {
@@ -185,9 +195,7 @@ def durations_chart(rows: Sequence[Durations]) -> dict[str, Any]:
             "datasets": [
                 {
                     "label": name,
-                    "data": [
-                        round((getattr(r, f"{name}_ms") or 0) / MINUTE_MS, 2) for r in measured
-                    ],
+                    "data": [round((getattr(r, f"{name}_ms") or 0) / size, 2) for r in measured],
                     "backgroundColor": colour,
                 }
                 for name, colour in _PERCENTILES
@@ -196,6 +204,6 @@ def durations_chart(rows: Sequence[Durations]) -> dict[str, Any]:
         "options": {
             "animation": False,
             "maintainAspectRatio": False,
-            "scales": {"y": {"beginAtZero": True, "title": {"display": True, "text": "minutes"}}},
+            "scales": {"y": {"beginAtZero": True, "title": {"display": True, "text": unit}}},
         },
     }
