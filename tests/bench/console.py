@@ -572,7 +572,7 @@ def measure_console(
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the bench gateway did not start") from None
                 time.sleep(0.3)
-        with httpx.Client(base_url=base, timeout=60, follow_redirects=True) as client:
+        with httpx.Client(base_url=base, timeout=300, follow_redirects=True) as client:
             _sign_in(client)
             overview = _timed(client, "/console", rounds=rounds, expect="Workflows by state")
             listed = _timed(client, "/console/workflows", rounds=rounds, expect="po-")

@@ -165,3 +165,14 @@ def test_chart_js_is_served_from_the_package_as_its_readme_says(rig: ConsoleRig)
     assert hashlib.sha256(reply.content).hexdigest() in readme and "4.6.2" in readme
     assert b"new Function" not in reply.content and b"eval(" not in reply.content
     assert rig.client.get("/console/static/charts.js").status_code == 200
+
+
+def test_the_overview_says_the_last_hours_throughput(rig: ConsoleRig) -> None:
+    page = rig.client.get("/console")
+    assert page.status_code == 200
+    card = re.search(r'id="throughput"[^>]*>(.*?)</a>', page.text, re.S)
+    assert card, page.text
+    # wf-3 ended 40 minutes ago but started 80 minutes ago: not among the last hour's.
+    assert "<strong>4</strong> started in the last hour, <strong>3</strong> of them" in card.group(
+        1
+    )

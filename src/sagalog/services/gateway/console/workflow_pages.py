@@ -77,8 +77,16 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
                 dead_letter_error = str(exc)
         gates = gateway.model.open_gate_count(cap=1001)
         rows = version_rows(gateway.model.version_counts())
+        now_ms = console.now_ms()
+        hour = analyse(  # the last hour's throughput; the analytics page has the rest
+            gateway.model.newest_facets(Index.START, low=time_suffix(now_ms - HOUR_MS)),
+            now_ms=now_ms,
+            window_ms=HOUR_MS,
+            budget=OVERVIEW_BUDGET,
+        )
         return console.render(
             "overview.html",
+            hour=hour,
             viewer=viewer,
             nav="overview",
             live=paths.live(None, since=since),
@@ -244,6 +252,9 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
 
 
 MAX_WINDOW_MS = 90 * 86_400_000
+HOUR_MS = 3_600_000
+OVERVIEW_BUDGET = 20_000
+"""The most workflows started in the last hour the overview reads to count them."""
 
 
 def _window(text: str) -> int:
