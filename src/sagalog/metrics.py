@@ -140,6 +140,12 @@ WORKFLOWS = Family(
     "Workflows the gateway's read model holds, by state (in flight: the non-terminal ones)",
     ("state",),
 )
+LIVE_CONNECTIONS = Family(
+    "sagalog_gateway_live_connections",
+    "gauge",
+    "The console's open live-update connections (server-sent events, one per open page)",
+    (),
+)
 ROCKSDB_SIZE = Family(
     "sagalog_rocksdb_size_bytes",
     "gauge",
@@ -175,6 +181,7 @@ FAMILIES = (
     TRACKER_RECORD_READS,
     TRACKER_EARLY_WAKEUPS,
     WORKFLOWS,
+    LIVE_CONNECTIONS,
     ROCKSDB_SIZE,
     BUDGET_TOKENS,
     BUDGET_MONEY,

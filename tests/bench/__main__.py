@@ -191,6 +191,13 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="skip the cost of span export (sagas/s with OTLP export on against off)",
     )
+    parser.add_argument("--skip-console", action="store_true", help="skip the console part")
+    parser.add_argument(
+        "--console-workflows",
+        type=int,
+        default=1_000_000,
+        help="workflows in the console's read model (kept in .bench/ between runs)",
+    )
     parser.add_argument("--skip-idle", action="store_true", help="skip the idle-at-a-gate part")
     parser.add_argument("--skip-replay", action="store_true", help="skip the replay part")
     parser.add_argument(
@@ -294,6 +301,17 @@ def main(argv: list[str] | None = None) -> None:
         )
         results |= observed.results
         rows += observed.rows
+
+    if not args.skip_console:
+        from .console import measure_console
+
+        console, console_rows = measure_console(
+            settings,
+            workflows=args.console_workflows,
+            model_dir=REPO / ".bench" / f"console-{args.console_workflows}",
+        )
+        results |= console
+        rows += console_rows
 
     if not args.skip_idle:
         idle = measure_idle(

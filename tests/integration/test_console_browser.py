@@ -51,7 +51,17 @@ DOCS_SHOTS = REPO / "docs" / "images" / "console"
 TRACKER_S = 120_000
 """How long a page may wait for the tracker (ms): on a loaded machine its stall detector
 may restart it (exit 70, "has not moved for 20s"), and it then restores its tables."""
-PAGES = ("sign-in", "overview", "workflows", "workflow", "gates", "dead-letters", "dead-letter")
+PAGES = (
+    "sign-in",
+    "overview",
+    "workflows",
+    "workflow",
+    "verified",
+    "gates",
+    "dead-letters",
+    "dead-letter",
+    "analytics",
+)
 
 
 class FilingRun:
@@ -225,6 +235,11 @@ def test_an_operator_works_the_filings_in_the_browser_console(
         assert _story(page) == run.audit(approved.workflow_id)
         assert page.locator("#story li.event").count() >= 3
         screenshot(page, shots / "workflow.png", full_page=True)  # the story is the point
+        # Verify: the audit chain check, as `sagalog audit --verify` makes it.
+        page.click("#verify")
+        expect(page.locator(".verified")).to_contain_text("Audit chain verified")
+        expect(page.locator("#story")).to_be_visible()
+        screenshot(page, shots / "verified.png")
 
         # The filing's page stays open in a second tab while the inbox decides its gate.
         watching = browser.new_page()
@@ -262,6 +277,15 @@ def test_an_operator_works_the_filings_in_the_browser_console(
         page.click("form button:has-text('Replay')")
         expect(page.locator("[role=status]")).to_contain_text("replay ")
         expect(page.locator("[role=status]")).to_contain_text("published to")
+
+        # Analytics: the figures of the read model, drawn by the vendored Chart.js.
+        page.goto(f"{run.url}/console/analytics")
+        expect(page.locator("#durations")).to_contain_text("filing")
+        assert page.evaluate("typeof Chart") == "function"
+        assert page.evaluate(
+            "Chart.getChart(document.getElementById('throughput-chart')) !== undefined"
+        )
+        screenshot(page, shots / "analytics.png", full_page=True)  # the table too
 
         # The other filing, cancelled: its page follows the compensation as it lands.
         page.goto(f"{run.url}/console/workflows/{cancelled.workflow_id}")

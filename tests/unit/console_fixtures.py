@@ -13,8 +13,10 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from sagalog.audit.collect import Collected, verify_collected
 from sagalog.audit.reading import LoggedEvent
 from sagalog.audit.trail import AuditTrail, build_trail
+from sagalog.audit.verify import Verification
 from sagalog.dead_letters import DeadLetter
 from sagalog.errors import SagalogError
 from sagalog.flows.model import Flow
@@ -54,6 +56,8 @@ class MemoryStories:
     trail: AuditTrail | None = None
     failure: SagalogError | None = None
     asked: list[str] = field(default_factory=list)
+    log: audit_fixtures.History = field(default_factory=audit_fixtures.history)
+    """What ``verified`` checks: the audit's sample log, which a test may tamper with."""
 
     def story(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> AuditTrail:
         self.asked.append(record.workflow_id)
@@ -61,6 +65,19 @@ class MemoryStories:
             raise self.failure
         assert self.trail is not None, "the test gave no trail"
         return self.trail
+
+    def verified(
+        self, record: WorkflowRecord, history: Sequence[TransitionEntry]
+    ) -> tuple[AuditTrail, Verification]:
+        trail = self.story(record, history)
+        log = self.log
+        collected = Collected(
+            trail=trail,
+            events=tuple(log.events),
+            transitions=tuple(log.transitions),
+            read=lambda _: None,  # no blob references in the sample log
+        )
+        return trail, verify_collected(collected, None)
 
 
 def dead_letter(offset: int, *, workflow_id: str | None = "wf-3") -> DeadLetter:

@@ -8,6 +8,7 @@ import datetime as dt
 import hashlib
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from sagalog.errors import ServiceUnavailableError
 from sagalog.events import DeadLetterReplayed, GateDecided, WorkflowCancelled
 from sagalog.flows.model import Flow
 from sagalog.flows.states import WorkflowState
+from sagalog.services.gateway.console.routes import ConsoleOptions
 from sagalog.services.gateway.read_model import ReadModel
 from sagalog.tracker.record import WorkflowRecord
 
@@ -424,6 +426,47 @@ def test_without_the_log_the_page_shows_the_read_models_transitions(signed_in: C
     assert 'id="timers"' in page.text  # the gate's deadline and escalation timers
 
 
+def test_verify_checks_the_audit_chain_and_says_it_held(signed_in: ConsoleRig) -> None:
+    rig = signed_in
+    page = rig.client.get("/console/workflows/wf-1")
+    assert 'id="verify"' in page.text and "Audit chain verified" not in page.text
+    page = rig.client.get("/console/workflows/wf-1", params={"verify": "1"})
+    assert page.status_code == 200
+    assert "Audit chain verified" in page.text
+    assert "5 event(s) and 3 transition(s) checked" in page.text
+    assert 'class="story" id="story"' in page.text  # the story is shown with it
+
+
+def test_verify_names_a_modified_event(signed_in: ConsoleRig) -> None:
+    rig = signed_in
+    log = rig.stories.log
+    reserved = log.event("e1")
+    log.events[log.events.index(reserved)] = replace(reserved, value=b'{"amount": "100000"}')
+    page = rig.client.get("/console/workflows/wf-1", params={"verify": "1"})
+    assert page.status_code == 200
+    assert "Audit chain broken" in page.text and "Audit chain verified" not in page.text
+    findings = page.text[page.text.index('id="findings"') :]
+    assert "<td>modified</td><td><code>e1</code></td>" in findings
+    assert "does not match its own sagalog_hash" in findings
+
+
+def test_a_read_only_key_verifies_too(rig: ConsoleRig) -> None:
+    rig.sign_in(key=READER_KEY)
+    page = rig.client.get("/console/workflows/wf-1", params={"verify": "1"})
+    assert page.status_code == 200 and "Audit chain verified" in page.text
+
+
+def test_verify_without_the_log_says_so_and_a_bad_value_is_a_400(signed_in: ConsoleRig) -> None:
+    rig = signed_in
+    page = rig.client.get("/console/workflows/wf-1", params={"verify": "yes"})
+    assert page.status_code == 400 and "verify=&#39;yes&#39; is not understood" in page.text
+    rig.stories.failure = ServiceUnavailableError("Kafka at test:9092 did not answer")
+    page = rig.client.get("/console/workflows/wf-1", params={"verify": "1"})
+    assert page.status_code == 200
+    assert "The audit chain was not verified" in page.text
+    assert "Audit chain verified" not in page.text
+
+
 def test_an_unknown_workflow_is_a_404_page(signed_in: ConsoleRig) -> None:
     page = signed_in.client.get("/console/workflows/nope")
     assert page.status_code == 404 and "no workflow &#39;nope&#39;" in page.text
@@ -587,3 +630,46 @@ def test_a_dead_letter_shows_whole_and_replays_with_a_reason(signed_in: ConsoleR
     assert isinstance(event, DeadLetterReplayed) and meta["workflow_id"] == "wf-3"
     assert (event.reason, event.requested_by) == ("fixed the budget", "ann@example.com")
     assert [(t, p) for t, p, _ in rig.publisher.records] == [("procurement.events", 0)]
+
+
+def test_personal_data_shows_as_erased_or_sealed_never_opened(signed_in: ConsoleRig) -> None:
+    from sagalog.personal.envelope import seal
+    from sagalog.services.gateway.console.stories import SEALED, shown_personal
+
+    erased_subject, kept_subject = "a" * 32, "b" * 32
+    erased = seal(b"k" * 32, subject=erased_subject, key_id="0" * 16, plaintext="cy@example.org")
+    kept = seal(b"k" * 32, subject=kept_subject, key_id="0" * 16, plaintext="bo@example.com")
+    gone = {erased_subject}
+    payload = {"requester": erased, "approvers": [kept, "plain"], "amount": "100"}
+    shown = shown_personal(payload, lambda e: e.subject in gone)
+    assert shown == {"requester": "[erased]", "approvers": [SEALED, "plain"], "amount": "100"}
+    assert shown_personal(payload, None)["requester"] == SEALED  # no key topic: not told
+    # On the page: the story's payloads say so, and hold neither ciphertext nor plaintext.
+    rig = signed_in
+    history = audit_fixtures.history()
+    trail = build_trail(
+        history.seal, history.events, history.transitions, decode=audit_fixtures.decode
+    )
+    first = trail.entries[0]
+    trail = replace(
+        trail,
+        entries=(
+            replace(first, payload={**(first.payload or {}), "requester": erased}),
+            *trail.entries[1:],
+        ),
+    )
+    rig.stories.trail = trail
+    client = rig.new_client(
+        console=ConsoleOptions(
+            session_s=SESSION_S, stories=rig.stories, is_erased=lambda e: e.subject in gone
+        )
+    )
+    rig.sign_in(client=client)
+    page = client.get("/console/workflows/wf-1")
+    assert page.status_code == 200
+    assert (
+        "&#34;requester&#34;: &#34;[erased]&#34;" in page.text
+        or '"requester": "[erased]"' in page.text
+    )
+    assert erased not in page.text, page.text[page.text.index(erased) - 300 :][:400]
+    assert "cy@example.org" not in page.text

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -310,3 +311,64 @@ def test_an_inbox_row_fetched_again_shows_its_workflow_moving_on(
     assert "decided elsewhere, or expired" in rig.client.get(row.replace("=1", "=2")).text
     unknown = rig.client.get(row.replace("wf-1", "wf-404"))
     assert unknown.status_code == 404
+
+
+def test_a_new_gate_arrives_in_the_inbox_as_a_row_it_can_append(
+    rig: ConsoleRig, flow: Flow
+) -> None:
+    inbox = rig.client.get("/console/gates", params={"assignee": "nobody"}).text
+    assert 'id="gate-rows" data-live-arrivals="/console/gates/arrived?assignee=nobody"' in inbox
+    assert 'id="no-gates"' in inbox  # shown only while the table has no other row (CSS)
+    rig.put(tracked(flow, "wf-3", *BEFORE_GATE[:2]).record("wf-3"), at_gate(flow, "wf-4"))
+    arrived = rig.client.get(
+        "/console/gates/arrived", params=[("workflow", "wf-3"), ("workflow", "wf-4")]
+    )
+    assert arrived.status_code == 200
+    assert re.findall(r'<tr data-workflow="([^"]+)"', arrived.text) == ["wf-4"]  # wf-3 runs
+    assert 'data-live-workflow="wf-4"' in arrived.text  # and updates itself from then on
+    assert 'name="decision" value="approve"' in arrived.text
+    gate = rig.model.record("wf-4").gate  # type: ignore[union-attr]
+    filtered = rig.client.get(
+        "/console/gates/arrived", params={"workflow": "wf-4", "assignee": "someone-else"}
+    )
+    assert filtered.status_code == 200 and "<tr" not in filtered.text
+    mine = rig.client.get(
+        "/console/gates/arrived", params={"workflow": "wf-4", "assignee": gate.assignee}
+    )
+    assert "<tr" in mine.text
+    assert rig.client.get("/console/gates/arrived").status_code == 400
+    many = [("workflow", f"wf-{n}") for n in range(201)]
+    refused = rig.client.get("/console/gates/arrived", params=many)
+    assert refused.status_code == 400 and "1 to 200 workflows" in refused.text
+    script = (STATIC / "live.js").read_text()
+    assert "data-live-arrivals" in script and '"beforeend"' in script
+
+
+def test_the_gauge_counts_the_open_live_connections(tmp_path: Path) -> None:
+    from sagalog import metrics
+    from sagalog.services.gateway.exported_metrics import export_live_connections
+
+    model = ReadModel(tmp_path / "rm")
+    undo = export_live_connections(model)
+
+    def gauge() -> float:
+        text = metrics.render()[0].decode()
+        line = next(
+            line
+            for line in text.splitlines()
+            if line.startswith("sagalog_gateway_live_connections ")
+        )
+        return float(line.split()[1])
+
+    async def scenario() -> list[float]:
+        seen = [gauge()]
+        with model.changes.subscribe(workflow_id="wf-1"), model.changes.subscribe():
+            seen.append(gauge())
+        seen.append(gauge())
+        return seen
+
+    try:
+        assert asyncio.run(scenario()) == [0.0, 2.0, 0.0]
+    finally:
+        undo()
+        model.close()

@@ -12,6 +12,7 @@ differ from the sealed ones), which is read whole and matched by event id.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
-from sagalog.audit.blobs import Read
+from sagalog.audit.blobs import Read, blob_findings
 from sagalog.audit.exceptions import AuditError, UnknownWorkflowError
 from sagalog.audit.lookup import WorkflowSeal, partition_for, record_from_changelog
 from sagalog.audit.reading import (
@@ -32,7 +33,9 @@ from sagalog.audit.reading import (
     watermarks,
 )
 from sagalog.audit.trail import AuditTrail, Decoded, build_trail
+from sagalog.audit.verify import Verification, verify
 from sagalog.blobs.fields import Schema
+from sagalog.blobs.store import BlobStore
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.headers import H_ID
 from sagalog.errors import SagalogError
@@ -67,6 +70,16 @@ class Collected:
     transitions: tuple[LoggedEvent, ...]
     read: Read
     """An event's payload and the schema it was read with (None: it does not decode)."""
+
+
+def verify_collected(collected: Collected, blobs: BlobStore | None) -> Verification:
+    """What ``sagalog audit --verify`` finds: the chain's findings, then the blobs' (a
+    note when no blob store is configured, so looking at nothing never reads as clean)."""
+    checked = verify(collected.trail.workflow, collected.events, collected.transitions)
+    found, unchecked = blob_findings(collected.events, collected.read, blobs)
+    return dataclasses.replace(
+        checked, findings=(*checked.findings, *found), notes=(*checked.notes, *unchecked)
+    )
 
 
 def parse_substitutes(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -9,7 +9,6 @@ unreachable.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 import urllib.parse
@@ -27,9 +26,8 @@ from sagalog.audit import (
     parse_substitutes,
     to_json,
     to_text,
-    verify,
 )
-from sagalog.audit.blobs import blob_findings
+from sagalog.audit.collect import verify_collected
 from sagalog.cli.context import Project, pass_project
 from sagalog.cli.gateway_client import (
     GatewayClient,
@@ -151,13 +149,7 @@ def audit(
     stats.seconds = time.monotonic() - started
     verification = None
     if check:
-        verification = verify(collected.trail.workflow, collected.events, collected.transitions)
-        found, unchecked = blob_findings(collected.events, collected.read, settings.blob_store())
-        verification = dataclasses.replace(
-            verification,
-            findings=(*verification.findings, *found),
-            notes=(*verification.notes, *unchecked),
-        )
+        verification = verify_collected(collected, settings.blob_store())
     if as_json:
         body = to_json(collected.trail, verification=verification, stats=stats)
         click.echo(json.dumps(body, indent=2, ensure_ascii=False))

@@ -28,6 +28,7 @@ def main(settings: GatewaySettings | None = None) -> int:
     from sagalog.contracts.codec import EventCodec
     from sagalog.contracts.registry import SchemaRegistry
     from sagalog.flows.loader import load_flows
+    from sagalog.personal.cipher import personal_data
     from sagalog.publisher import EventPublisher
     from sagalog.services.gateway import exported_metrics
     from sagalog.services.gateway.api import create_app
@@ -66,6 +67,7 @@ def main(settings: GatewaySettings | None = None) -> int:
         topology = load_topology(root / "topology", known_schemas=catalog)
         flows = load_flows(root / "topology" / "flows", catalog=catalog, topology=topology)
         codec = EventCodec(catalog=catalog, registry=SchemaRegistry(settings))
+        personal = personal_data(settings)  # never reveals: the console marks, not opens
         publisher = EventPublisher(
             settings,
             catalog=catalog,
@@ -78,6 +80,7 @@ def main(settings: GatewaySettings | None = None) -> int:
         return exc.exit_code
     model = ReadModel(settings.data_dir / "read-model")
     exported_metrics.export_workflows(model)  # the process ends with the model
+    exported_metrics.export_live_connections(model)
     follower = Follower(settings, model=model, codec=codec)
     gateway = Gateway(
         model=model,
@@ -103,6 +106,11 @@ def main(settings: GatewaySettings | None = None) -> int:
         console=ConsoleOptions(
             session_s=settings.console_session_s,
             secure_cookie=settings.console_secure_cookie,
+            is_erased=(
+                None
+                if personal is None
+                else lambda e: personal.keys.reading_key(e.subject, e.key_id) is None
+            ),
             stories=LogStories(
                 settings,
                 codec=codec,

@@ -79,3 +79,10 @@ def export_workflows(model: ReadModel) -> Callable[[], None]:
         return [((state.value,), counts.get(state.value, 0)) for state in WorkflowState]
 
     return metrics.read(metrics.WORKFLOWS, by_state)
+
+
+def export_live_connections(model: ReadModel) -> Callable[[], None]:
+    """Serve how many live-update connections the console holds open
+    (``sagalog_gateway_live_connections``): each is a subscription to the read model's
+    changes, so the broadcast's own count is read at scrape time; the undo."""
+    return metrics.read(metrics.LIVE_CONNECTIONS, lambda: [((), model.changes.subscribers)])

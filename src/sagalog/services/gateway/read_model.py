@@ -31,6 +31,7 @@ records, once.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections import Counter
@@ -262,6 +263,12 @@ class ReadModel:
                 break
         return found
 
+    def open_gate_count(self, *, cap: int) -> int:
+        """How many workflows wait at a gate for a person, counted up to ``cap`` from the
+        ``gate/`` index (its values are empty): no record read (the overview shows the
+        number, the inbox the gates)."""
+        return sum(1 for _ in itertools.islice(self._scan(_GATE), cap))
+
     def history(self, workflow_id: str, *, limit: int = MAX_HISTORY) -> list[TransitionEntry]:
         """The workflow's transitions in log order, each with its position (for the audit,
         which fetches them by offset)."""
@@ -370,6 +377,16 @@ class ReadModel:
         options.set_iterate_upper_bound(index.prefix + high)
         for _, value in self.db.items(from_key=index.prefix + low, read_opt=options):
             yield Facets.decode(value)
+
+    def newest_facets(self, index: Index, *, low: bytes = b"") -> Iterator[Facets]:
+        """The facets of the index entries from its last down to ``low``, newest first,
+        read as used (the analytics page reads the last day, the newest first)."""
+        prefix = index.prefix
+        for raw_key, value in self.db.items(backwards=True, from_key=_prefix_end(prefix)):
+            key = raw_key if isinstance(raw_key, bytes) else b""  # raw mode: keys are bytes
+            if not key.startswith(prefix) or key[len(prefix) :] < low:
+                return
+            yield Facets.decode(bytes(value))
 
     def counts(self) -> dict[str, int]:
         """Workflows by state: one index scan per state, keys only."""

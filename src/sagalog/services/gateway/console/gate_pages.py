@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from sagalog.services.gateway.changes import MAX_IDS
 from sagalog.services.gateway.console import paths
 from sagalog.services.gateway.console.forms import invalid_form, read_form
 from sagalog.services.gateway.console.gates_inbox import (
@@ -19,12 +20,16 @@ from sagalog.services.gateway.console.gates_inbox import (
     parse_gate_query,
 )
 from sagalog.services.gateway.console.listing import PAGE_SIZE
-from sagalog.services.gateway.exceptions import UnknownWorkflow
+from sagalog.services.gateway.exceptions import BadQuery, UnknownWorkflow
 from sagalog.services.gateway.views import DecisionRequest, GateView, gate_view, summary_view
 from sagalog.tracker.gates import gate_token
 
 if TYPE_CHECKING:
     from sagalog.services.gateway.console.routes import Console
+
+MAX_ARRIVALS = MAX_IDS
+"""The most workflows one arrivals request names: a change names at most that many
+(past it, it says "everything" and the page fetches its whole list again)."""
 
 
 def gate_routes(router: APIRouter, console: Console) -> None:
@@ -64,6 +69,32 @@ def gate_routes(router: APIRouter, console: Console) -> None:
             next_url=next_url,
             notice=request.query_params.get("notice"),
         )
+
+    @router.get("/gates/arrived")
+    def gates_arrived(request: Request) -> Response:
+        """The inbox rows of the named workflows that wait at a gate the page's filters
+        show: the live inbox asks for the workflows that changed and that it does not
+        show yet, and appends what comes back (``static/live.js``)."""
+        viewer = console.viewer(request)
+        query = parse_gate_query({k: v for k, v in request.query_params.items() if k != "workflow"})
+        workflow_ids = request.query_params.getlist("workflow")
+        if not 0 < len(workflow_ids) <= MAX_ARRIVALS:
+            raise BadQuery(
+                f"name 1 to {MAX_ARRIVALS} workflows (workflow=<id>, repeated); "
+                f"{len(workflow_ids)} were named"
+            )
+        rows = []
+        for workflow_id in dict.fromkeys(workflow_ids):
+            record = gateway.model.record(workflow_id)
+            gate = gate_view(record) if record is not None else None
+            if gate is None or not gate_matches(query, gate):
+                continue
+            if query.assignee is not None and gate.assignee != query.assignee:
+                continue
+            if query.flow is not None and gate.flow != query.flow:
+                continue
+            rows.append((gate, decided_label(gateway.model.token_decision(gate.token))))
+        return console.render("_gate_rows.html", viewer=viewer, rows=rows)
 
     @router.get("/gates/row")
     def gate_row(request: Request, workflow_id: str, gate: str, attempt: int) -> Response:

@@ -16,8 +16,11 @@ from sagalog.flows.states import TERMINAL_STATES, WorkflowState
 from sagalog.services.gateway.read_model import VersionState
 from sagalog.services.gateway.workflow_index import Facets
 
-STUCK_CAP = 10_000
-"""The most stuck workflows the overview counts one by one."""
+STUCK_CAP = 1_000
+"""The most stuck workflows the overview counts one by one. Each is an index entry read
+on every render (and every live refresh): 10,000 took the overview to 1.7 s over a
+million workflows (``tests/bench/console.py``); past the cap it says "1000+", and the
+workflows list, filtered by "stuck for longer than", pages through them all."""
 
 STATE_ORDER = tuple(WorkflowState)
 """The overview's columns: the states in the order a workflow meets them."""

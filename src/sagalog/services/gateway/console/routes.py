@@ -51,7 +51,7 @@ from sagalog.services.gateway.console.sessions import (
     Session,
     SessionSigner,
 )
-from sagalog.services.gateway.console.stories import StorySource
+from sagalog.services.gateway.console.stories import IsErased, StorySource
 from sagalog.services.gateway.console.workflow_pages import workflow_routes
 from sagalog.services.gateway.dead_letter_operations import DeadLetterOperations
 from sagalog.services.gateway.exceptions import (
@@ -82,6 +82,8 @@ class ConsoleOptions:
         live_heartbeat_s: how often a quiet live-update connection says it is still there.
         live_settle_s: how long a live-update connection gathers changes after sending
             some, so a burst of transitions costs each page one refresh.
+        is_erased: whether a personal-data envelope's subject was erased (asks the key
+            topic); None: no key file is configured, so every envelope shows as sealed.
     """
 
     session_s: int = 8 * 3600
@@ -89,6 +91,7 @@ class ConsoleOptions:
     stories: StorySource | None = None
     live_heartbeat_s: float = 15.0
     live_settle_s: float = 0.5
+    is_erased: IsErased | None = None
 
 
 @dataclass(frozen=True)

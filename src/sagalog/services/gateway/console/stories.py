@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sagalog.audit.collect import Sources, collect
+from sagalog.audit.collect import Collected, Sources, collect, verify_collected
 from sagalog.audit.lookup import WorkflowSeal
 from sagalog.audit.reading import ReadStats, audit_consumer
 from sagalog.audit.trail import AuditTrail, GateRecord, ModelDecision, TrailEntry
+from sagalog.audit.verify import Verification
 from sagalog.contracts.codec import EventCodec
 from sagalog.events import EffectRecorded
+from sagalog.personal.envelope import ERASED, Envelope
+from sagalog.personal.envelope import parse as parse_envelope
 from sagalog.services.gateway.read_model import TransitionEntry
 from sagalog.settings import ClientSettings
 from sagalog.tracker.record import WorkflowRecord
@@ -30,6 +33,13 @@ from sagalog.tracker.record import WorkflowRecord
 class StorySource(Protocol):
     def story(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> AuditTrail:
         """The workflow's audit trail; raises a ``SagalogError`` when the log cannot be read."""
+        ...
+
+    def verified(
+        self, record: WorkflowRecord, history: Sequence[TransitionEntry]
+    ) -> tuple[AuditTrail, Verification]:
+        """The trail and its check, as ``sagalog audit --verify`` makes it: every event
+        against its hash and the record's seal, every blob against its hash."""
         ...
 
 
@@ -63,6 +73,15 @@ class LogStories:
         self.timeout_s = timeout_s
 
     def story(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> AuditTrail:
+        return self._collect(record, history).trail
+
+    def verified(
+        self, record: WorkflowRecord, history: Sequence[TransitionEntry]
+    ) -> tuple[AuditTrail, Verification]:
+        collected = self._collect(record, history)
+        return collected.trail, verify_collected(collected, self.settings.blob_store())
+
+    def _collect(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> Collected:
         with closing(audit_consumer(self.settings)) as consumer:
             return collect(
                 consumer,
@@ -71,7 +90,7 @@ class LogStories:
                 sources=Sources(transitions_topic=self.transitions_topic),
                 timeout_s=self.timeout_s,
                 stats=ReadStats(),
-            ).trail
+            )
 
 
 @dataclass(frozen=True)
@@ -97,14 +116,38 @@ class StoryRow:
     step: str | None = None
 
 
-def story_rows(trail: AuditTrail) -> list[StoryRow]:
+SEALED = "[personal data, sealed]"
+"""What the page shows for a personal field whose subject was not erased: the console
+does not open personal data (``sagalog audit`` does, for whoever holds the key file)."""
+
+IsErased = Callable[[Envelope], bool]
+"""Whether an envelope's subject was erased (its data key tombstoned)."""
+
+
+def shown_personal(value: Any, is_erased: IsErased | None) -> Any:
+    """``value`` with every personal-data envelope in it replaced by ``ERASED`` (its
+    subject was erased) or ``SEALED``: never the ciphertext, never the plaintext. With
+    no key topic to ask (``is_erased`` None), every envelope shows as sealed."""
+    if isinstance(value, dict):
+        return {k: shown_personal(v, is_erased) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shown_personal(v, is_erased) for v in value]
+    envelope = parse_envelope(value)
+    if envelope is None:
+        return value
+    return ERASED if is_erased is not None and is_erased(envelope) else SEALED
+
+
+def story_rows(trail: AuditTrail, *, is_erased: IsErased | None = None) -> list[StoryRow]:
     """The trail's entries in its order (each transition after the event that caused
-    it), with what the page shows of each."""
+    it), with what the page shows of each; personal data as erased or sealed."""
     rows = []
     number = 0
     for entry in trail.entries:
         if entry.kind == "event":
             number += 1
+        if entry.payload is not None:
+            entry = dataclasses.replace(entry, payload=shown_personal(entry.payload, is_erased))
         rows.append(_row(entry, number if entry.kind == "event" else None))
     return rows
 

@@ -3,7 +3,9 @@ cancellation."""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
+import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -12,9 +14,11 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from sagalog.durations import format_duration
+from sagalog.audit.verify import Verification
+from sagalog.durations import format_duration, positive_duration_ms
 from sagalog.errors import SagalogError
 from sagalog.services.gateway.console import paths
+from sagalog.services.gateway.console.analytics import analyse, durations_chart, throughput_chart
 from sagalog.services.gateway.console.forms import invalid_form, read_form
 from sagalog.services.gateway.console.gates_inbox import decided_label
 from sagalog.services.gateway.console.listing import (
@@ -37,7 +41,7 @@ from sagalog.services.gateway.console.overview import (
     version_rows,
 )
 from sagalog.services.gateway.console.stories import story_rows
-from sagalog.services.gateway.exceptions import GatewayError, UnknownWorkflow
+from sagalog.services.gateway.exceptions import BadQuery, GatewayError, UnknownWorkflow
 from sagalog.services.gateway.views import CancelRequest, detail_view, summary_view
 from sagalog.services.gateway.workflow_index import Index, time_suffix
 
@@ -71,10 +75,18 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
                 dead_letters = console.dead_letters.record_count()
             except SagalogError as exc:
                 dead_letter_error = str(exc)
-        gates = gateway.model.open_gates(limit=1001)
+        gates = gateway.model.open_gate_count(cap=1001)
         rows = version_rows(gateway.model.version_counts())
+        now_ms = console.now_ms()
+        hour = analyse(  # the last hour's throughput; the analytics page has the rest
+            gateway.model.newest_facets(Index.START, low=time_suffix(now_ms - HOUR_MS)),
+            now_ms=now_ms,
+            window_ms=HOUR_MS,
+            budget=OVERVIEW_BUDGET,
+        )
         return console.render(
             "overview.html",
+            hour=hour,
             viewer=viewer,
             nav="overview",
             live=paths.live(None, since=since),
@@ -88,8 +100,31 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
             dead_letters=dead_letters,
             dead_letter_error=dead_letter_error,
             dead_letters_served=console.dead_letters is not None,
-            open_gates=min(len(gates), 1000),
-            open_gates_capped=len(gates) > 1000,
+            open_gates=min(gates, 1000),
+            open_gates_capped=gates > 1000,
+        )
+
+    @router.get("/analytics")
+    def analytics(request: Request) -> Response:
+        viewer = console.viewer(request)
+        gateway.require_ready()
+        window_text = request.query_params.get("window") or "1d"
+        window_ms = _window(window_text)
+        now_ms = console.now_ms()
+        figures = analyse(
+            gateway.model.newest_facets(Index.START, low=time_suffix(now_ms - window_ms)),
+            now_ms=now_ms,
+            window_ms=window_ms,
+        )
+        labels = [_minute(ms) for ms in figures.throughput.minute_ms]
+        return console.render(
+            "analytics.html",
+            viewer=viewer,
+            nav="analytics",
+            figures=figures,
+            window_text=format_duration(window_ms),
+            throughput_chart=json.dumps(throughput_chart(figures.throughput, labels)),
+            durations_chart=json.dumps(durations_chart(figures.durations)),
         )
 
     @router.get("/workflows")
@@ -151,10 +186,20 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
         history = gateway.model.history(workflow_id)
         detail = detail_view(record, history)
         story, story_notes, story_error = None, [], None
+        verifying = _verify_asked(request)
+        verification: Verification | None = None
+        if verifying and console.options.stories is None:
+            raise BadQuery(
+                "this gateway reads no log (it was started without one), so it cannot verify "
+                "the workflow's audit chain; run `sagalog audit --verify` instead"
+            )
         if console.options.stories is not None:
             try:
-                trail = console.options.stories.story(record, history)
-                story = story_rows(trail)
+                if verifying:
+                    trail, verification = console.options.stories.verified(record, history)
+                else:
+                    trail = console.options.stories.story(record, history)
+                story = story_rows(trail, is_erased=console.options.is_erased)
                 story_notes = [*trail.notes] + [
                     f"sealed event {s.event_id} at {s.topic}/{s.partition}@{s.offset} was not "
                     "found in the log"
@@ -178,6 +223,9 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
             story=story,
             story_notes=story_notes,
             story_error=story_error,
+            verifying=verifying,
+            verification=verification,
+            verified_at=console.now_ms(),
             gate=gate,
             gate_decided=decided_label(gateway.model.token_decision(gate.token)) if gate else None,
             cancellable=not record.is_terminal and record.state.value != "compensating",
@@ -201,6 +249,40 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
             paths.workflow(workflow_id),
             f"cancellation published{again}: the tracker compensates what the workflow did",
         )
+
+
+MAX_WINDOW_MS = 90 * 86_400_000
+HOUR_MS = 3_600_000
+OVERVIEW_BUDGET = 20_000
+"""The most workflows started in the last hour the overview reads to count them."""
+
+
+def _window(text: str) -> int:
+    """The analytics window (``6h``, ``1d``, ``7d``), refused past 90 days."""
+    try:
+        window_ms = positive_duration_ms(text)
+    except ValueError:
+        raise BadQuery(
+            f"window={text!r} is not a duration; give one such as 6h, 1d or 7d"
+        ) from None
+    if window_ms > MAX_WINDOW_MS:
+        raise BadQuery(f"window={text!r}: give a duration between 1s and 90d")
+    return window_ms
+
+
+def _minute(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%H:%M")
+
+
+def _verify_asked(request: Request) -> bool:
+    """``?verify=1`` asks the page to check the audit chain; anything else is refused, so a
+    mistyped link does not pass for a page that verified nothing."""
+    value = request.query_params.get("verify")
+    if value is None:
+        return False
+    if value != "1":
+        raise BadQuery(f"verify={value!r} is not understood: use verify=1, or leave it out")
+    return True
 
 
 def _search(console: Console, search: Search) -> list[Any]:
