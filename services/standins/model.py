@@ -166,7 +166,7 @@ def stream_chunks(completion: dict[str, Any], *, include_usage: bool) -> list[di
     tool calls; the last has the ``finish_reason``; with ``include_usage``
     (``stream_options``) a final chunk with no choices carries the usage.
     """
-    head = {k: completion[k] for k in ("id", "created", "model") if k in completion}
+    head: dict[str, Any] = {k: completion[k] for k in ("id", "created", "model") if k in completion}
     head["object"] = "chat.completion.chunk"
     choice = completion["choices"][0]
     message = choice["message"]
