@@ -66,6 +66,10 @@ class StreamWriter:
             self.failed += 1
             log.warning("a model stream record was not written to %s: %s", message.topic(), error)
 
+    def flush(self, timeout_s: float = 10.0) -> None:
+        """Wait until every record written so far is acknowledged (or failed)."""
+        self._producer.flush(timeout_s)
+
     def close(self, timeout_s: float = 5.0) -> None:
         self._stopped.set()
         with contextlib.suppress(Exception):
