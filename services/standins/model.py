@@ -235,6 +235,7 @@ def _cut(text: str, max_tokens: Any) -> tuple[str, str]:
 
 class ModelServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # the listen backlog: a hundred streams connect at once
 
     def __init__(self, address: tuple[str, int], *, name: str = "model") -> None:
         super().__init__(address, _Handler)

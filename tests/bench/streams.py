@@ -24,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -40,7 +41,6 @@ from sagalog.service_process import free_port
 from sagalog.settings import ClientSettings
 from sagalog.streams.record import STREAM_TOPIC_CONFIG
 from sagalog.topic_names import stream_topic_for
-from standins.model import serve
 
 from .harness import print_table, write_results
 from .stream_gateway import API_KEY
@@ -66,32 +66,7 @@ def _proc_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def _subscribe(
-    client: httpx.AsyncClient,
-    url: str,
-    latencies: list[float],
-    ready: asyncio.Event,
-    ended: asyncio.Event,
-) -> None:
-    async with client.stream("GET", url) as response:
-        response.raise_for_status()
-        ready.set()
-        data = ""
-        async for line in response.aiter_lines():
-            if line.startswith("data:"):
-                data = line[5:].strip()
-            elif line == "" and data:
-                received = time.time() * 1000
-                event = json.loads(data)
-                data = ""
-                if event["seq"] >= 0 and event["text"]:
-                    latencies.append(received - event["at_ms"])
-                elif event["text"] == "" and event["seq"] > 0:  # the end of the answer
-                    ended.set()
-                    return
-
-
-async def _run(
+def _run(
     *,
     gateway_url: str,
     model_url: str,
@@ -120,73 +95,67 @@ async def _run(
     }
     for opener in openers.values():
         opener.end()
-    latencies: list[float] = []
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    timeout = httpx.Timeout(120, connect=30)
-    async with httpx.AsyncClient(
-        limits=limits, timeout=timeout, headers={"X-API-Key": API_KEY}
-    ) as client:
-        writer.flush()
-        await asyncio.sleep(2.0)  # the gateway's hub reads them within milliseconds
-        readies, ends, tasks = [], [], []
-        for w in ids:
-            for _ in range(per_stream):
-                ready, ended = asyncio.Event(), asyncio.Event()
-                readies.append(ready)
-                ends.append(ended)
-                tasks.append(
-                    asyncio.create_task(
-                        _subscribe(
-                            client,
-                            f"{gateway_url}/v1/workflows/{w}/stream",
-                            latencies,
-                            ready,
-                            ended,
-                        )
-                    )
-                )
-        await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 120)
-        latencies.clear()  # the warm-up records' replays are no deltas of a model
-        model = ChatModel(f"{model_url}/v1", timeout_s=60, concurrency=streams)
-        cpu_before, wall_before = _proc_cpu_s(gateway_pid), time.monotonic()
-        rss_peak = _proc_rss_mb(gateway_pid)
+    writer.flush()
+    time.sleep(2.0)  # the gateway's hub reads them within milliseconds
+    out = Path(tempfile.mkdtemp(prefix="bench-streams-")) / "latencies.json"
+    subscribers = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.bench.stream_subscribers",
+            gateway_url,
+            API_KEY,
+            str(out),
+            *ids,
+            "--per-stream",
+            str(per_stream),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert subscribers.stdout is not None
+    if subscribers.stdout.readline().strip() != "ready":
+        raise SystemExit("the SSE subscribers did not connect")
+    model = ChatModel(f"{model_url}/v1", timeout_s=60, concurrency=streams)
+    cpu_before, wall_before = _proc_cpu_s(gateway_pid), time.monotonic()
+    rss_peak = _proc_rss_mb(gateway_pid)
 
-        async def one(w: str) -> None:
-            publisher = StreamPublisher(
-                writer.write,
-                topic=workflow_topic,
-                partition=partition_for(w.encode(), PARTITIONS),
-                workflow_id=w,
-                step="draft",
-                agent="bench",
-                call=f"{w}:answer",
-                attempt=1,
-            )
-            await model.chat(
-                model="bench",
-                messages=[{"role": "user", "content": " ".join(["word"] * 60)}],
-                max_tokens=200,
-                stream=True,
-                on_delta=publisher.delta,
-            )
-            publisher.end()
+    async def one(w: str) -> None:
+        publisher = StreamPublisher(
+            writer.write,
+            topic=workflow_topic,
+            partition=partition_for(w.encode(), PARTITIONS),
+            workflow_id=w,
+            step="draft",
+            agent="bench",
+            call=f"{w}:answer",
+            attempt=1,
+        )
+        await model.chat(
+            model="bench",
+            messages=[{"role": "user", "content": " ".join(["word"] * 60)}],
+            max_tokens=200,
+            stream=True,
+            on_delta=publisher.delta,
+        )
+        publisher.end()
 
-        async def watch_rss() -> None:
-            nonlocal rss_peak
-            while True:
-                rss_peak = max(rss_peak, _proc_rss_mb(gateway_pid))
-                await asyncio.sleep(0.2)
-
-        watcher = asyncio.create_task(watch_rss())
-        await asyncio.gather(*(one(w) for w in ids))
-        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in ends)), 120)
-        cpu = _proc_cpu_s(gateway_pid) - cpu_before
-        wall = time.monotonic() - wall_before
-        watcher.cancel()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    async def calls() -> None:
+        nonlocal rss_peak
+        running = asyncio.gather(*(one(w) for w in ids))
+        while not running.done():
+            rss_peak = max(rss_peak, _proc_rss_mb(gateway_pid))
+            await asyncio.wait([running], timeout=0.2)
+        await running
         await model.aclose()
+
+    asyncio.run(calls())
+    writer.flush()
+    subscribers.wait(300)
+    cpu = _proc_cpu_s(gateway_pid) - cpu_before
+    wall = time.monotonic() - wall_before
+    latencies = json.loads(out.read_text())["latencies_ms"]
     return {
         "streams": streams,
         "subscribers": streams * per_stream,
@@ -218,9 +187,13 @@ def main(argv: list[str] | None = None) -> None:
     admin.create_topics(
         [internal_topic(settings, topic, partitions=PARTITIONS, config=STREAM_TOPIC_CONFIG)]
     )[topic].result(30)
-    model = serve(name="model")
-    model.faults.chunk_delay_ms = args.chunk_ms
-    model_url = f"http://127.0.0.1:{model.server_address[1]}"
+    model_port = free_port()
+    model = subprocess.Popen(
+        [sys.executable, "-m", "standins.model", "--port", str(model_port)],
+        cwd=REPO / "services",
+        stdout=subprocess.DEVNULL,
+    )
+    model_url = f"http://127.0.0.1:{model_port}"
     port = free_port()
     gateway = subprocess.Popen(
         [sys.executable, "-m", "tests.bench.stream_gateway", str(port), topic],
@@ -240,28 +213,28 @@ def main(argv: list[str] | None = None) -> None:
             if time.monotonic() > deadline or gateway.poll() is not None:
                 raise SystemExit("the bench gateway did not start")
             time.sleep(0.2)
+        httpx.post(f"{model_url}/faults", json={"chunk_delay_ms": args.chunk_ms}, timeout=10)
         rounds = {}
         for name, per_stream in (
             ("latency", 1),
             ("fanout", args.subscribers // args.streams),
         ):
-            rounds[name] = asyncio.run(
-                _run(
-                    gateway_url=gateway_url,
-                    model_url=model_url,
-                    writer=writer,
-                    workflow_topic=workflow_topic,
-                    streams=args.streams,
-                    per_stream=per_stream,
-                    gateway_pid=gateway.pid,
-                    round_name=name,
-                )
+            rounds[name] = _run(
+                gateway_url=gateway_url,
+                model_url=model_url,
+                writer=writer,
+                workflow_topic=workflow_topic,
+                streams=args.streams,
+                per_stream=per_stream,
+                gateway_pid=gateway.pid,
+                round_name=name,
             )
     finally:
         writer.close()
         gateway.terminate()
         gateway.wait(30)
-        model.shutdown()
+        model.terminate()
+        model.wait(30)
         admin.delete_topics([topic])
     latency, fanout = rounds["latency"], rounds["fanout"]
     rows = [
@@ -280,8 +253,13 @@ def main(argv: list[str] | None = None) -> None:
             f"{fanout['wall_s']} s), RSS peak {fanout['gateway_rss_peak_mb']} MB",
         ),
     ]
+    load = os.getloadavg()
+    rows.append(("  machine", f"{os.cpu_count()} cores, load average {load[0]:.1f} (1 min)"))
     print_table(f"Model streams (chunk every {args.chunk_ms} ms)", rows)
-    write_results(args.output, {"model_streams": {"chunk_ms": args.chunk_ms, **rounds}})
+    write_results(
+        args.output,
+        {"model_streams": {"chunk_ms": args.chunk_ms, "load_average_1m": load[0], **rounds}},
+    )
 
 
 if __name__ == "__main__":

@@ -103,9 +103,15 @@ def _answer_text(seen: list[Event]) -> str:
     return "".join(e.data["text"] for e in deltas)
 
 
+@pytest.mark.extended
+@pytest.mark.timeout(600)
 def test_a_drafting_step_streams_to_sse_clients_and_a_reconnect_resumes_exactly(
     project: Project, tmp_path: Path
 ) -> None:
+    """About three minutes on a loaded machine, in ``make test-all``: the filing fleet's
+    ten processes start (the tracker's tables first), then two filings are drafted and
+    read (about 6 s). The fleet is the point: the real drafting agent, tracker and
+    gateway, as ``make demo`` runs them."""
     s = project.suffix
     apply_filing_project(project)
     api_key = secrets.token_urlsafe(16)
