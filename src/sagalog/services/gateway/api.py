@@ -203,6 +203,7 @@ def create_app(
 
     if streams is not None:
         install_stream_route(v1, gateway, streams, Depends(ready))
+        app.state.streams = streams  # the console's stream page reads it there
 
     @v1.get("/workflows", response_model=WorkflowList, dependencies=[Depends(ready)])
     def list_workflows(

@@ -66,13 +66,13 @@ def install_stream_route(v1: APIRouter, gateway: Gateway, hub: StreamHub, ready:
             )
         subscription = hub.subscribe(topic, workflow_id, after=after)
         return StreamingResponse(
-            _events(hub, subscription),
+            events_of(hub, subscription),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
 
-async def _events(hub: StreamHub, subscription: Subscription) -> AsyncIterator[bytes]:
+async def events_of(hub: StreamHub, subscription: Subscription) -> AsyncIterator[bytes]:
     try:
         yield f"retry: {RECONNECT_MS}\n\n".encode()
         while True:
