@@ -116,6 +116,13 @@ test-all: up lint tools
 .PHONY: bench
 bench: up
 	$(ON_STACK) env PYTHONPATH=services $(BIN)/python -m tests.bench
+	$(ON_STACK) env PYTHONPATH=services $(BIN)/python -m tests.bench.streams
+
+# Model streams alone (issue 49): delta latency from the model's chunk to an SSE client
+# with 100 streams at once, and one gateway serving 1,000 subscribers (CPU, RSS).
+.PHONY: bench-streams
+bench-streams: up
+	$(ON_STACK) env PYTHONPATH=services $(BIN)/python -m tests.bench.streams
 
 # A whole flow in memory (sagalog.testing.FlowTestEnvironment): the CPU seconds of a
 # scaffolded project's and the reference flow's paths, no broker needed.

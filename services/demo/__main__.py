@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from demo.driver import Calendar, Driver, PhaseBars, Planned, history
 from demo.filing_driver import FilingDriver
 from demo.filing_scenario import Filing, FilingPlan, build_filings
@@ -249,12 +251,50 @@ def run_filings(
     print_summary("filing", summary)
     example = next((f for f in filings if f.plan is FilingPlan.FILE), None)
     if example is not None:
+        summary["stream"] = print_stream(fleet, example.workflow_id)
         print(f"\naudit trail of {example.workflow_id} (plan: {example.plan})")
     summary["audit_verified"] = example is None or print_audit(
         settings, catalog, fleet.config, example.workflow_id
     )
     summary["examples"] = {f.plan.value: f.workflow_id for f in reversed(filings)}
     return summary
+
+
+def print_stream(fleet: Fleet, workflow_id: str) -> dict[str, Any]:
+    """Replay the drafting step's model stream from the gateway, as a browser would
+    read it live (``GET /v1/workflows/{id}/stream``, server-sent events), and say what
+    it held: the draft was streamed as the model wrote it."""
+    url = f"{fleet.urls['gateway']}/v1/workflows/{workflow_id}/stream"
+    kinds: Counter[str] = Counter()
+    attempts: set[tuple[str, int]] = set()
+    text: list[str] = []
+    try:
+        with httpx.stream(
+            "GET", url, headers={"X-API-Key": fleet.config.api_key}, timeout=10
+        ) as response:
+            response.raise_for_status()
+            kind = ""
+            for line in response.iter_lines():
+                if line.startswith("event:"):
+                    kind = line[6:].strip()
+                elif line.startswith("data:"):
+                    data = json.loads(line[5:])
+                    kinds[kind] += 1
+                    attempts.add((data["call"], data["attempt"]))
+                    if kind == "delta":
+                        text.append(data["text"])
+                    elif kind == "end" and data["seq"] > 0:  # the answer's turn ended
+                        break
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        print(f"\nmodel stream of {workflow_id}: not available ({exc})")
+        return {"error": str(exc)}
+    draft = "".join(text)
+    print(
+        f"\nmodel stream of {workflow_id} (curl -N -H 'X-API-Key: ...' {url}): "
+        f"{kinds['delta']} deltas over {len(attempts)} model call attempt(s), "
+        f"{kinds['interrupted']} interrupted; the draft as streamed: {draft[:100]!r}..."
+    )
+    return {"workflow_id": workflow_id, "events": dict(kinds), "chars": len(draft)}
 
 
 def filing_figures(fleet: Fleet, filings: list[Filing]) -> dict[str, Any]:

@@ -63,6 +63,7 @@ async def draft_filing(event: DocumentsRetrieved, ctx: HandlerContext) -> Filing
         tools=tools,
         max_tokens=settings.max_tokens,
         template=drafting.INSTRUCTIONS,
+        stream=True,  # the draft reaches GET /v1/workflows/{id}/stream as it is written
         temperature=0,
     )
     return FilingDrafted(

@@ -1,11 +1,14 @@
 """A stand-in for an OpenAI-compatible model: chat completions that report token usage
 and answer with tool calls, deterministically, and a log of every call.
 
-    POST /v1/chat/completions   (or /chat/completions) an OpenAI chat completion request
+    POST /v1/chat/completions   (or /chat/completions) an OpenAI chat completion request;
+                                with ``"stream": true``, server-sent events as OpenAI
+                                streams them (``stream_chunks``)
     GET  /calls                 every call in arrival order, with its usage:
                                 [arrived_at, model, idempotency key, status,
                                  prompt_tokens, completion_tokens]
-    POST /faults                as the effect stand-ins (``server``): latency, outage, ...
+    POST /faults                as the effect stand-ins (``server``): latency, outage, ...,
+                                and ``chunk_delay_ms``, the pause before each streamed chunk
     GET  /health
 
 Budgets are judged by what the model says it used, so the stand-in is the referee: a
@@ -152,6 +155,36 @@ def complete(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_PIECE = re.compile(r"\s*\S+")
+
+
+def stream_chunks(completion: dict[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` objects OpenAI streams for ``completion``.
+
+    The first carries the role, then one per word of the content (with the spaces
+    before it, so the pieces join back to the text exactly), or one with the whole
+    tool calls; the last has the ``finish_reason``; with ``include_usage``
+    (``stream_options``) a final chunk with no choices carries the usage.
+    """
+    head: dict[str, Any] = {k: completion[k] for k in ("id", "created", "model") if k in completion}
+    head["object"] = "chat.completion.chunk"
+    choice = completion["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    for n, call in enumerate(message.get("tool_calls") or ()):
+        chunks.append(chunk({"tool_calls": [{"index": n, **call}]}))
+    for piece in _PIECE.findall(message.get("content") or ""):
+        chunks.append(chunk({"content": piece}))
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if include_usage:
+        chunks.append({**head, "choices": [], "usage": completion["usage"]})
+    return chunks
+
+
 def _tool_functions(tools: list[Any]) -> list[dict[str, Any]]:
     functions = []
     for n, tool in enumerate(tools):
@@ -202,6 +235,7 @@ def _cut(text: str, max_tokens: Any) -> tuple[str, str]:
 
 class ModelServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # the listen backlog: a hundred streams connect at once
 
     def __init__(self, address: tuple[str, int], *, name: str = "model") -> None:
         super().__init__(address, _Handler)
@@ -269,9 +303,31 @@ class _Handler(JsonHandler):
             )
         )
         created = int(arrived_at)
-        self._reply(
-            HTTPStatus.OK, {"id": f"chatcmpl-{key or created}", "created": created, **completion}
-        )
+        answer = {"id": f"chatcmpl-{key or created}", "created": created, **completion}
+        if body.get("stream") is True:
+            options = body.get("stream_options") or {}
+            self._stream(stream_chunks(answer, include_usage=bool(options.get("include_usage"))))
+            return
+        self._reply(HTTPStatus.OK, answer)
+
+    def _stream(self, chunks: list[dict[str, Any]]) -> None:
+        """Server-sent events, one chunk each, then ``data: [DONE]``; the connection
+        closes at the end (HTTP/1.0), as the body has no length."""
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        delay = self.server.faults.chunk_delay_ms / 1000
+        try:
+            for chunk in chunks:
+                if delay:
+                    time.sleep(delay)
+                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):  # the client went away mid-stream
+            pass
 
 
 def serve(*, name: str = "model", host: str = "127.0.0.1", port: int = 0) -> ModelServer:

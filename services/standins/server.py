@@ -45,6 +45,7 @@ class Faults:
     fail_ratio: float = 0.0  # fail this share of calls at random (a flaky dependency)
     fail_operations: list[str] = field(default_factory=list)  # limit the above; empty: all
     seed: int | None = None  # reseeds the random failures, so a run can be repeated
+    chunk_delay_ms: int = 0  # the model stand-in: the pause before each streamed chunk
     rng: random.Random = field(default_factory=random.Random, repr=False)
 
     def set(self, changes: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -1,5 +1,5 @@
 """The names of the topics sagalog's runtimes own: the tracker app's (all prefixed
-with its app id) and each agent's retry and claims topics.
+with its app id), each agent's retry and claims topics, and the model streams.
 
 faust derives the tracker's from the app id; they are written here once so the
 tracker's startup, the gateway, the audit, the replay and the ACLs (everything under
@@ -46,3 +46,13 @@ def claims_topic_for(agent: str) -> str:
     that declares budgets): each model call's claim, written before the call, read by
     the next holder of its input partition (``sagalog.budgets.claims``)."""
     return f"sagalog.agent.{agent}.claims"
+
+
+STREAM_TOPIC_PREFIX = "sagalog.stream."
+
+
+def stream_topic_for(workflow_topic: str) -> str:
+    """The live model output of the workflows on ``workflow_topic``
+    (``sagalog.streams``): same partitions, keyed by workflow id, short retention,
+    written by the agents that stream, read by the gateway. Never the audit log."""
+    return f"{STREAM_TOPIC_PREFIX}{workflow_topic}"

@@ -27,6 +27,8 @@ class ModelAgentSettings(AgentSettings):
     model: str = "gpt-4o-mini"
     tokens_per_minute: int = 10_000
     max_tokens: int = 40
+    stream: bool = False
+    """Ask with ``ctx.model_stream``: the draft goes to the workflow's stream as written."""
 
 
 settings = ModelAgentSettings()
@@ -44,14 +46,11 @@ async def draft_filing(event: FilingOpened, ctx: HandlerContext) -> FilingDrafte
         f"{event.due:%Y-%m-%d}: state who files, what and under which rule."
     )
     messages = [{"role": "system", "content": INSTRUCTIONS}, {"role": "user", "content": ask}]
-    answer = await ctx.model_call(
-        "model",
-        model.chat,
-        model=settings.model,
-        messages=messages,
-        max_tokens=settings.max_tokens,
-        temperature=0,
-    )
+    request = {"model": settings.model, "messages": messages, "max_tokens": settings.max_tokens}
+    if settings.stream:
+        answer = await ctx.model_stream("model", model.chat, **request, temperature=0).result()
+    else:
+        answer = await ctx.model_call("model", model.chat, **request, temperature=0)
     return FilingDrafted(
         filing_number=event.filing_number,
         draft=answer["choices"][0]["message"]["content"],

@@ -227,7 +227,8 @@ def test_apply_on_an_empty_cluster_creates_exactly_the_derived_bindings(
     assert applied["before"] == set()
     rules = derived(project)
     assert applied["after"] == set(rules)
-    assert len(rules) == 189  # the procurement and the filing flows, the key topic, claims
+    # the procurement and the filing flows, the key topic, claims, model streams
+    assert len(rules) == 220
     output = applied["output"]
     assert (
         "done: + create acl User:gateway: ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'"

@@ -303,6 +303,7 @@ def test_pages_load_nothing_from_elsewhere_and_allow_no_inline_script(
     assert re.findall(r"<script[^>]*>", page.text) == [
         '<script src="/console/static/htmx.min.js" defer>',
         '<script src="/console/static/live.js" defer>',
+        '<script src="/console/static/model_stream.js" defer>',  # a workflow's page
     ]
 
 

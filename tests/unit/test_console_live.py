@@ -372,3 +372,17 @@ def test_the_gauge_counts_the_open_live_connections(tmp_path: Path) -> None:
     finally:
         undo()
         model.close()
+
+
+def test_a_workflow_page_shows_its_model_output_from_its_own_stream_route(
+    rig: ConsoleRig,
+) -> None:
+    """The page's model-output section reads ``/console/model-stream``; with no stream
+    hub in the app (no broker), the route says 204, so the browser stops asking."""
+    page = rig.client.get("/console/workflows/wf-1").text
+    assert 'data-model-stream="/console/model-stream?workflow=wf-1"' in page
+    assert '<script src="/console/static/model_stream.js" defer>' in page
+    assert rig.client.get("/console/model-stream?workflow=wf-1").status_code == 204
+    script = rig.client.get("/console/static/model_stream.js")
+    assert script.status_code == 200 and "textContent" in script.text
+    assert "model_stream.js" in (STATIC / "README.md").read_text()

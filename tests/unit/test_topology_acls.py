@@ -169,6 +169,9 @@ def test_an_agent_gets_exactly_its_flow_topic_group_retry_topic_and_transactions
         ("TOPIC", "LITERAL", "sagalog.agent.intake-agent.claims", "WRITE"),
         ("TOPIC", "LITERAL", "sagalog.agent.intake-agent.claims", "CREATE"),
         ("TOPIC", "LITERAL", "sagalog.agent.intake-agent.claims", "DESCRIBE"),
+        ("TOPIC", "LITERAL", "sagalog.stream.procurement.events", "WRITE"),
+        ("TOPIC", "LITERAL", "sagalog.stream.procurement.events", "CREATE"),
+        ("TOPIC", "LITERAL", "sagalog.stream.procurement.events", "DESCRIBE"),
         ("TOPIC", "LITERAL", "sagalog.deadletter", "WRITE"),
         ("TOPIC", "LITERAL", "sagalog.deadletter", "DESCRIBE"),
         ("GROUP", "LITERAL", "sagalog-agent-intake-agent", "READ"),
@@ -223,6 +226,10 @@ def test_the_gateway_reads_the_read_model_and_never_writes_transitions(
         ("TOPIC", "LITERAL", "sagalog.deadletter", "READ"),  # sagalog dlq
         ("TOPIC", "LITERAL", "sagalog.deadletter", "DESCRIBE"),
         ("GROUP", "PREFIXED", "sagalog-gateway-", "DESCRIBE"),
+        ("TOPIC", "LITERAL", "sagalog.stream.procurement.events", "READ"),
+        ("TOPIC", "LITERAL", "sagalog.stream.procurement.events", "DESCRIBE"),
+        ("TOPIC", "LITERAL", "sagalog.stream.filings.events", "READ"),
+        ("TOPIC", "LITERAL", "sagalog.stream.filings.events", "DESCRIBE"),
     }
 
 
@@ -230,7 +237,9 @@ def test_deny_by_default_nothing_beyond_the_derivation(
     procurement: tuple[Topology, tuple[Flow, ...]],
 ) -> None:
     rules = derive_acls(*procurement)
-    assert len(rules) == 189  # 153, and each of 9 agents' claims topic (4 each)
+    # 153, each of 9 agents' claims topic (4 each), and the model streams: each agent
+    # creates and writes its flow's (3 each), the gateway reads both flows' (2 each).
+    assert len(rules) == 220
     assert all(r.permission is Permission.ALLOW and r.host == "*" for r in rules)
     assert not [r for r in rules if r.resource_type is ResourceKind.CLUSTER]  # KIP-679
     assert not [r for r in rules if r.operation in (Operation.ALL, Operation.DELETE)]
@@ -426,7 +435,7 @@ def test_cli_lists_the_derived_bindings_without_a_cluster(repo_root: Path) -> No
     result = CliRunner().invoke(cli, ["--project-dir", str(repo_root), "topology", "acls"])
     assert result.exit_code == 0, result.output
     assert "User:gateway\n  ALLOW DESCRIBE on GROUP PREFIXED 'sagalog-gateway-'" in result.output
-    assert result.output.rstrip().endswith("189 binding(s) for 11 service(s)")
+    assert result.output.rstrip().endswith("220 binding(s) for 11 service(s)")
 
 
 # -- reading the cluster's ACLs ---------------------------------------------------------

@@ -37,6 +37,13 @@ from sagalog.agents.intents import (
     settlement_of_lookup,
 )
 from sagalog.agents.lineage import DecisionLineage, decision_lineage
+from sagalog.agents.model_stream import (
+    ModelStream,
+    OnText,
+    StreamPublisher,
+    WriteStream,
+    streaming,
+)
 from sagalog.agents.state_store import StateStore
 from sagalog.agents.workflow_context import Reader, WorkflowContext
 from sagalog.blobs.store import BlobModified, BlobRef, BlobStore
@@ -52,6 +59,7 @@ from sagalog.flows.model import BUDGET_GATE_SUFFIX
 from sagalog.personal.cipher import PersonalData
 from sagalog.personal.envelope import parse as parse_envelope
 from sagalog.position import RecordPosition
+from sagalog.streams.record import attempt_of
 
 Perform = Callable[
     ["HandlerContext", str, Callable[..., Any], Callable[..., Any] | None],
@@ -122,6 +130,10 @@ class HandlerContext:
     the call is made (``agents.claims``), so the partition's next holder counts it
     if this instance dies during the call; None: the claim stays in the store and the
     log only (no broker: ``sagalog.testing``)."""
+    write_stream: WriteStream | None = None
+    """Publishes a ``model_stream``'s deltas to its workflow's stream topic
+    (``agents.streaming``); None: the handler still reads them, nobody else
+    (no broker: ``sagalog.testing``)."""
     monotonic: Callable[[], float] = time.monotonic
     """The runtime's clock, in which a deferral's ``retry_at`` is given."""
     perform: Perform | None = None
@@ -408,6 +420,50 @@ class HandlerContext:
                 (``max_tokens``, a message), or its estimate alone is over a
                 partition's part of the limit: it could never be made.
         """
+        return await self._model_call(
+            budget, call, model, messages, max_tokens, tools, name, dependency, None, kwargs
+        )
+
+    def model_stream(
+        self,
+        budget: str,
+        call: Callable[..., Any],
+        *,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        name: str | None = None,
+        dependency: str | None = None,
+        **kwargs: Any,
+    ) -> ModelStream:
+        """``model_call``, its answer read as the model writes it (``agents.model_stream``).
+
+        ``call`` is asked with ``stream=True`` and ``on_delta`` (``ChatModel.chat``);
+        each text delta goes to the handler (``async for text in stream``) and to the
+        workflow's stream topic, where the gateway serves it
+        (``GET /v1/workflows/{id}/stream``). Budget, claim, record and errors are
+        ``model_call``'s; ``stream.completion`` is its answer.
+        """
+        return ModelStream(
+            lambda on_text: self._model_call(
+                budget, call, model, messages, max_tokens, tools, name, dependency, on_text, kwargs
+            )
+        )
+
+    async def _model_call(
+        self,
+        budget: str,
+        call: Callable[..., Any],
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        max_tokens: int,
+        tools: Sequence[Mapping[str, Any]] | None,
+        name: str | None,
+        dependency: str | None,
+        on_text: OnText | None,
+        kwargs: dict[str, Any],
+    ) -> Any:
         effect = name or f"model.{budget}"
         key = self._next_key(effect)
         arguments: dict[str, Any] = {
@@ -424,6 +480,20 @@ class HandlerContext:
         claim, price, repeat = await self._reserve(
             budget, key, origin, messages, model, max_tokens, tools
         )
+        if on_text is not None:
+            publisher = StreamPublisher(
+                self.write_stream,
+                topic=origin.topic,
+                partition=origin.partition,
+                workflow_id=self.workflow_id,
+                step=self.step,
+                agent=self.agent,
+                call=key,
+                attempt=attempt_of(claim.reservation, key),
+            )
+            if repeat:  # the attempt before was cut off where this process cannot see
+                publisher.earlier_cut_off()
+            call = streaming(call, publisher, on_text)
         called = False
 
         async def before_call() -> None:

@@ -26,6 +26,7 @@ from sagalog.agents.failures import (
     is_retryable,
 )
 from sagalog.agents.flow_control import FlowControl
+from sagalog.agents.model_stream import WriteStream
 from sagalog.agents.outputs import OutRecord, RecordBuilder, Result
 from sagalog.agents.records import headers_of
 from sagalog.agents.settings import AgentSettings
@@ -81,6 +82,7 @@ class HandlerRunner:
         budget_policies: Mapping[str, str] | None = None,
         perform: Perform | None = None,
         write_claim: Callable[[ClaimNote], Awaitable[None]] | None = None,
+        write_stream: WriteStream | None = None,
     ) -> None:
         """Args:
         wall_ms: the wall clock, which a handler reads as ``ctx.clock`` too.
@@ -92,9 +94,11 @@ class HandlerRunner:
             production.
         write_claim: writes a model call's claim to the claims topic before the call
             (``HandlerContext.write_claim``).
+        write_stream: publishes a model stream's records (``HandlerContext.write_stream``).
         """
         self.perform = perform
         self.write_claim = write_claim
+        self.write_stream = write_stream
         self.budgets = budgets
         self.budget_policies = dict(budget_policies or {})
         self.agent = agent
@@ -176,6 +180,7 @@ class HandlerRunner:
             clock=self._wall_time,
             perform=self.perform,
             write_claim=self.write_claim,
+            write_stream=self.write_stream,
             over_budget=item.over_budget,
             rerun_of=item.rerun_of,
         )

@@ -21,6 +21,8 @@ from sagalog.budgets.claims import CLAIMS_TOPIC_CONFIG
 from sagalog.cluster import connect_admin, internal_topic
 from sagalog.errors import ConfigurationError
 from sagalog.settings import ClientSettings
+from sagalog.streams.record import STREAM_TOPIC_CONFIG
+from sagalog.topic_names import stream_topic_for
 
 RETRY_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(7 * 86_400_000)}
 
@@ -68,6 +70,10 @@ def ensure_internal_topics(
     owned = {retry_topic: RETRY_TOPIC_CONFIG}
     if claims_topic is not None:
         owned[claims_topic] = CLAIMS_TOPIC_CONFIG
+        # An agent with budgets makes model calls, which may stream: the stream topics
+        # of its workflow topics, partitioned as they are (``sagalog.streams``).
+        for topic in inputs:
+            owned[stream_topic_for(topic)] = STREAM_TOPIC_CONFIG
     for topic, config in owned.items():
         _ensure_owned(settings, admin, metadata, topic, partitions=partitions, config=config)
     return partitions
@@ -88,8 +94,8 @@ def _ensure_owned(
         if len(existing.partitions) != partitions:
             raise ConfigurationError(
                 f"topic '{topic}' has {len(existing.partitions)} partitions, the inputs "
-                f"{partitions}; delete it (it holds only pending retries or budget claims "
-                "of the last days) and restart"
+                f"{partitions}; delete it (it holds only pending retries, budget claims "
+                "of the last days or the last hour's model streams) and restart"
             )
         return
     future = admin.create_topics(

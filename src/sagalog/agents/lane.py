@@ -43,10 +43,12 @@ from sagalog.errors import SagalogError
 from sagalog.events import EffectRecorded
 from sagalog.position import RecordPosition
 from sagalog.settings import ClientSettings
+from sagalog.streams.record import StreamRecord
 from sagalog.topic_names import claims_topic_for, retry_topic_for
 
 if TYPE_CHECKING:
     from sagalog.agents.claims import ClaimsLog
+    from sagalog.agents.streaming import StreamWriter  # a Kafka producer: a lane in memory has none
 
 EFFECT_RECORDED = EffectRecorded.event_type
 
@@ -88,6 +90,9 @@ class Lane:
         self.claims_topic = claims_topic_for(agent.name) if agent.budgets else None
         """Where its model calls' claims go before the calls (an agent with budgets)."""
         self.claims: ClaimsLog | None = None
+        self.streams: StreamWriter | None = None
+        """Publishes ``ctx.model_stream`` deltas (set with ``claims``: streaming is
+        for model calls, which need budgets)."""
         """The process's writer of claims, once it runs on a broker."""
         self.policy = RetryPolicy(
             max_attempts=settings.max_attempts,
@@ -155,6 +160,7 @@ class Lane:
             budget_policies=self.agent.budget_policies,
             perform=self.perform,
             write_claim=self._write_claim if self.claims_topic is not None else None,
+            write_stream=self._write_stream if self.claims_topic is not None else None,
         )
 
     def open_store(self, data_dir: Path, instance_id: str) -> StateStore:
@@ -182,6 +188,10 @@ class Lane:
     async def _write_claim(self, note: ClaimNote) -> None:
         if self.claims is not None and self.claims_topic is not None:
             await self.claims.write(self.claims_topic, note)
+
+    def _write_stream(self, topic: str, partition: int, record: StreamRecord) -> None:
+        if self.streams is not None:
+            self.streams.write(topic, partition, record)
 
     def read_claims(self, settings: ClientSettings, partitions: frozenset[int]) -> int:
         """Keep the claims of the input partitions numbered ``partitions`` written to

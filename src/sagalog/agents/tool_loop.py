@@ -114,13 +114,16 @@ async def run_tool_loop(
     max_tokens: int,
     max_turns: int = 8,
     template: str | None = None,
+    stream: bool = False,
     **parameters: Any,
 ) -> LoopResult:
     """Ask ``model`` with ``tools`` until it answers; see the module's docstring.
 
     ``chat`` is what ``ctx.model_call`` calls (``ChatModel.chat``); ``parameters`` go
     with every request (``temperature``). ``template`` is the prompt's fixed
-    instructions, hashed into the lineage.
+    instructions, hashed into the lineage. With ``stream``, each turn is a
+    ``ctx.model_stream``: the answer's text goes to the workflow's stream as the model
+    writes it (``sagalog.streams``).
 
     Raises:
         ToolLoopError: an unknown tool, bad arguments, or no answer in ``max_turns``.
@@ -133,15 +136,17 @@ async def run_tool_loop(
     calls: list[ToolCall] = []
     used_model = model
     for turn in range(1, max_turns + 1):
-        answer = await ctx.model_call(
-            budget,
-            chat,
-            model=model,
-            messages=conversation,
-            max_tokens=max_tokens,
-            tools=specs,
+        request: dict[str, Any] = {
+            "model": model,
+            "messages": conversation,
+            "max_tokens": max_tokens,
+            "tools": specs,
             **parameters,
-        )
+        }
+        if stream:
+            answer = await ctx.model_stream(budget, chat, **request).result()
+        else:
+            answer = await ctx.model_call(budget, chat, **request)
         used_model = str(answer.get("model") or model)
         message = _message_of(answer)
         requested = message.get("tool_calls") or []

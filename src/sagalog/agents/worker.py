@@ -52,6 +52,7 @@ from sagalog.agents.outputs import Result
 from sagalog.agents.records import Delivered
 from sagalog.agents.settings import AgentSettings
 from sagalog.agents.state_store import StateStore
+from sagalog.agents.streaming import StreamWriter
 from sagalog.agents.telemetry import AgentTelemetry, configure_logging
 from sagalog.agents.transaction import Transactions
 from sagalog.authorization import authorization_error, is_authorization_failure
@@ -175,6 +176,8 @@ class AgentWorker:
         """When the run loop last went round (``probes.live``)."""
         self.health_server: HealthServer | None = None
         self.claims: ClaimsLog | None = None
+        self.streams: StreamWriter | None = None
+        """Publishes model streams (built with ``claims``)."""
         """Writes the model calls' claims (built at ``run`` when a lane has budgets)."""
 
     # Alone, the worker's agent, flow control and store are its lane's.
@@ -257,8 +260,10 @@ class AgentWorker:
         self._open_stores()
         if any(lane.claims_topic is not None for lane in self.lanes):
             self.claims = ClaimsLog(self.settings)
+            self.streams = StreamWriter(self.settings)
             for lane in self.lanes:
                 lane.claims = self.claims
+                lane.streams = self.streams
         self.health_server = serve_health(self.settings, live=self._live, ready=self._ready)
         unexport = exported_metrics.export(
             lanes=[
@@ -323,6 +328,8 @@ class AgentWorker:
         self.clients.close()
         if self.claims is not None:
             self.claims.close()
+        if self.streams is not None:
+            self.streams.close()
         if self.codec.personal is not None:
             self.codec.personal.close()
         for lane in self.lanes:

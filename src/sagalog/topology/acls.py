@@ -34,7 +34,9 @@ Kafka 4.4 on a secured broker, ``tests/integration/test_acls_secure.py``):
   ``assign()`` under ``sagalog-gateway-<instance>-<uuid>``, committing nothing:
   DESCRIBE on the group prefix (FindCoordinator, OffsetFetch), not READ. Writes
   GateDecided and WebhookReceived to the workflow topics, and nothing else: not
-  ``sagalog.transitions``, which only the tracker writes.
+  ``sagalog.transitions``, which only the tracker writes. Reads the model streams of
+  every flow's topic (``sagalog.stream.<topic>``), which it serves as server-sent
+  events; the agents of a flow create and write its stream topic (no READ).
 
 No CLUSTER right anywhere. A transactional producer needs WRITE on its
 TRANSACTIONAL_ID; a plain idempotent producer (the tracker's ticks, the gateway's
@@ -53,6 +55,7 @@ from dataclasses import dataclass, field, replace
 
 from sagalog.errors import TopologyError
 from sagalog.flows.model import Flow
+from sagalog.topic_names import stream_topic_for
 from sagalog.topology.model import Topology
 from sagalog.topology.services import (
     AGENT_HYDRATION_GROUP_PREFIX,
@@ -203,6 +206,12 @@ def _agent(rules: _Rules, agent: AgentService, flows: tuple[Flow, ...]) -> None:
             f"flow {flow.name} v{flow.version} step(s) {', '.join(steps)}: inputs, "
             "compensation requests, outcomes",
         )
+        rules.topics(
+            [stream_topic_for(flow.topic)],
+            (Operation.WRITE, Operation.CREATE, Operation.DESCRIBE),
+            f"model streams of flow {flow.name}: created at start by an agent with budgets, "
+            "written by ctx.model_stream (sagalog.streams)",
+        )
     rules.grant(ResourceKind.GROUP, agent.group, [Operation.READ], "the agent's consumer group")
     rules.grant(
         ResourceKind.GROUP,
@@ -276,6 +285,11 @@ def _gateway(
         rules.topics([topic], WRITE, "GateDecided, WebhookReceived and dead-letter replays")
         rules.topics([topic], READ, "sagalog dlq replay: finds earlier replays of a dead letter")
     rules.topics(deadletters, READ, "sagalog dlq list|show|replay")
+    rules.topics(
+        sorted({stream_topic_for(f.topic) for f in flows}),
+        READ,
+        "GET /v1/workflows/{id}/stream: the model streams it serves",
+    )
     rules.grant(
         ResourceKind.GROUP,
         gateway.group_prefix,

@@ -41,6 +41,8 @@ def main(settings: GatewaySettings | None = None) -> int:
     from sagalog.services.gateway.follower import Follower
     from sagalog.services.gateway.read_model import ReadModel
     from sagalog.services.gateway.signatures import WebhookSource
+    from sagalog.services.gateway.stream_hub import StreamHub
+    from sagalog.topic_names import stream_topic_for
     from sagalog.topology.loader import load_topology
     from sagalog.topology.services import deadletter_topics
     from sagalog.tracker.gates import checked_secret
@@ -82,6 +84,11 @@ def main(settings: GatewaySettings | None = None) -> int:
     exported_metrics.export_workflows(model)  # the process ends with the model
     exported_metrics.export_live_connections(model)
     follower = Follower(settings, model=model, codec=codec)
+    streams = StreamHub(
+        settings,
+        topics=[stream_topic_for(flow.topic) for flow in flows],
+        group_prefix=f"sagalog-gateway-{settings.instance_id}-",
+    )
     gateway = Gateway(
         model=model,
         publisher=publisher,
@@ -127,6 +134,7 @@ def main(settings: GatewaySettings | None = None) -> int:
                 timeout_s=settings.dead_letter_read_timeout_s,
             ),
         ),
+        streams=streams,
     )
     if not settings.webhook_sources:
         log.warning(
@@ -140,6 +148,7 @@ def main(settings: GatewaySettings | None = None) -> int:
     # contract says; before uvicorn starts, it stops the start-up the same way.
     signal.signal(signal.SIGTERM, _stopped)
     follower.start()
+    streams.start()
     try:
         uvicorn.run(
             app,
@@ -151,6 +160,7 @@ def main(settings: GatewaySettings | None = None) -> int:
         )
     finally:
         follower.stop()
+        streams.stop()
         publisher.close()
         model.close()
     return 0

@@ -38,6 +38,8 @@ from sagalog.services.gateway.exceptions import BodyTooLarge, GatewayError, Unkn
 from sagalog.services.gateway.reviews import reviews_router
 from sagalog.services.gateway.signatures import HEADER as SIGNATURE_HEADER
 from sagalog.services.gateway.signatures import WebhookSource, verify_webhook
+from sagalog.services.gateway.stream_api import install_stream_route
+from sagalog.services.gateway.stream_hub import StreamHub
 from sagalog.services.gateway.views import (
     Accepted,
     CancelRequest,
@@ -73,6 +75,7 @@ def create_app(
     dead_letters: DeadLetterOperations | None = None,
     read_only_keys: Sequence[bytes] = (),
     console: ConsoleOptions | None = None,
+    streams: StreamHub | None = None,
 ) -> FastAPI:
     """The ASGI application; ``__main__`` serves it with uvicorn, tests with TestClient.
 
@@ -81,6 +84,7 @@ def create_app(
     ``dead_letters``: serves ``/v1/dead-letters`` (list, show, replay) when given.
     ``read_only_keys``: keys that read everything and may POST nothing (403).
     ``console``: the console's session settings and where it reads the log from.
+    ``streams``: serves ``GET /v1/workflows/{id}/stream`` (the model streams) when given.
     """
     keys = ApiKeys(operators=tuple(api_keys), readers=tuple(read_only_keys))
     sources = dict(webhook_sources or {})
@@ -196,6 +200,10 @@ def create_app(
 
     if dead_letters is not None:
         _dead_letter_routes(v1, dead_letters, Depends(operator))
+
+    if streams is not None:
+        install_stream_route(v1, gateway, streams, Depends(ready))
+        app.state.streams = streams  # the console's stream page reads it there
 
     @v1.get("/workflows", response_model=WorkflowList, dependencies=[Depends(ready)])
     def list_workflows(

@@ -71,6 +71,13 @@ class BadQuery(GatewayError):
     status = 400
 
 
+class BadStreamRequest(GatewayError):
+    """A stream request the gateway cannot serve as asked (a ``Last-Event-ID`` it never
+    sent): reconnect without it to replay what the stream holds."""
+
+    status = 400
+
+
 class ForgedToken(GatewayError):
     """The gate token was not signed by the tracker for this workflow."""
 

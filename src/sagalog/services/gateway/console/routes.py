@@ -42,6 +42,7 @@ from sagalog.services.gateway.console.forms import read_form
 from sagalog.services.gateway.console.gate_pages import gate_routes
 from sagalog.services.gateway.console.headers import HEADERS
 from sagalog.services.gateway.console.live import live_routes
+from sagalog.services.gateway.console.model_stream_pages import model_stream_routes
 from sagalog.services.gateway.console.sessions import (
     COOKIE,
     CSRF_FIELD,
@@ -283,6 +284,7 @@ def install_console(
     gate_routes(router, console)
     dead_letter_routes(router, console)
     live_routes(router, console)
+    model_stream_routes(router, console)  # app.state.streams: the API's stream hub
     app.include_router(router)
     app.mount(
         paths.STATIC,
