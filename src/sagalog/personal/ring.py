@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from confluent_kafka import (
@@ -365,13 +365,15 @@ class SubjectKeys:
                 raise
         return [0]
 
-    def write(self, records: list[tuple[str, str, bytes | None]]) -> None:
+    def write(self, records: Sequence[tuple[str, str, bytes | None]]) -> None:
         """Write ``(subject, key id, wrapped key or None)`` records of this service and
         wait for them (``sagalog keys rotate``); the index learns them at the next
         catch-up."""
+        if not self._partitions:
+            self._partitions = self._ensure_topic()
         self._write(records)
 
-    def _write(self, records: list[tuple[str, str, bytes | None]]) -> None:
+    def _write(self, records: Sequence[tuple[str, str, bytes | None]]) -> None:
         """Write ``(subject, key id, wrapped key or None)`` records and wait for them.
 
         A producer of its own per write, closed after: keys are written once per new
