@@ -5,6 +5,7 @@ key ring fed without a broker."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -263,3 +264,17 @@ def test_the_kek_set_file_is_json_an_operator_can_read(tmp_path: Path) -> None:
     KekSet(current="a", keys={"a": new_kek()}).save(path)
 
     assert set(json.loads(path.read_text())) == {"current", "keys"}
+
+
+def test_a_new_index_removes_those_of_processes_that_died(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    dead = tmp_path / "sagalog-keys-999999999-abc"
+    dead.mkdir()
+    alive = tmp_path / f"sagalog-keys-{os.getpid()}-abc"
+    alive.mkdir()
+
+    WrappedKeyIndex().close()
+
+    assert not dead.exists() and alive.exists()

@@ -27,10 +27,12 @@ on disk by about an hour (plus ``delete.retention.ms`` for the tombstone itself)
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -74,12 +76,18 @@ class WrappedKeyIndex:
 
     def __init__(self, directory: str | Path | None = None) -> None:
         self._owned = directory is None
-        self.path = (
-            Path(tempfile.mkdtemp(prefix="sagalog-keys-")) if directory is None else Path(directory)
-        )
+        if directory is None:
+            _remove_stale_indexes()
+            directory = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-")
+        self.path = Path(directory)
         self.db = Rdict(str(self.path), bounded_options(raw_mode=True))
         self._writes = WriteOptions()
         self._writes.disable_wal = True  # type: ignore[assignment]  # rebuilt from the topic
+        # A reader that never closes (a CLI view's codec) still leaves no directory
+        # behind: removed when the index is collected or the interpreter exits.
+        self._removal = (
+            weakref.finalize(self, shutil.rmtree, self.path, True) if self._owned else None
+        )
 
     def put(self, subject: str, key_id: str, wrapped: bytes) -> None:
         self.db.put(_index_key(subject, key_id), wrapped, self._writes)
@@ -110,8 +118,8 @@ class WrappedKeyIndex:
 
     def close(self) -> None:
         self.db.close()
-        if self._owned:
-            shutil.rmtree(self.path, ignore_errors=True)
+        if self._removal is not None:
+            self._removal()
 
 
 class UnwrappedKeys:
@@ -397,6 +405,18 @@ class SubjectKeys:
         if failures or left:
             reason = failures[0].str() if failures else "not acknowledged in time"
             raise ServiceUnavailableError(f"writing {len(records)} key(s) to {KEY_TOPIC}: {reason}")
+
+
+_PREFIX = "sagalog-keys-"
+
+
+def _remove_stale_indexes() -> None:
+    """Remove the indexes of processes that died without closing theirs (SIGKILL):
+    each is named for its process id."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*-*"):
+        pid = stale.name[len(_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _index_key(subject: str, key_id: str) -> bytes:
