@@ -87,11 +87,19 @@ class ClientSettings(BaseSettings):
 
     personal_data_key_file: str | None = Field(
         default=None,
-        description="The key-encryption key of personal data (sagalog.personal), a file "
+        description="The naming secret of personal data (sagalog.personal), a file "
         "every writer and entitled reader of the same workflows shares: fields a schema "
         "marks sagalog.personal are written encrypted per data subject, and `sagalog "
         "erase` makes a subject's unreadable. Unset: they are written in clear, with a "
         "warning.",
+    )
+    personal_data_kek_file: str | None = Field(
+        default=None,
+        description="The KEK set of personal data: JSON naming the key-encryption keys "
+        "that wrap subjects' data keys and which one is current (`sagalog keys add-kek` "
+        "writes it, `sagalog keys rotate` re-wraps under its current KEK; "
+        "docs/personal-data.md). Unset: the wrapping key is the one derived from "
+        "personal_data_key_file (KEK 'v0'), as before KEK sets.",
     )
 
     blob_url: str | None = Field(

@@ -21,6 +21,7 @@ from sagalog.cli.dlq import dlq
 from sagalog.cli.erase import erase
 from sagalog.cli.events import publish, tail_command
 from sagalog.cli.flows import flows
+from sagalog.cli.keys import keys
 from sagalog.cli.migrate import migrate
 from sagalog.cli.new import new
 from sagalog.cli.replay import replay
@@ -96,6 +97,7 @@ cli.add_command(clock)
 cli.add_command(analytics)
 cli.add_command(audit)
 cli.add_command(erase)
+cli.add_command(keys)
 cli.add_command(budgets)
 cli.add_command(replay)
 cli.add_command(new)

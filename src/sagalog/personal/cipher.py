@@ -104,7 +104,8 @@ def personal_data(settings: ClientSettings, *, reveal: bool = False) -> Personal
     None when none is configured; nothing connects to Kafka until the first seal or open.
 
     Raises:
-        PersonalDataError: the key file is configured but missing or unreadable.
+        PersonalDataError: the key file or KEK set file is configured but missing or
+            unreadable.
     """
     if not settings.personal_data_key_file:  # unset, or set empty to turn it off
         return None
@@ -112,5 +113,7 @@ def personal_data(settings: ClientSettings, *, reveal: bool = False) -> Personal
     # (and a flow run in memory with it) holds a ``PersonalData`` without them.
     from sagalog.personal.ring import SubjectKeys
 
-    service = LocalKeyService.load(settings.personal_data_key_file)
+    service = LocalKeyService.load(
+        settings.personal_data_key_file, kek_file=settings.personal_data_kek_file
+    )
     return PersonalData(SubjectKeys(settings, service), reveal=reveal)
