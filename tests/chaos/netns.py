@@ -22,10 +22,11 @@ start with the prefix are made, and ``cleanup`` removes exactly those: the
 ``Network`` context manager and an ``atexit`` hook do it at the end of a run, and
 ``python -m chaos.netns cleanup`` after one that was killed.
 
-Delay is missing: these machines' kernel has no netem qdisc (``CONFIG_NET_SCH_NETEM``
-is not set: "Specified qdisc kind is unknown"), so ``tc netem`` cannot delay a packet
-here; ``lose`` drops them with iptables' statistic match instead. ``netem_available``
-says whether a kernel has it, and ``delay`` uses it where it does.
+These machines' kernel has no netem qdisc (``CONFIG_NET_SCH_NETEM`` is not set:
+"Specified qdisc kind is unknown"), so ``tc netem`` can neither delay nor drop a
+packet here: ``lose`` drops them with iptables' statistic match, and ``delay`` uses
+netem where the kernel has it (``netem_available``) and a delay line elsewhere
+(``delay_line.py``: iptables' NFQUEUE hands each packet to a process that holds it).
 
 Root only (``CAP_NET_ADMIN``); ``iproute2`` and ``iptables`` from Debian's packages.
 """
@@ -53,6 +54,8 @@ SUBNET = "10.231.7.0/24"
 FIRST_HOST = 11
 """Hosts get .11, .12, ... in the order given; .1 is the machine's own end."""
 BRIDGE = "br0"
+DELAY_QUEUE = 7
+"""The NFQUEUE number of the delay lines (queues are per namespace)."""
 ETC_NETNS = Path("/etc/netns")
 """``ip netns exec`` bind-mounts ``/etc/netns/<name>/<file>`` over ``/etc/<file>``."""
 
@@ -118,6 +121,7 @@ class Network:
     subnet: str = SUBNET
     hosts: dict[str, Host] = field(default_factory=dict)
     _created: bool = False
+    _lines: list[subprocess.Popen[str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         network = ipaddress.ip_network(self.subnet)
@@ -278,23 +282,51 @@ class Network:
             host.run("iptables", "-A", "INPUT", "-i", "eth0", "-s", self.gateway, *sample,
                      "-j", "DROP")  # fmt: skip
 
-    def delay(self, ms: float, names: Sequence[str] | None = None) -> None:
-        """``tc netem`` delay on every host's link (where the kernel has netem).
+    def delay(self, ms: float, names: Sequence[str] | None = None) -> str:
+        """Delay every packet on every link of these hosts by ``ms``, each way; how.
 
-        Raises:
-            NetworkError: the kernel has no netem qdisc (see the module's docstring).
+        ``tc netem`` where the kernel has it; elsewhere a delay line per host
+        (``delay_line.py``, NFQUEUE) holds what the host sends, and what it receives
+        from the machine's end, so every direction of every link is delayed once.
+        Returns ``"netem"`` or ``"nfqueue"``.
         """
-        for name in names or list(self.hosts):
-            self.hosts[name].run(
-                "tc", "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", f"{ms:g}ms"
-            )
+        chosen = names or list(self.hosts)
+        if netem_available():
+            for name in chosen:
+                self.hosts[name].run(
+                    "tc", "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", f"{ms:g}ms"
+                )
+            return "netem"
+        tests = str(Path(__file__).resolve().parents[1])
+        for name in chosen:
+            host = self.hosts[name]
+            line = subprocess.Popen(
+                [*host.prefix, sys.executable, "-m", "chaos.delay_line",
+                 "--queue", str(DELAY_QUEUE), "--delay-ms", f"{ms:g}"],
+                stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": tests},
+            )  # fmt: skip
+            if not (line.stdout and line.stdout.readline().startswith("delay line:")):
+                line.kill()
+                raise NetworkError(f"{host.namespace}: the delay line did not start")
+            self._lines.append(line)
+            queue = ["-j", "NFQUEUE", "--queue-num", str(DELAY_QUEUE), "--queue-bypass"]
+            host.run("iptables", "-A", "OUTPUT", "-o", "eth0", *queue)
+            host.run("iptables", "-A", "INPUT", "-i", "eth0", "-s", self.gateway, *queue)
+        return "nfqueue"
 
     def heal(self) -> None:
-        """Remove every rule and qdisc the faults added, in every host."""
+        """Remove every rule, qdisc and delay line the faults added, in every host."""
         for host in self.hosts.values():
             host.run("iptables", "-F", "INPUT")
             host.run("iptables", "-F", "OUTPUT")
             host.run("tc", "qdisc", "del", "dev", "eth0", "root", check=False)
+        for line in self._lines:
+            line.terminate()
+            try:
+                line.wait(10)
+            except subprocess.TimeoutExpired:
+                line.kill()
+        self._lines.clear()
 
     def rules(self) -> dict[str, list[str]]:
         """Each host's rules now (``iptables -S``), for a round's record."""
