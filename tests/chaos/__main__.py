@@ -19,6 +19,7 @@ each broker in a network namespace of its own (root only; ``netns.py``): ports
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -30,6 +31,9 @@ from .suite import COLUMNS, FULL, SHORT, run_suite, table, write_results
 
 
 def main() -> int:
+    # SIGTERM (timeout, CI) unwinds like Ctrl-C, so the stack, the fleet and the
+    # namespaces are stopped and removed by the same finally blocks and atexit hooks
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--short", action="store_true", help="the CI subset")

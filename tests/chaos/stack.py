@@ -23,7 +23,6 @@ mTLS between brokers, ACLs); the chaos fleet logs in as the admin.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -207,11 +206,12 @@ class ChaosStack:
             config |= self.stack.security.admin_client_config()
         return AdminClient(config)
 
-    def controller(self) -> int | None:
-        """The active KRaft controller's node id (the metadata's answer), or None."""
-        with contextlib.suppress(Exception):
-            return int(self._admin().describe_cluster(request_timeout=10).result(10).controller.id)
-        return None
+    def controller(self) -> int | str:
+        """The active KRaft controller's node id (the metadata's answer), or why not."""
+        try:
+            return int(self._admin().describe_cluster(request_timeout=10).result(15).controller.id)
+        except Exception as exc:  # mid-partition the answer may not come
+            return f"? {exc!r}"[:80]
 
     # -- signals ----------------------------------------------------------------------
 
