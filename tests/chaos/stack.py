@@ -208,8 +208,9 @@ class ChaosStack:
 
     def controller(self) -> int | str:
         """The active KRaft controller's node id (the metadata's answer), or why not."""
+        admin = self._admin()  # held: a client collected mid-call cancels it (_DESTROY)
         try:
-            return int(self._admin().describe_cluster(request_timeout=10).result(15).controller.id)
+            return int(admin.describe_cluster(request_timeout=10).result(15).controller.id)
         except Exception as exc:  # mid-partition the answer may not come
             return f"? {exc!r}"[:80]
 
