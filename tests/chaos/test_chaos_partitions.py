@@ -23,10 +23,14 @@ from .suite import run_suite, table
 def test_a_leader_cut_off_from_its_peers_loses_duplicates_strands_and_exits_nothing(
     netns_cluster: ChaosStack, tmp_path: Path
 ) -> None:
-    """About 80 s, over a minute because the fleet must start on the cluster, and after
-    the 20 s cut the isolated broker must rejoin, truncate and catch its replicas up
-    before the round's workflows settle; a shorter cut would end before the KRaft
-    controller fences the isolated broker (9 s session), which is the case to test."""
+    """Over a minute, because the fleet must start on the cluster (it is this test's,
+    not shared: no other test uses this shape) before the round, and after the 20 s
+    cut the isolated broker must rejoin, truncate and catch its replicas up before the
+    round's workflows settle; a cut much shorter would end before the controller
+    fences the isolated broker (9 s session), which is the case to test. Measured on
+    two cores shared with four other sessions (load 18-30): 229 s in all, the fleet's
+    start 125 s of it and the round 79 s; the namespaces and the cluster (fixture
+    setup) 84 s more."""
     seed, results = run_suite(PARTITIONS_SHORT, work_dir=tmp_path, stack=netns_cluster)
     report = table([r.row() for r in results], COLUMNS)
     print(report)
