@@ -130,11 +130,25 @@ bench-streams: up
 bench-memory: install
 	env PYTHONPATH=services $(BIN)/python -m tests.bench.whole_flow
 
-# Fault injection (issue 7): every fault against the reference workflow on a private
-# Kafka + registry (ports 29092/29093/28081, never the shared stack); prints a table and
-# writes chaos-results.json. `make test-all` runs a short version (`make test` does not).
+# Fault injection (issues 7 and 50), the whole matrix: every fault against the reference
+# workflow on a private Kafka + registry (ports 29092/29093/28081, never the shared
+# stack), the broker failures on three brokers, and the network partitions on the
+# secured three-broker cluster with each broker in a network namespace (root only;
+# ports 34092/34093/34081, addresses 10.231.7.0/24). Each prints a table and writes
+# its JSON; every part runs even when one fails, and make fails if any did.
+# `make test-all` runs a short version of each (`make test` does not). One part:
+#   make chaos CHAOS_ARGS="--netns --short --seed 501"
+CHAOS := PYTHONPATH=services:tests $(BIN)/python -m chaos
 chaos: install
-	PYTHONPATH=services:tests $(BIN)/python -m chaos $(CHAOS_ARGS)
+ifeq ($(strip $(CHAOS_ARGS)),)
+	@failed=0; \
+	$(CHAOS) --output chaos-results.json || failed=1; \
+	$(CHAOS) --brokers 3 --output chaos-cluster-results.json || failed=1; \
+	$(CHAOS) --netns --output chaos-partitions-results.json || failed=1; \
+	exit $$failed
+else
+	$(CHAOS) $(CHAOS_ARGS)
+endif
 
 clean: down down-cluster
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -156,6 +156,12 @@ def cluster(private_stacks: stacks.SharedStacks) -> ChaosStack:
 
 
 @pytest.fixture(scope="session")
+def netns_cluster(private_stacks: stacks.SharedStacks) -> ChaosStack:
+    """Three secured brokers, each in a network namespace (the partition rounds)."""
+    return private_stacks.get("netns_cluster")  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
 def chaos_run(private_stacks: stacks.SharedStacks) -> ChaosRun:
     """The reference fleet, supervised, on one broker behind the fault proxy."""
     return private_stacks.get("chaos_run")  # type: ignore[no-any-return]

@@ -59,6 +59,8 @@ TOOLS = {
         Tool("helm", ("helm",), "bash .ci/ensure-tools (builds Helm with Go)"),
         Tool("gofakes3", ("gofakes3",), "bash .ci/ensure-tools (builds gofakes3 with Go)"),
         Tool("node", ("node",), "install Node.js 18+"),
+        Tool("ip", ("ip",), "apt-get install -y iproute2"),
+        Tool("iptables", ("iptables",), "apt-get install -y iptables"),
     )
 }
 ASYNCAPI = "asyncapi-parser"
@@ -92,6 +94,15 @@ def how_to_install(name: str) -> str:
     if name == PLAYWRIGHT:
         return "make install (pip install -e '.[dev]': playwright, pinned)"
     return TOOLS[name].install
+
+
+def require_root(why: str) -> None:
+    """A skip when not root (namespaces, iptables), a failure under CI."""
+    if os.geteuid() != 0:
+        message = f"needs root: {why}"
+        if under_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
 
 
 def require(name: str) -> str:

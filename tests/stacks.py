@@ -4,8 +4,10 @@ A test that must not run on the shared dev stack (9092/9093/8081) asks for a sha
 fixture (``tests/conftest.py``): ``plain_stack`` (one plaintext broker, which its tests
 may stop), ``secure_stack`` (one SASL_SSL broker),
 ``secure_cluster`` (three of them), ``cluster`` (three plaintext brokers, which its
-tests may kill and restart) or ``chaos_run`` (one broker behind the fault proxy, with
-the reference fleet on it, for the chaos rounds and the broker outages). Each starts
+tests may kill and restart), ``netns_cluster`` (three secured brokers, each in a
+network namespace of its own, for the partition rounds; root only) or ``chaos_run``
+(one broker behind the fault proxy, with the reference fleet on it, for the chaos
+rounds and the broker outages). Each starts
 on first use, is shared by every later test of its shape, and stops after the last:
 ``order_by_shape`` runs the modules of one shape together, and ``release_after``
 stops a stack when the next test does not use it. Before this, each module started
@@ -31,6 +33,7 @@ from typing import Any
 
 import pytest
 
+import external_tools
 from sagalog.devstack import DevStackSettings, LocalStack
 from sagalog.devstack.processes import port_is_free
 from sagalog.settings import ClientSettings
@@ -152,7 +155,7 @@ class SharedStacks:
                 self.release(shape)
 
 
-SHAPES = ("chaos_run", "secure_cluster", "cluster", "secure_stack", "plain_stack")
+SHAPES = ("chaos_run", "netns_cluster", "secure_cluster", "cluster", "secure_stack", "plain_stack")
 """The fixtures of the shapes, in the order their modules run, after every test of
 the shared dev stack."""
 
@@ -247,6 +250,47 @@ def cluster(directory: Path) -> tuple[Any, Callable[[], None]]:
     return stack, stack.down
 
 
+NETNS_PREFIX, NETNS_SUBNET = "sgt", "10.231.8.0/24"
+"""The test run's namespaces: not ``make chaos``'s (``sgf``, 10.231.7.0/24), so one
+may run beside the other."""
+
+
+def netns_cluster(directory: Path) -> tuple[Any, Callable[[], None]]:
+    """Three secured brokers (TLS, SCRAM, mTLS, ACLs), each in a network namespace."""
+    from chaos.netns import Network
+    from chaos.partitions import BROKERS
+    from chaos.stack import ChaosStack
+
+    external_tools.require_root("network namespaces, veth pairs and iptables")
+    for tool in ("ip", "iptables"):
+        external_tools.require(tool)
+    network = Network(BROKERS, prefix=NETNS_PREFIX, subnet=NETNS_SUBNET).create()
+    base = port_slot()
+    stack = ChaosStack(
+        state_dir=directory / "stack",
+        broker_count=3,
+        kafka_port=base + KAFKA,
+        controller_port=base + CONTROLLER,
+        registry_port=base + REGISTRY,
+        proxy_port=base + PROXY,
+        network=network,
+        secure=True,
+    )
+
+    def stop() -> None:
+        try:
+            stack.down()
+        finally:
+            network.destroy()
+
+    try:
+        stack.up()
+    except BaseException:
+        stop()
+        raise
+    return stack, stop
+
+
 def chaos_run(directory: Path) -> tuple[Any, Callable[[], None]]:
     """One broker behind the fault proxy and the reference fleet on it, supervised.
 
@@ -288,6 +332,7 @@ STARTERS = {
     "plain_stack": plain_stack,
     "chaos_run": chaos_run,
     "cluster": cluster,
+    "netns_cluster": netns_cluster,
     "secure_stack": secure_stack,
     "secure_cluster": secure_cluster,
 }

@@ -7,20 +7,33 @@ Starts its own Kafka + registry (ports 29092/29093/28081, override with
 ``SAGALOG_CHAOS_KAFKA_PORT`` etc.), never the shared stack; exits 1 when any round
 fails its checks. ``--brokers 3`` runs the broker-failure rounds of ``cluster.py`` on a
 three-broker cluster (node i on the ports + 100 * (i - 1)) instead of the suite.
+
+    PYTHONPATH=services:tests .venv/bin/python -m chaos --netns [--short] [--plaintext]
+
+runs the partition rounds of ``partitions.py`` on the secured three-broker cluster,
+each broker in a network namespace of its own (root only; ``netns.py``): ports
+34092/34093/34081 by default, the namespaces and their links removed at the end
+(after a killed run: ``python -m chaos.netns cleanup``).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 from pathlib import Path
 
-from . import cluster
+from . import cluster, partitions
+from .netns import Network
+from .stack import ChaosStack
 from .suite import COLUMNS, FULL, SHORT, run_suite, table, write_results
 
 
 def main() -> int:
+    # SIGTERM (timeout, CI) unwinds like Ctrl-C, so the stack, the fleet and the
+    # namespaces are stopped and removed by the same finally blocks and atexit hooks
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--short", action="store_true", help="the CI subset")
@@ -28,17 +41,34 @@ def main() -> int:
     parser.add_argument(
         "--brokers", type=int, choices=(1, 3), default=1, help="3: the cluster rounds"
     )
+    parser.add_argument("--netns", action="store_true", help="the partition rounds")
+    parser.add_argument(
+        "--plaintext", action="store_true", help="--netns without TLS, SCRAM and ACLs"
+    )
     parser.add_argument("--output", type=Path, default=Path("chaos-results.json"))
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args()
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="sagalog-chaos-"))
-    if args.brokers == 3:
-        suite, columns = (cluster.CLUSTER_SHORT if args.short else cluster.CLUSTER), cluster.COLUMNS
+    if args.netns:
+        suite = partitions.PARTITIONS_SHORT if args.short else partitions.PARTITIONS
+        columns = partitions.COLUMNS
+        with Network(partitions.BROKERS) as network:
+            stack = netns_stack(work_dir, network, secure=not args.plaintext)
+            try:
+                seed, results = run_suite(
+                    suite, work_dir=work_dir, seed=args.seed, only=args.only, stack=stack
+                )
+            finally:
+                stack.down()
     else:
-        suite, columns = (SHORT if args.short else FULL), COLUMNS
-    seed, results = run_suite(
-        suite, work_dir=work_dir, seed=args.seed, only=args.only, brokers=args.brokers
-    )
+        if args.brokers == 3:
+            suite = cluster.CLUSTER_SHORT if args.short else cluster.CLUSTER
+            columns = cluster.COLUMNS
+        else:
+            suite, columns = (SHORT if args.short else FULL), COLUMNS
+        seed, results = run_suite(
+            suite, work_dir=work_dir, seed=args.seed, only=args.only, brokers=args.brokers
+        )
     rows = [r.row() for r in results]
     print(f"\nseed {seed}\n" + table(rows, columns))
     for result in results:
@@ -47,6 +77,27 @@ def main() -> int:
     write_results(args.output, seed, results)
     print(f"\nwrote {args.output}; service logs under {work_dir}")
     return 0 if results and all(r.ok for r in results) else 1
+
+
+NETNS_PORTS = {"kafka_port": 34092, "controller_port": 34093, "registry_port": 34081}
+
+
+def netns_stack(work_dir: Path, network: Network, *, secure: bool) -> ChaosStack:
+    """Three brokers in ``network``'s hosts; ports ``SAGALOG_CHAOS_NETNS_*`` or 340xx."""
+    import os
+
+    ports = {
+        name: int(os.environ.get(f"SAGALOG_CHAOS_NETNS_{name.upper()}", default))
+        for name, default in NETNS_PORTS.items()
+    }
+    return ChaosStack(
+        state_dir=work_dir / "stack",
+        broker_count=3,
+        network=network,
+        secure=secure,
+        proxy_port=ports["kafka_port"] + 2,
+        **ports,
+    )
 
 
 if __name__ == "__main__":

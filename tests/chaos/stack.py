@@ -12,6 +12,13 @@ partition, an agent group's coordinator). ``broker_count=1`` (the default) is on
 behind a TCP proxy for the network faults; ``broker_count=3`` is a three-node KRaft
 quorum (replication 3, min ISR 2, production's profile) without a proxy: the cluster
 rounds (``cluster.py``) kill and wipe brokers, they do not cut the network.
+
+With a ``network`` (``netns.Network``, hosts ``kafka-1`` .. ``kafka-3``) each broker
+of the three runs in a network namespace of its own and listens on and advertises
+that host's address (``NodePlacement``), so the partition rounds (``partitions.py``)
+can cut brokers off from each other while the fleet, in the machine's namespace,
+still reaches every one. ``secure`` is the secured cluster's shape (TLS, SCRAM,
+mTLS between brokers, ACLs); the chaos fleet logs in as the admin.
 """
 
 from __future__ import annotations
@@ -26,10 +33,11 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 
 from sagalog.devstack import DevStackSettings, LocalStack
-from sagalog.devstack.nodes import KafkaNode
+from sagalog.devstack.nodes import KafkaNode, NodePlacement
 from sagalog.devstack.processes import is_running, port_is_free
 from sagalog.settings import ClientSettings
 
+from .netns import Network
 from .proxy import BrokerProxy
 
 DEFAULT_PORTS = {
@@ -73,6 +81,9 @@ class ChaosStack:
     log: list[str] = field(default_factory=list)
     broker_count: int = 1
     """1: one node behind the proxy; 3: a quorum, node i on the ports + 100 * (i - 1)."""
+    network: Network | None = None
+    """Each broker in its namespace (hosts ``kafka-<id>``); three brokers only."""
+    secure: bool = False
 
     def __post_init__(self) -> None:
         if self.broker_count not in (1, 3):
@@ -92,8 +103,25 @@ class ChaosStack:
             kafka_advertised_port=0 if clustered else self.proxy_port,
             node_port_step=100,
             state_dir=self.state_dir,
+            # the agent binds loopback; in a namespace nobody would read it
+            metrics_port_offset=0 if self.network is not None else 312,
         )
-        self.stack = LocalStack(self.settings, brokers=self.broker_count, progress=self.log.append)
+        placement = None
+        if self.network is not None:
+            if not clustered:
+                raise ValueError("the chaos stack puts brokers in namespaces with 3 brokers only")
+            hosts = [self.network[f"kafka-{i}"] for i in range(1, self.broker_count + 1)]
+            placement = NodePlacement(
+                hosts={i: h.address for i, h in enumerate(hosts, 1)},
+                prefixes={i: h.prefix for i, h in enumerate(hosts, 1)},
+            )
+        self.stack = LocalStack(
+            self.settings,
+            brokers=self.broker_count,
+            secure=self.secure,
+            progress=self.log.append,
+            placement=placement,
+        )
         self.proxy = BrokerProxy(listen_port=self.proxy_port, target_port=self.kafka_port)
         self._proxying = False
 
@@ -107,6 +135,14 @@ class ChaosStack:
         return cls(state_dir=state_dir, broker_count=brokers, **ports)
 
     def client_settings(self, project_dir: Path) -> ClientSettings:
+        if self.secure:  # the admin's login: TLS + SCRAM on every connection
+            fields = {
+                name.removeprefix("SAGALOG_").lower(): value
+                for name, value in self.stack.client_environment().items()
+                if name.startswith("SAGALOG_")
+            }
+            fields |= {"project_dir": str(project_dir), "connect_timeout_s": "15"}
+            return ClientSettings(_env_file=None, **fields)  # type: ignore[call-arg, arg-type]
         if self.broker_count > 1:  # production's profile: 3 replicas, min ISR 2
             return ClientSettings(
                 bootstrap_servers=self.stack.bootstrap_servers,
@@ -165,7 +201,18 @@ class ChaosStack:
         return found[0] if found else self.brokers()[0]
 
     def _admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.stack.bootstrap_servers})
+        config = {"bootstrap.servers": self.stack.bootstrap_servers}
+        if self.secure:
+            config |= self.stack.security.admin_client_config()
+        return AdminClient(config)
+
+    def controller(self) -> int | str:
+        """The active KRaft controller's node id (the metadata's answer), or why not."""
+        admin = self._admin()  # held: a client collected mid-call cancels it (_DESTROY)
+        try:
+            return int(admin.describe_cluster(request_timeout=10).result(15).controller.id)
+        except Exception as exc:  # mid-partition the answer may not come
+            return f"? {exc!r}"[:80]
 
     # -- signals ----------------------------------------------------------------------
 

@@ -124,3 +124,26 @@ def test_a_damaged_shape_file_is_an_error_naming_it(tmp_path: Path) -> None:
     (tmp_path / "stack.json").write_text('{"brokers": 2, "secure": false}')
     with pytest.raises(LocalStackError, match=r"stack\.json"):
         read_shape(tmp_path)
+
+
+def test_a_placement_moves_nodes_off_loopback_for_listeners_quorum_and_bootstrap() -> None:
+    """The chaos suite's namespaces: each node on its own address, started under a prefix."""
+    from sagalog.devstack.commands import kafka_server_properties
+    from sagalog.devstack.nodes import NodePlacement
+
+    hosts = {1: "10.231.7.11", 2: "10.231.7.12", 3: "10.231.7.13"}
+    placement = NodePlacement(
+        hosts=hosts, prefixes={i: ("ip", "netns", "exec", f"sgf-kafka-{i}") for i in hosts}
+    )
+    nodes = kafka_nodes(_settings(), StackShape(brokers=3), placement)
+    assert [n.host for n in nodes] == list(hosts.values())
+    assert nodes[1].launch_prefix == ("ip", "netns", "exec", "sgf-kafka-2")
+    assert bootstrap_servers(nodes) == "10.231.7.11:9092,10.231.7.12:9192,10.231.7.13:9292"
+    properties = kafka_server_properties(node=nodes[0], nodes=nodes, data_dir=STATE, tls=None)
+    assert properties["controller.quorum.voters"] == (
+        "1@10.231.7.11:9093,2@10.231.7.12:9193,3@10.231.7.13:9293"
+    )
+    assert properties["listeners"] == "PLAINTEXT://10.231.7.11:9092,CONTROLLER://10.231.7.11:9093"
+    assert properties["advertised.listeners"] == "PLAINTEXT://10.231.7.11:9092"
+    (alone,) = kafka_nodes(_settings(), StackShape())
+    assert (alone.host, alone.launch_prefix) == ("127.0.0.1", ())

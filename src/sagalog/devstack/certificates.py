@@ -20,6 +20,7 @@ import datetime
 import ipaddress
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,13 +179,16 @@ class CertificateAuthority:
             ca=self.ca_certificate,
         )
 
-    def issue_broker_certificate(self) -> CertificateFiles:
-        """The brokers' certificate: a server (SANs 127.0.0.1 and localhost) and a client.
+    def issue_broker_certificate(self, hosts: Sequence[str] = ()) -> CertificateFiles:
+        """The brokers' certificate: a server (SANs 127.0.0.1, localhost and ``hosts``)
+        and a client.
 
         The brokers present it to clients, and to each other and to the controllers
-        (mTLS), where it maps to the super user ``User:kafka-broker``.
+        (mTLS), where it maps to the super user ``User:kafka-broker``. ``hosts`` are
+        the addresses of brokers that do not listen on loopback (the chaos suite's,
+        each in its own network namespace): clients check the address they dialled.
         """
-        return self._issue(BROKER_PRINCIPAL, server=True)
+        return self._issue(BROKER_PRINCIPAL, server=True, hosts=hosts)
 
     def issue_client_certificate(self, name: str) -> CertificateFiles:
         """A client certificate for principal ``name`` (``User:<name>`` on the brokers).
@@ -193,7 +197,7 @@ class CertificateAuthority:
         """
         return self._issue(check_principal_name(name), server=False)
 
-    def _issue(self, name: str, *, server: bool) -> CertificateFiles:
+    def _issue(self, name: str, *, server: bool, hosts: Sequence[str] = ()) -> CertificateFiles:
         files = self.files(name)
         if files.certificate.is_file() and files.key.is_file() and files.keystore.is_file():
             return files
@@ -224,6 +228,11 @@ class CertificateAuthority:
                     [
                         x509.IPAddress(ipaddress.ip_address(LOOPBACK)),
                         x509.DNSName("localhost"),
+                        *(
+                            x509.IPAddress(ipaddress.ip_address(host))
+                            for host in hosts
+                            if host != LOOPBACK
+                        ),
                     ]
                 ),
                 critical=False,

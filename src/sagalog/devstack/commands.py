@@ -135,7 +135,7 @@ def kafka_server_properties(
         "process.roles": "broker,controller",
         "node.id": str(node.node_id),
         "controller.quorum.voters": ",".join(
-            f"{other.node_id}@{LOOPBACK}:{other.controller_port}" for other in nodes
+            f"{other.node_id}@{other.host}:{other.controller_port}" for other in nodes
         ),
         **(secure_listeners(node, tls) if tls is not None else plaintext_listeners(node)),
         "log.dirs": str(data_dir),
@@ -161,10 +161,10 @@ def plaintext_listeners(node: KafkaNode) -> dict[str, str]:
     """PLAINTEXT for clients and between brokers, PLAINTEXT for the controllers."""
     return {
         "listeners": (
-            f"PLAINTEXT://{LOOPBACK}:{node.client_port},"
-            f"CONTROLLER://{LOOPBACK}:{node.controller_port}"
+            f"PLAINTEXT://{node.host}:{node.client_port},"
+            f"CONTROLLER://{node.host}:{node.controller_port}"
         ),
-        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{node.advertised_port}",
+        "advertised.listeners": f"PLAINTEXT://{node.host}:{node.advertised_port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -186,11 +186,11 @@ def secure_listeners(node: KafkaNode, tls: BrokerTls) -> dict[str, str]:
     """
     return {
         "listeners": (
-            f"CLIENT://{LOOPBACK}:{node.client_port},MTLS://{LOOPBACK}:{node.mtls_port},"
-            f"CONTROLLER://{LOOPBACK}:{node.controller_port}"
+            f"CLIENT://{node.host}:{node.client_port},MTLS://{node.host}:{node.mtls_port},"
+            f"CONTROLLER://{node.host}:{node.controller_port}"
         ),
         "advertised.listeners": (
-            f"CLIENT://{LOOPBACK}:{node.advertised_port},MTLS://{LOOPBACK}:{node.mtls_port}"
+            f"CLIENT://{node.host}:{node.advertised_port},MTLS://{node.host}:{node.mtls_port}"
         ),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "MTLS",

@@ -10,7 +10,8 @@ suite's pid lookups are unchanged; three are ``kafka-1`` .. ``kafka-3``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from sagalog.devstack.layout import KAFKA, LOOPBACK
 from sagalog.devstack.settings import DevStackSettings
@@ -32,6 +33,10 @@ class KafkaNode:
         advertised_port: what the client listener advertises (a proxy's port, or
             ``client_port``).
         metrics_port: where the node serves its metrics to Prometheus (0: nowhere).
+        host: the address it listens on and advertises (loopback, or its own address
+            where a ``NodePlacement`` puts it, e.g. in a network namespace).
+        launch_prefix: what its command line is run under (``ip netns exec <name>``),
+            empty on loopback.
     """
 
     node_id: int
@@ -41,6 +46,8 @@ class KafkaNode:
     mtls_port: int
     advertised_port: int
     metrics_port: int = 0
+    host: str = LOOPBACK
+    launch_prefix: tuple[str, ...] = ()
 
     @property
     def ports(self) -> list[tuple[int, str]]:
@@ -56,13 +63,30 @@ class KafkaNode:
         return ports
 
 
+@dataclass(frozen=True)
+class NodePlacement:
+    """Where each node runs when not every node is on loopback, by node id.
+
+    The chaos suite puts each broker in a network namespace of its own, with an
+    address of its own, so that it can cut the network between brokers: the node
+    listens on and advertises ``hosts[id]`` (the controller quorum too) and its JVM
+    starts under ``prefixes[id]``. A node not named stays on loopback. Nothing else
+    about the stack changes: ports, layout, formatting, security.
+    """
+
+    hosts: Mapping[int, str] = field(default_factory=dict)
+    prefixes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+
+
 def component_name(*, node_id: int, brokers: int) -> str:
     """``kafka`` for a single broker (as before), ``kafka-<id>`` in a cluster."""
     return KAFKA if brokers == 1 else f"{KAFKA}-{node_id}"
 
 
-def kafka_nodes(settings: DevStackSettings, shape: StackShape) -> tuple[KafkaNode, ...]:
-    """The nodes of a stack of this shape, in node id order.
+def kafka_nodes(
+    settings: DevStackSettings, shape: StackShape, placement: NodePlacement | None = None
+) -> tuple[KafkaNode, ...]:
+    """The nodes of a stack of this shape, in node id order (``placement``: not on loopback).
 
     Raises:
         ConfigurationError: a proxy port with several brokers (each node would need
@@ -77,6 +101,7 @@ def kafka_nodes(settings: DevStackSettings, shape: StackShape) -> tuple[KafkaNod
     for index in range(shape.brokers):
         offset = settings.node_port_step * index
         client = settings.kafka_port + offset
+        node_id = index + 1
         nodes.append(
             KafkaNode(
                 node_id=index + 1,
@@ -88,6 +113,8 @@ def kafka_nodes(settings: DevStackSettings, shape: StackShape) -> tuple[KafkaNod
                 metrics_port=(
                     client + settings.metrics_port_offset if settings.metrics_port_offset else 0
                 ),
+                host=placement.hosts.get(node_id, LOOPBACK) if placement else LOOPBACK,
+                launch_prefix=tuple(placement.prefixes.get(node_id, ())) if placement else (),
             )
         )
     _check_ports(nodes, registry_port=settings.registry_port)
@@ -115,5 +142,5 @@ def _check_ports(nodes: list[KafkaNode], *, registry_port: int) -> None:
 def bootstrap_servers(nodes: tuple[KafkaNode, ...], *, mtls: bool = False) -> str:
     """Every node's client (or mTLS) address, comma-separated, as clients want it."""
     return ",".join(
-        f"{LOOPBACK}:{node.mtls_port if mtls else node.advertised_port}" for node in nodes
+        f"{node.host}:{node.mtls_port if mtls else node.advertised_port}" for node in nodes
     )

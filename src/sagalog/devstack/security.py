@@ -8,6 +8,7 @@ service's certificate or password); the files themselves are made by
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +40,18 @@ class StackSecurity:
         """The trust store of every broker and client of the stack."""
         return self.authority.ca_certificate
 
-    def prepare(self) -> None:
+    def prepare(self, *, hosts: Sequence[str] = ()) -> None:
         """Make whatever is missing and rewrite the files derived from it.
 
         Idempotent: a CA, key or password that exists is kept (a running broker keeps
         its key store, a service its password); the admin's client properties (for the
-        Kafka CLIs) and the registry's logins are rewritten from them.
+        Kafka CLIs) and the registry's logins are rewritten from them. ``hosts``: the
+        brokers' addresses other than loopback, for their certificate (made once).
         """
         self._layout.security_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._layout.security_dir.chmod(0o700)
         self.authority.ensure()
-        self.authority.issue_broker_certificate()
+        self.authority.issue_broker_certificate(hosts)
         admin = self.admin()
         tools = admin_client_properties(admin=admin, ca_certificate=self.ca_certificate)
         write_private(

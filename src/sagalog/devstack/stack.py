@@ -32,7 +32,7 @@ from sagalog.devstack.formatting import format_nodes, is_formatted
 from sagalog.devstack.java import JavaFinder, JavaRuntime, java_candidates
 from sagalog.devstack.layout import LOOPBACK, REGISTRY, StackLayout
 from sagalog.devstack.lockfile import DevStackLock, RegistryDistribution, load_lock
-from sagalog.devstack.nodes import KafkaNode, bootstrap_servers, kafka_nodes
+from sagalog.devstack.nodes import KafkaNode, NodePlacement, bootstrap_servers, kafka_nodes
 from sagalog.devstack.profile import client_environment, variable
 from sagalog.devstack.readiness import KafkaProbe, Probe, RegistryProbe
 from sagalog.devstack.registry_choice import choose_registry
@@ -61,6 +61,8 @@ class LocalStack:
 
     ``brokers`` and ``secure`` are what ``up --brokers/--secure`` asks for; None means
     "as recorded in the state directory" (or 1 broker, plaintext, for a new one).
+    ``placement`` puts nodes elsewhere than loopback (the chaos suite's network
+    namespaces); the registry stays on loopback.
 
     Example:
         >>> stack = LocalStack(DevStackSettings(kafka_port=19092), progress=print)
@@ -82,6 +84,7 @@ class LocalStack:
         progress: Progress = _quiet,
         lock: DevStackLock | None = None,
         clock: Callable[[], float] = time.monotonic,
+        placement: NodePlacement | None = None,
     ) -> None:
         self.settings = settings if settings is not None else DevStackSettings()
         self.layout = StackLayout(state_dir=self.settings.state_dir)
@@ -92,7 +95,7 @@ class LocalStack:
             stored=self._recorded,
             state_dir=self.settings.state_dir,
         )
-        self.nodes = kafka_nodes(self.settings, self.shape)
+        self.nodes = kafka_nodes(self.settings, self.shape, placement)
         self.security = StackSecurity(self.layout)
         self._progress = progress
         self._lock = lock
@@ -147,7 +150,7 @@ class LocalStack:
                 write_shape(self.settings.state_dir, self.shape)
                 self._recorded = self.shape
             if self.shape.secure:
-                self.security.prepare()
+                self.security.prepare(hosts=self._hosts)
             starts = {
                 node.component: self._supervisor.adopt(node.component, port=node.client_port)
                 for node in self.nodes
@@ -299,7 +302,7 @@ class LocalStack:
         )
         command_config = None
         if self.shape.secure:
-            self.security.prepare()
+            self.security.prepare(hosts=self._hosts)
             command_config = self.layout.admin_client_properties
         return tool_command(
             java=java.executable,
@@ -310,6 +313,10 @@ class LocalStack:
             bootstrap_servers=self.bootstrap_servers,
             command_config=command_config,
         )
+
+    @property
+    def _hosts(self) -> list[str]:
+        return sorted({node.host for node in self.nodes} - {LOOPBACK})
 
     def _require_secure(self, what: str) -> None:
         if not self.shape.secure:
@@ -328,7 +335,7 @@ class LocalStack:
                 login=self.security.admin_registry_login() if secure else None,
             )
         return KafkaProbe(
-            host=LOOPBACK,
+            host=next((n.host for n in self.nodes if n.component == component), LOOPBACK),
             port=port,
             client_config=self.security.admin_client_config() if secure else None,
         )
@@ -347,7 +354,8 @@ class LocalStack:
                 minimum=self.lock.kafka.min_java, component=f"Kafka {self.lock.kafka.version}"
             )
             for node in kafka:
-                self._supervisor.check_ports(node.component, ports=node.ports)
+                if node.host == LOOPBACK:  # elsewhere (a namespace) its ports are its own
+                    self._supervisor.check_ports(node.component, ports=node.ports)
             launchers.append(functools.partial(self._launch_kafka, kafka_java, kafka))
         if registry:
             distribution, registry_java = self._choose_registry(announce=True)
@@ -417,17 +425,20 @@ class LocalStack:
         return [
             self._supervisor.spawn(
                 node.component,
-                command=kafka_server_command(
-                    java=java.executable,
-                    jar_dir=jar_dir,
-                    log4j_config=log4j_config,
-                    properties=self.layout.server_properties(component=node.component),
-                    heap=self.settings.kafka_heap,
-                    state_dir=self.settings.state_dir,
-                    component=node.component,
-                    metrics=self._metrics_agent(jar_dir, node),
-                    jit=self.settings.jvm_jit,
-                ),
+                command=[
+                    *node.launch_prefix,
+                    *kafka_server_command(
+                        java=java.executable,
+                        jar_dir=jar_dir,
+                        log4j_config=log4j_config,
+                        properties=self.layout.server_properties(component=node.component),
+                        heap=self.settings.kafka_heap,
+                        state_dir=self.settings.state_dir,
+                        component=node.component,
+                        metrics=self._metrics_agent(jar_dir, node),
+                        jit=self.settings.jvm_jit,
+                    ),
+                ],
                 port=node.client_port,
                 version=self.lock.kafka.version,
                 java=java,
