@@ -155,7 +155,7 @@ class SharedStacks:
                 self.release(shape)
 
 
-SHAPES = ("chaos_run", "netns_cluster", "secure_cluster", "cluster", "secure_stack", "plain_stack")
+SHAPES = ("chaos_run", "secure_cluster", "cluster", "secure_stack", "plain_stack", "netns_cluster")
 """The fixtures of the shapes, in the order their modules run, after every test of
 the shared dev stack."""
 
