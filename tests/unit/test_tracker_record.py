@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.flows.model import Flow
@@ -184,3 +185,26 @@ def test_from_json_refuses_what_it_cannot_read(stored: dict[str, Any]) -> None:
     newer = json.dumps({**stored, "schema_version": STORED_SCHEMA_VERSION + 1}).encode()
     with pytest.raises(StoredRecordError, match="newer than this tracker"):
         WorkflowRecord.from_json(newer)
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        None,
+        {},
+        {"wake_ms": 1_800_000_000_000},
+        {"state": WorkflowState.FAILED, "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"},
+    ],
+)
+def test_a_shallow_copy_is_the_one_pydantic_makes(
+    stored: dict[str, Any], update: dict[str, Any] | None
+) -> None:
+    record = WorkflowRecord.from_stored(stored)
+    ours = record.model_copy(update=update)
+    theirs = BaseModel.model_copy(record, update=update)
+    assert ours == theirs
+    assert ours.model_fields_set == theirs.model_fields_set
+    assert ours.model_dump_json() == theirs.model_dump_json()
+    assert ours.__pydantic_extra__ == theirs.__pydantic_extra__
+    assert ours.__pydantic_private__ == theirs.__pydantic_private__
+    assert record.model_copy(update=update, deep=True) == theirs

@@ -16,7 +16,9 @@ file; a ``Flow`` built by hand is not checked until ``check_flow`` is called on 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from collections.abc import Mapping
+from functools import cached_property
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -122,6 +124,23 @@ Assignee = Annotated[str, Field(min_length=1)]
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy without the values its ``cached_property`` indexes hold: they were
+        derived from the fields an ``update`` may replace."""
+        copied = super().model_copy(update=update, deep=deep)
+        for name in _cached_names(type(self)):
+            copied.__dict__.pop(name, None)
+        return copied
+
+
+def _cached_names(cls: type) -> tuple[str, ...]:
+    return tuple(
+        name
+        for klass in cls.__mro__
+        for name, value in vars(klass).items()
+        if isinstance(value, cached_property)
+    )
 
 
 class Compensation(_Frozen):
@@ -263,7 +282,7 @@ class Step(_Frozen):
             return self.irreversible.follow_up
         return None
 
-    @property
+    @cached_property
     def undo_completes_on(self) -> tuple[str, ...]:
         """The events that end this step's compensation or follow-up (empty if none)."""
         return self.undo.completes_on if self.undo is not None else ()
@@ -485,22 +504,22 @@ class Flow(_Frozen):
         """``procurement v1``, as messages and graphs name it."""
         return f"{self.name} v{self.version}"
 
-    @property
+    @cached_property
     def steps(self) -> tuple[Step, ...]:
         """The steps alone, in flow order."""
         return tuple(e for e in self.entries if isinstance(e, Step))
 
-    @property
+    @cached_property
     def gates(self) -> tuple[Gate, ...]:
         """The human gates alone, in flow order."""
         return tuple(e for e in self.entries if isinstance(e, Gate))
 
-    @property
+    @cached_property
     def budget_gates(self) -> tuple[Gate, ...]:
         """The steps' budget gates (``on_budget_exhausted: gate``), in flow order."""
         return tuple(s.budget_gate for s in self.steps if s.budget_gate is not None)
 
-    @property
+    @cached_property
     def waits(self) -> tuple[Wait, ...]:
         """The waits for outside events alone, in flow order."""
         return tuple(e for e in self.entries if isinstance(e, Wait))
@@ -521,11 +540,19 @@ class Flow(_Frozen):
     def entry(self, name: str) -> Step | Gate | Wait | None:
         """The step, gate or wait called ``name``, a step's budget gate included, or
         None (say, a StepFailed for a stranger)."""
-        found = next((e for e in self.entries if e.name == name), None)
+        found = self.entries_by_name.get(name)
         if found is None and name.endswith(BUDGET_GATE_SUFFIX):
             step = self.step_of_budget_gate(name)
             return step.budget_gate if step is not None else None
         return found
+
+    @cached_property
+    def entries_by_name(self) -> dict[str, Step | Gate | Wait]:
+        """The entries by name (the first of a name, as ``entry`` always answered)."""
+        index: dict[str, Step | Gate | Wait] = {}
+        for entry in self.entries:
+            index.setdefault(entry.name, entry)
+        return index
 
     def step_of_budget_gate(self, gate: str) -> Step | None:
         """The step whose budget gate is called ``gate``, or None."""
@@ -563,7 +590,18 @@ class Flow(_Frozen):
 
     def step_for_completion(self, event_type: str) -> Step | None:
         """The step that ``event_type`` completes, or None."""
-        return next((s for s in self.steps if event_type in s.completes_on), None)
+        return self.completing.get(event_type)
+
+    @cached_property
+    def completing(self) -> dict[str, Step]:
+        """Each completion event type's step (the first in flow order): the tracker asks
+        for every completion it reads, so the flow's frozen models answer from an index
+        built once (``cached_property`` is safe on them: they never change)."""
+        index: dict[str, Step] = {}
+        for step in self.steps:
+            for event_type in step.completes_on:
+                index.setdefault(event_type, step)
+        return index
 
     def step_for_failure(self, event_type: str, *, step: str | None = None) -> Step | None:
         """The step that ``event_type`` fails, or None.

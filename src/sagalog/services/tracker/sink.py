@@ -37,7 +37,7 @@ from sagalog.open_transactions import closer
 from sagalog.position import RecordPosition
 from sagalog.services.tracker.fencing import PartitionTransactions
 from sagalog.services.tracker.settings import TrackerSettings
-from sagalog.tracing import child_traceparent
+from sagalog.tracing import child_traceparent, records_spans
 from sagalog.tracker import TRACKER_SOURCE, TRANSITIONS_TOPIC, Alert, Publish, SlaAlert
 from sagalog.tracker.ticks import encode_tick
 
@@ -95,19 +95,21 @@ class KafkaSink:
         """Send ``action``'s event in ``partition``'s transaction; when spans are exported,
         with a span of its own under the trace it continues (``sagalog.tracing``)."""
         event = action.event
-        traced = child_traceparent(
-            self.tracer,
-            f"saga-tracker {event.event_type}",
-            action.traceparent,
-            attributes=_span_attributes(action),
-        )
-        if traced != action.traceparent:
-            action = action.stamped(chain=action.chain, traceparent=traced)
+        if records_spans():  # else the span's attributes would be built for nothing
+            traced = child_traceparent(
+                self.tracer,
+                f"saga-tracker {event.event_type}",
+                action.traceparent,
+                attributes=_span_attributes(action),
+                recording=True,
+            )
+            if traced != action.traceparent:
+                action = action.stamped(chain=action.chain, traceparent=traced)
         topic = action.topic
         if topic == TRANSITIONS_TOPIC:
             topic = self.settings.transitions_topic
-        value = self.codec.encode(topic, action.event.event_type, action.event.to_avro())
-        self._produce(partition, topic, action.workflow_id, value, action.headers().to_kafka())
+        value = self.codec.encode(topic, event.event_type, event.to_avro())
+        self._produce(partition, topic, action.workflow_id, value, action.kafka_headers())
 
     def alert(self, alert: Alert, *, flow: Flow | None, now_ms: int, partition: int) -> None:
         self._alert(
