@@ -288,7 +288,7 @@ class Watchdog:
         waited_s = self.tracker.health.recover(BATCH)
         if waited_s is not None:
             log.info(
-                "the batch in hand finished after waiting %.1f s for Kafka",
+                "the batch that waited for Kafka finished; degraded for %.1f s",
                 waited_s,
                 extra={
                     "sagalog": {
