@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from demo.__main__ import left_alone
-
 from sagalog.topology.plan import Change, ChangeKind
 
 
