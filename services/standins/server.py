@@ -206,7 +206,7 @@ class _Handler(JsonHandler):
             fields = ", ".join(f"{k}={v!r}" for k, v in faults.reject_when.items())
             # As many systems do, the refusal quotes the request, personal data and all:
             # what the caller makes of the answer must not carry it into the log.
-            self._reply(refused, {"request": body, "error": f"refused: {fields}"})
+            self._reply(refused, {"error": f"refused: {fields}", "request": body})
             return
         if refused is not None:
             with book.lock:

@@ -273,12 +273,13 @@ KILLS = 10
 def test_an_agent_sigkilled_mid_stream_leaves_interrupted_marks_and_one_answer(
     project: Project, tmp_path: Path
 ) -> None:
-    """About two minutes, in ``make test-all``: ten kills, each once the instance
-    running then has a stream out (a delta of its own, under 1 s old, and the model
-    still sending), so each waits for an agent process to start again and rejoin its
-    group (a few seconds, more on a loaded machine) and for its first stream; then the
-    four filings are drafted. The model pauses 80 ms between chunks, so a stream
-    lasts about five seconds and a kill lands inside it."""
+    """Three to five minutes on a loaded machine, in ``make test-all``: ten kills,
+    each once the instance running then has a stream out (a delta of its own, under
+    1 s old, and the model still sending), so each waits for an agent process to start
+    again, rejoin its group and open its first stream, which a loaded machine
+    stretches from a few seconds to twenty; then the four filings are drafted. The
+    model pauses 80 ms between chunks, so a stream lasts about five seconds and a kill
+    lands inside it. Fewer kills would not show what the issue asks."""
     model = serve(name="model")
     model.faults.chunk_delay_ms = 80
     lab = DraftingLab(project, model, tmp_path, policy="wait").setup()

@@ -11,6 +11,7 @@ is the stand-in over loopback, and the input's address is sealed by the codec.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ def ordering_agent(erp_url: str) -> Agent:
 
     @agent.handles(step="reserve_budget", dependencies=["erp"])
     async def order(event: RequestSubmitted, ctx: HandlerContext) -> BudgetReserved:
-        await ctx.effect(
+        order = await ctx.effect(
             "erp.create_po",
             perform,
             erp_url,
@@ -72,7 +73,13 @@ def ordering_agent(erp_url: str) -> Agent:
                 "requester": ctx.reveal(event.requester),  # the ERP needs the address
             },
         )
-        raise AssertionError("the stand-in refuses this vendor")
+        assert "@" in order["requester"]  # the handler gets the echo whole, in clear
+        return BudgetReserved(
+            reservation_id=order["id"],
+            cost_center="CC-1",
+            amount=event.amount,
+            currency=event.currency,
+        )
 
     return agent
 
@@ -136,6 +143,24 @@ def test_a_refusal_quoting_a_revealed_address_leaves_it_nowhere_in_the_log(
     assert reasons and all("422" in r and "refused" in r and REDACTED in r for r in reasons)
     failed = worker.codec.decode(batch[1][2]).payload
     assert "422" in failed["reason"] and REDACTED in failed["reason"]
+
+
+def test_an_answer_echoing_a_revealed_address_is_recorded_without_it(
+    worker: AgentWorker,
+) -> None:
+    """The ERP's order echoes the request: the handler gets it whole, the log's
+    ``EffectRecorded`` holds it with the address redacted."""
+    event = submitted("wf-1").model_copy(update={"requester": ADDRESS})
+    worker._process([record(worker, event, workflow_id="wf-1", event_id="e1", offset=5)])
+    [batch] = worker.clients.producer.committed  # type: ignore[attr-defined]
+    assert types(batch) == [
+        (TOPIC, "sagalog.v1.EffectRecorded"),
+        (TOPIC, "procurement.v1.BudgetReserved"),
+    ]
+    for raw in _bytes_of(batch):
+        assert ADDRESS.encode() not in raw
+    recorded = json.loads(worker.codec.decode(batch[0][2]).payload["result_json"])
+    assert recorded["requester"] == REDACTED and recorded["vendor"] == "Acme"
 
 
 @pytest.mark.parametrize(

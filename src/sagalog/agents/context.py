@@ -651,7 +651,9 @@ class HandlerContext:
                 agent=self.agent,
                 effect=name,
                 idempotency_key=key,
-                result_json=json.dumps(jsonable(result), default=str),
+                # A system's answer often echoes the request it was given: what the
+                # handler revealed for the call must not enter the log in clear.
+                result_json=self.redact(json.dumps(jsonable(result), default=str)),
                 dependency=None if intent is None else intent.dependency,
                 arguments_sha256=None if intent is None else intent.arguments_sha256,
                 intended_at=None if intent is None else intent.intended_at,
