@@ -21,6 +21,7 @@ to do; no accessor here falls back to a default.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -286,6 +287,17 @@ def open_db(table: Any, partition: int) -> Any:
 def db_for_write(table: Any, partition: int) -> Any:
     """The partition's RocksDB, opened if needed, as faust's own ``__setitem__`` gets it."""
     return table.data._db_for_partition(partition)
+
+
+def reopen_dbs(table: Any) -> None:
+    """Close every RocksDB the table's store holds open; each opens again on its next
+    write (``db_for_write``). RocksDB refuses writes after one failed for want of space
+    until it is opened again."""
+    dbs = table.data._dbs
+    for partition in list(dbs):
+        db = dbs.pop(partition)
+        with contextlib.suppress(Exception):  # a close that flushes may fail the same way
+            db.close()
 
 
 def persist_offset(table: Any, tp: Any, offset: int) -> None:
