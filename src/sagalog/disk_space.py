@@ -118,7 +118,6 @@ def wait_for_space(
     policy: SpaceWait = SpaceWait(),
     sleep: Callable[[float], None] = time.sleep,
     free: Callable[[Path], int] = free_bytes,
-    on_wait: Callable[[str], None] | None = None,
 ) -> T:
     """``write()``, waiting out a full disk under ``directory`` (see the module).
 
@@ -130,45 +129,15 @@ def wait_for_space(
         try:
             result = write()
         except Exception as exc:
-            refused = full_path(exc)
-            if refused is None:
-                raise
-            attempt = _wait_once(
-                directory, refused, attempt, health, policy, sleep, free, on_wait, reopen
-            )
+            _refused(exc, directory, health)
+            while True:
+                attempt += 1
+                sleep(policy.delay(attempt))
+                if policy.room(free(directory)) and _reopened(reopen):
+                    break
             continue
-        if attempt and health is not None:
-            health.recover(problem_key(directory))
+        _resumed(attempt, directory, health)
         return result
-
-
-def _wait_once(
-    directory: Path,
-    refused: str,
-    attempt: int,
-    health: HealthBook | None,
-    policy: SpaceWait,
-    sleep: Callable[[float], None],
-    free: Callable[[Path], int],
-    on_wait: Callable[[str], None] | None,
-    reopen: Callable[[], None],
-) -> int:
-    text = problem_text(directory, refused)
-    if health is not None:
-        health.degrade(problem_key(directory), text)
-    if on_wait is not None and attempt == 0:
-        on_wait(text)
-    while True:
-        attempt += 1
-        sleep(policy.delay(attempt))
-        if policy.room(free(directory)):
-            try:
-                reopen()
-            except Exception as exc:  # still no room for RocksDB's own files
-                if full_path(exc) is None:
-                    raise
-                continue
-            return attempt
 
 
 async def await_space(
@@ -180,7 +149,6 @@ async def await_space(
     policy: SpaceWait = SpaceWait(),
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     free: Callable[[Path], int] = free_bytes,
-    on_wait: Callable[[str], None] | None = None,
 ) -> T:
     """``wait_for_space`` for an event loop: the waits do not block it (the health
     server and the loop's own timers go on)."""
@@ -189,27 +157,37 @@ async def await_space(
         try:
             result = write()
         except Exception as exc:
-            refused = full_path(exc)
-            if refused is None:
-                raise
-            text = problem_text(directory, refused)
-            if health is not None:
-                health.degrade(problem_key(directory), text)
-            if on_wait is not None and attempt == 0:
-                on_wait(text)
+            _refused(exc, directory, health)
             while True:
                 attempt += 1
                 await sleep(policy.delay(attempt))
-                if not policy.room(free(directory)):
-                    continue
-                try:
-                    reopen()
-                except Exception as reopen_error:
-                    if full_path(reopen_error) is None:
-                        raise
-                    continue
-                break
+                if policy.room(free(directory)) and _reopened(reopen):
+                    break
             continue
-        if attempt and health is not None:
-            health.recover(problem_key(directory))
+        _resumed(attempt, directory, health)
         return result
+
+
+def _refused(error: Exception, directory: Path, health: HealthBook | None) -> None:
+    """Raise ``error`` unless it is a full disk; report that one."""
+    refused = full_path(error)
+    if refused is None:
+        raise error
+    if health is not None:
+        health.degrade(problem_key(directory), problem_text(directory, refused))
+
+
+def _reopened(reopen: Callable[[], None]) -> bool:
+    """Reopen the store; False when RocksDB's own files found no room yet."""
+    try:
+        reopen()
+    except Exception as exc:
+        if full_path(exc) is None:
+            raise
+        return False
+    return True
+
+
+def _resumed(attempt: int, directory: Path, health: HealthBook | None) -> None:
+    if attempt and health is not None:
+        health.recover(problem_key(directory))

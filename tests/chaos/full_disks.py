@@ -26,12 +26,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from demo.scenario import Request
 
+from .checker import RoundResult
 from .disks import SmallDisk
 from .harness import Fault
 
@@ -228,33 +230,17 @@ COLUMNS = (
 )
 
 
-def run_disk_suite(
-    work_dir: Path,
-    *,
-    seed: int | None = None,
-    only: tuple[str, ...] | list[str] = (),
-    report: Any = print,
-) -> tuple[int, list[Any]]:
-    """Mount the small disks, start the stack and the fleet on them, run the rounds,
-    stop everything and unmount, on failure too."""
+def open_disk_run(
+    stack: ChaosStack, run_dir: Path, *, seed: int, report: Callable[[str], None] = print
+) -> tuple[ChaosRun, Callable[[], None]]:
+    """Mount the small disks, start ``stack`` and the fleet on them; the run and a
+    ``stop`` that stops both and unmounts (called here too when the start fails)."""
     from .harness import ChaosRun
-    from .stack import ChaosStack
-    from .suite import run_rounds
 
-    seed = seed if seed is not None else random.SystemRandom().randrange(1, 1_000_000)
-    report(f"chaos: seed {seed} (rerun with --disks --seed {seed}); work dir {work_dir}")
     disks = DiskRun()
-    stack = ChaosStack.from_env(work_dir / "stack")
     run: ChaosRun | None = None
-    try:
-        disks.mount_broker(stack)
-        report(f"chaos: own stack on {stack.stack.bootstrap_servers} ready in {stack.up():.1f}s")
-        run = ChaosRun(stack, work_dir / f"run-{seed}", seed=seed, report=report)
-        disks.mount_fleet(run.work_dir)
-        run.disks = disks  # type: ignore[attr-defined]
-        run.setup()
-        return seed, run_rounds(run, DISKS, only=only, report=report)
-    finally:
+
+    def stop() -> None:
         try:
             if run is not None:
                 run.close()
@@ -263,3 +249,37 @@ def run_disk_suite(
                 stack.down()
             finally:
                 disks.unmount()
+
+    try:
+        disks.mount_broker(stack)
+        report(f"chaos: own stack on {stack.stack.bootstrap_servers} ready in {stack.up():.1f}s")
+        run = ChaosRun(stack, run_dir, seed=seed, report=report)
+        disks.mount_fleet(run.work_dir)
+        run.disks = disks  # type: ignore[attr-defined]
+        run.setup()
+    except BaseException:
+        stop()
+        raise
+    return run, stop
+
+
+def run_disk_suite(
+    work_dir: Path,
+    *,
+    seed: int | None = None,
+    only: Sequence[str] = (),
+    report: Callable[[str], None] = print,
+) -> tuple[int, list[RoundResult]]:
+    """The full-disk rounds on a stack and a fleet of their own (``open_disk_run``)."""
+    from .stack import ChaosStack
+    from .suite import run_rounds
+
+    seed = seed if seed is not None else random.SystemRandom().randrange(1, 1_000_000)
+    report(f"chaos: seed {seed} (rerun with --disks --seed {seed}); work dir {work_dir}")
+    run, stop = open_disk_run(
+        ChaosStack.from_env(work_dir / "stack"), work_dir / f"run-{seed}", seed=seed, report=report
+    )
+    try:
+        return seed, run_rounds(run, DISKS, only=only, report=report)
+    finally:
+        stop()
