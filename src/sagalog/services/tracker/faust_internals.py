@@ -289,15 +289,23 @@ def db_for_write(table: Any, partition: int) -> Any:
     return table.data._db_for_partition(partition)
 
 
-def reopen_dbs(table: Any) -> None:
-    """Close every RocksDB the table's store holds open; each opens again on its next
-    write (``db_for_write``). RocksDB refuses writes after one failed for want of space
-    until it is opened again."""
-    dbs = table.data._dbs
-    for partition in list(dbs):
-        db = dbs.pop(partition)
-        with contextlib.suppress(Exception):  # a close that flushes may fail the same way
-            db.close()
+def open_partitions(table: Any) -> set[int]:
+    """The partitions whose RocksDB the table's store holds open."""
+    return set(table.data._dbs)
+
+
+def reopen_dbs(table: Any, partitions: set[int]) -> None:
+    """Close and open again the RocksDB of each of ``partitions``: RocksDB refuses
+    writes after one failed for want of space until it is opened again. Each is open
+    again on return (a partition missing from the store reads as not held), or the
+    open's error is raised and the caller tries again later with the same set."""
+    store = table.data
+    for partition in sorted(partitions):
+        db = store._dbs.pop(partition, None)
+        if db is not None:
+            with contextlib.suppress(Exception):  # a close that flushes may fail alike
+                db.close()
+        store._db_for_partition(partition)
 
 
 def persist_offset(table: Any, tp: Any, offset: int) -> None:

@@ -112,6 +112,7 @@ class FaustTables:
         self.producer = producer
         self.directory = directory
         self.health = health
+        self._reopening: dict[Table, set[int]] | None = None
         self.topics = {table: tables[table].changelog_topic.get_topic_name() for table in tables}
         self._acked: dict[tuple[Table, int], int] = {}
         self._staged: list[tuple[Table, int, bytes, bytes | None]] = []
@@ -194,9 +195,17 @@ class FaustTables:
         await await_space(store, directory=self.directory, reopen=self._reopen, health=self.health)
 
     def _reopen(self) -> None:
-        """Close and reopen every table partition's RocksDB (see ``disk_space``)."""
-        for faust_table in self.tables.values():
-            faust_internals.reopen_dbs(faust_table)
+        """Close and reopen every table partition's RocksDB (see ``disk_space``): all
+        of them, as a partition not open reads as not held. The set is taken before
+        the first attempt, so an open refused for want of space is tried again."""
+        if self._reopening is None:
+            self._reopening = {
+                table: faust_internals.open_partitions(faust_table)
+                for table, faust_table in self.tables.items()
+            }
+        for table, partitions in self._reopening.items():
+            faust_internals.reopen_dbs(self.tables[table], partitions)
+        self._reopening = None
 
     def _send(self, table: Table, partition: int, key: bytes, value: bytes | None) -> None:
         def delivered(error: Any, message: Any) -> None:
