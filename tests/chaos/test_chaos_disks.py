@@ -16,11 +16,13 @@ from .suite import run_rounds, table
 def test_a_full_disk_loses_nothing_and_each_service_waits_it_out_and_says_where(
     disk_run: ChaosRun,
 ) -> None:
-    """About six minutes: three rounds of 30 workflows, each disk full for 40 s
-    (past the tracker's 20 s stall watch, so a wait that is not ridden out shows as an
-    exit), then the workflows settling; one fleet serves all three."""
+    """About four minutes, after the fleet's start: three rounds of 30 workflows, each
+    disk full for 40 s (past the tracker's 20 s stall watch, so a wait that is not
+    ridden out shows as an exit), then the workflows settling; one fleet serves all
+    three, as its disks must be mounted before it starts."""
     results = run_rounds(disk_run, DISKS)
     report = table([r.row() for r in results], COLUMNS)
+    print(f"seed {disk_run.seed}\n{report}")  # the rows, for -s or a failure's output
     failures = [f"{r.fault}: {failure}" for r in results for failure in r.failures]
     assert len(results) == len(DISKS), report
     seed = disk_run.seed
