@@ -63,6 +63,7 @@ from sagalog.topology.apply import TopologyClient
 from sagalog.topology.dev_users import ensure_dev_users
 from sagalog.topology.loader import load_topology
 from sagalog.topology.model import Topology
+from sagalog.topology.plan import Change, ChangeKind
 from sagalog.topology.services import TrackerService
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,18 +89,33 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
 
 
+def left_alone(refused: Sequence[Change]) -> str:
+    """What the demo did not change on a shared stack, said so that nobody worries: on
+    the dev stack after `make test` it is the tests' topics, which are not the demo's."""
+    kinds = Counter(change.kind for change in refused)
+    parts = []
+    if deleted := kinds.pop(ChangeKind.DELETE_TOPIC, 0):
+        parts.append(f"{deleted} topic(s) the topology does not declare (tests', other tools')")
+    parts += [f"{n} '{kind}' change(s)" for kind, n in sorted(kinds.items())]
+    return (
+        f"left alone on this cluster: {', '.join(parts)}; the demo needs none of it "
+        "(`sagalog topology plan` lists them)"
+    )
+
+
 def run(settings: ClientSettings, args: argparse.Namespace, run_id: str) -> int:
     connect_admin(settings)
     catalog = SchemaCatalog.load(REPO / "schemas")
     say("applying the topology (topics, schemas, compatibility rules)")
     client = TopologyClient(settings, catalog)
     topology = load_topology(REPO / "topology", known_schemas=catalog)
+    plan = client.plan(topology)
     try:
-        list(client.apply(client.plan(topology), force=False, report=lambda _: None))
-    except DestructiveChangeRefused as exc:
+        list(client.apply(plan, force=False, report=lambda _: None))
+    except DestructiveChangeRefused:
         # Every safe change was made; what is refused (deleting topics the topology
-        # does not declare, e.g. another tool's) is none of the demo's business.
-        say(f"left alone: {str(exc).splitlines()[0]}")
+        # does not declare: the tests' and other tools') is none of the demo's business.
+        say(left_alone(plan.refused_without_force))
 
     workflows = WORKFLOWS if args.workflow == "both" else (args.workflow,)
     api_key = secrets.token_urlsafe(24)

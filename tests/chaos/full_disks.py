@@ -21,6 +21,7 @@ What each round must show, besides the checker's zeros:
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -271,14 +272,19 @@ def run_disk_suite(
     report: Callable[[str], None] = print,
 ) -> tuple[int, list[RoundResult]]:
     """The full-disk rounds on a stack and a fleet of their own (``open_disk_run``)."""
-    from .stack import ChaosStack
+    from .stack import DEFAULT_PORTS, ChaosStack
     from .suite import run_rounds
 
     seed = seed if seed is not None else random.SystemRandom().randrange(1, 1_000_000)
     report(f"chaos: seed {seed} (rerun with --disks --seed {seed}); work dir {work_dir}")
-    run, stop = open_disk_run(
-        ChaosStack.from_env(work_dir / "stack"), work_dir / f"run-{seed}", seed=seed, report=report
-    )
+    ports = {
+        name: int(os.environ.get(f"SAGALOG_CHAOS_{name.upper()}", default))
+        for name, default in DEFAULT_PORTS.items()
+        if name != "proxy_port"
+    }
+    # No Toxiproxy: the rounds cut no network.
+    stack = ChaosStack(state_dir=work_dir / "stack", network_faults=False, **ports)
+    run, stop = open_disk_run(stack, work_dir / f"run-{seed}", seed=seed, report=report)
     try:
         return seed, run_rounds(run, DISKS, only=only, report=report)
     finally:

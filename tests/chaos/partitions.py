@@ -187,9 +187,9 @@ PARTITIONS = (
 
 PARTITIONS_SHORT = (
     Fault(
-        "netns: leader isolated 20 s",
-        _short(20),
-        window_s=30,
+        "netns: leader isolated 30 s",
+        _short(30),
+        window_s=40,
         workflows=20,
         max_exits=0,
         verify=cluster_verify,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sagalog.services.tracker.stall import Suspect, judge, unread, waiting_its_turn
+from sagalog.services.tracker.stall import Sorted, Suspect, judge, sort_stalled, waiting_its_turn
 
 A, B = ("orders", 0), ("orders", 1)
 
@@ -43,12 +43,45 @@ def test_a_partition_that_caught_up_is_no_longer_suspect() -> None:
     assert stalled == []  # suspect again from now on, not from the first look
 
 
+def _sort(
+    stalled: list[tuple[str, int]],
+    behind: dict[tuple[str, int], tuple[int, int]],
+    finished: dict[tuple[str, int], int],
+    handed: dict[tuple[str, int], int] | None = None,
+    batch_age_s: float | None = None,
+) -> Sorted:
+    return sort_stalled(
+        stalled, behind, finished, handed or {}, batch_age_s=batch_age_s, batch_bound_s=140.0
+    )
+
+
 def test_a_partition_decided_past_the_groups_offset_is_committed_again_not_restarted() -> None:
     behind = {A: (916, 928), B: (1174, 1186)}
-    not_read, recommit = unread([A, B], behind, {A: 928, B: 1174})
-    assert not_read == [B]  # decided only up to the group's offset: its records are not read
-    assert recommit == {A: 928}  # decided to 928, the commit did not land: commit again
-    assert unread([A], behind, {}) == ([A], {})  # nothing decided here at all
+    verdict = _sort([A, B], behind, {A: 928, B: 1174})
+    assert verdict.not_read == [B]  # decided only up to the group's offset: not read
+    assert verdict.recommit == {A: 928}  # decided to 928, the commit did not land: again
+    assert _sort([A], behind, {}) == Sorted(not_read=[A], recommit={}, in_hand=[])
+
+
+def test_records_behind_a_batch_waiting_for_the_broker_wait_with_it() -> None:
+    """The partition round's case: a leader cut off from its peers holds the batch's
+    acks; the input had handed records past the group's offset (27 and 61 against 18
+    and 25), the batch in hand waited 32 s, and the worker exited instead of waiting."""
+    behind = {A: (18, 38), B: (25, 61)}
+    handed = {A: 27, B: 61}
+    verdict = _sort([A, B], behind, {A: 18, B: 25}, handed, batch_age_s=32.0)
+    assert verdict == Sorted(not_read=[], recommit={}, in_hand=[A, B])
+
+
+def test_a_batch_in_hand_past_its_bound_or_none_at_all_is_a_stall() -> None:
+    behind = {A: (18, 38)}
+    handed = {A: 27}
+    hung = _sort([A], behind, {A: 18}, handed, batch_age_s=140.0)
+    assert hung.not_read == [A] and hung.in_hand == []
+    lost = _sort([A], behind, {A: 18}, handed, batch_age_s=None)  # handed, yet no batch runs
+    assert lost.not_read == [A]
+    unhanded = _sort([A], behind, {A: 18}, {A: 18}, batch_age_s=5.0)  # nothing handed past
+    assert unhanded.not_read == [A]
 
 
 def test_a_partition_behind_a_backlog_the_worker_is_deciding_waits_its_turn() -> None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -55,6 +56,10 @@ log = logging.getLogger("sagalog.tracker")
 
 #: Tries of a commit that failed with a retriable error before the batch is given up.
 COMMIT_TRIES = 3
+
+#: A commit slower than this is logged: far over a commit's usual milliseconds, well under
+#: the stall timeout, so the log names the call a waiting batch is in.
+SLOW_COMMIT_S = 5.0
 
 
 class PartitionsFenced(SagalogError):
@@ -230,11 +235,30 @@ class PartitionTransactions:
         return producer
 
     def _commit(self, partition: int) -> KafkaError | None:
-        """Commit one partition's transaction; the error that ended it, or None."""
+        """Commit one partition's transaction; the error that ended it, or None.
+
+        A commit that took long is logged with its partition: it is what a batch in hand
+        waits on when a leader is cut off from its peers (the stall watch waits with it).
+        """
         producer = self.producers[partition]
+        started = time.monotonic()
         for _ in range(COMMIT_TRIES):
             try:
                 producer.commit_transaction(self.settings.transaction_timeout_s)
+                took_s = time.monotonic() - started
+                if took_s >= SLOW_COMMIT_S:
+                    log.warning(
+                        "%s's transaction took %.1f s to commit (waiting for the broker)",
+                        self.id_of(partition),
+                        took_s,
+                        extra={
+                            "sagalog": {
+                                "agent": "saga-tracker",
+                                "action": "slow_commit",
+                                "duration_ms": int(took_s * 1000),
+                            }
+                        },
+                    )
                 return None
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]

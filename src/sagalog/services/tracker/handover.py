@@ -20,6 +20,7 @@ never releases.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -31,6 +32,13 @@ class Turns:
         self._changed = asyncio.Condition()
         self._deciding = False
         self.held = False
+        self.batch_since: float | None = None
+        """When the batch in hand took its turn (``time.monotonic``); None between batches.
+        The stall watch waits for a batch in hand rather than take it for a stall."""
+
+    def batch_age_s(self, now: float) -> float | None:
+        """How long the batch in hand has been in hand; None when there is none."""
+        return None if self.batch_since is None else now - self.batch_since
 
     @asynccontextmanager
     async def batch(self) -> AsyncIterator[None]:
@@ -38,11 +46,13 @@ class Turns:
         async with self._changed:
             await self._changed.wait_for(lambda: not (self.held or self._deciding))
             self._deciding = True
+            self.batch_since = time.monotonic()
         try:
             yield
         finally:
             async with self._changed:
                 self._deciding = False
+                self.batch_since = None
                 self._changed.notify_all()
 
     async def hold(self) -> None:

@@ -50,31 +50,67 @@ def judge(
     return kept, sorted(stalled)
 
 
-def unread(
-    stalled: list[Position], behind: dict[Position, tuple[int, int]], finished: dict[Position, int]
-) -> tuple[list[Position], dict[Position, int]]:
-    """Split stalled partitions into those truly not read and those only not committed.
+@dataclass(frozen=True)
+class Sorted:
+    """Stalled partitions sorted by their cure (``sort_stalled``).
 
-    The worker's own book says how far it decided each partition. Where that is past
-    the group's committed offset, the records were read and decided; only the commit
-    did not land (one in flight across a rebalance, or overtaken by an older one): the
-    cure is to commit again, not to restart, which would throw away a worker that
-    decided everything (docs/design/incident-history.md).
-
-    Returns:
-        The partitions not read (restart the worker), and the offsets to commit
-        again for the others.
+    Attributes:
+        not_read: nothing past the group's offset reached the batches: restart the worker.
+        recommit: decided, but the commit of the offset did not land: commit these again.
+        in_hand: read and handed to the batches, waiting behind the batch in hand, which
+            waits for the broker: wait with it (the health says so), restart nothing.
     """
-    recommit = {}
-    not_read = []
+
+    not_read: list[Position]
+    recommit: dict[Position, int]
+    in_hand: list[Position]
+
+
+def sort_stalled(
+    stalled: list[Position],
+    behind: dict[Position, tuple[int, int]],
+    finished: dict[Position, int],
+    handed: dict[Position, int],
+    *,
+    batch_age_s: float | None,
+    batch_bound_s: float,
+) -> Sorted:
+    """Sort stalled partitions into those truly not read, those only not committed, and
+    those whose records wait behind the batch in hand.
+
+    Decided past the group's offset (the worker's own book says so): the records were
+    read and decided, only the commit did not land (one in flight across a rebalance,
+    or overtaken by an older one); the cure is to commit again, not to restart a worker
+    that decided everything (docs/design/incident-history.md).
+
+    Handed to the batches past the group's offset, while a batch has been in hand for
+    less than ``batch_bound_s``: the records were read; the batch in hand is waiting
+    for the broker (a leader cut off from its peers holds the transaction's acks until
+    the cut heals, a restarted coordinator answers late), and the records behind it
+    wait their turn. A restart would not get past the broker any sooner: it would throw
+    the batch away, and the tables with it, to wait for the same broker. The batch's
+    own calls are bounded by the transaction timeout (past it the coordinator aborts,
+    and the batch fails); a batch in hand longer than ``batch_bound_s``, or records
+    handed while no batch is in hand, is a stall like any other.
+
+    Args:
+        finished: the offset after the last record decided, per partition.
+        handed: the offset after the last record the input handed to the batches.
+        batch_age_s: how long the batch in hand has been (None: no batch in hand).
+    """
+    recommit: dict[Position, int] = {}
+    not_read: list[Position] = []
+    in_hand: list[Position] = []
+    waiting = batch_age_s is not None and batch_age_s < batch_bound_s
     for key in stalled:
         committed, _ = behind[key]
-        done = finished.get(key, -1)
-        if done > committed:
-            recommit[key] = done
+        if finished.get(key, -1) > committed:
+            recommit[key] = finished[key]
+        elif waiting and handed.get(key, -1) > committed:
+            in_hand.append(key)
         else:
             not_read.append(key)
-    return not_read, recommit
+    return Sorted(not_read=not_read, recommit=recommit, in_hand=in_hand)
 
 
 def waiting_its_turn(*, queued: int, capacity: int, progressed: bool) -> bool:

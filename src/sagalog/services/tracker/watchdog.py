@@ -3,7 +3,8 @@
 Every 5 s it looks at the partitions this worker owns. One that has committed
 records waiting past the group's offset, and whose offset has not moved for
 ``stall_timeout_s``, is stalled (``stall.judge``): first the watchdog commits again
-what was decided but whose commit did not land (``stall.unread``), and if records are
+what was decided but whose commit did not land, and waits for a batch in hand that
+waits for the broker (``stall.sort_stalled``; the health says so); if records are
 still not read, the process exits (70) so that a fresh worker takes the partitions
 over. Around a rebalance, behind a backlog and while the broker is away it suspects
 nothing. The same look marks the tracker ready once faust's running consumer has
@@ -32,12 +33,15 @@ from sagalog.memory import release_free_memory
 from sagalog.rocksdb_options import MB
 from sagalog.services.tracker import faust_internals
 from sagalog.services.tracker.exits import crash
-from sagalog.services.tracker.stall import Suspect, judge, unread, waiting_its_turn
+from sagalog.services.tracker.stall import Suspect, judge, sort_stalled, waiting_its_turn
 
 if TYPE_CHECKING:
     from sagalog.services.tracker.app import Tracker
 
 log = logging.getLogger("sagalog.tracker")
+
+BATCH = "batch"
+"""The health problem of a batch in hand that waits for the broker."""
 
 TRIM_AFTER = 10_000  # inputs decided since the last heap trim
 QUIET_INPUTS = 100
@@ -81,6 +85,8 @@ class Watchdog:
         generation = tracker.app.consumer_generation_id
         batches = tracker.counts["batches"]
         progressed, self.batches_at_watch = batches != self.batches_at_watch, batches
+        if progressed:
+            self._batch_moved_on()
         inputs = tracker.counts["inputs"]
         quiet, self.inputs_at_watch = inputs - self.inputs_at_watch < QUIET_INPUTS, inputs
         busy = waiting_its_turn(
@@ -159,7 +165,7 @@ class Watchdog:
                 extra={"sagalog": {"agent": "saga-tracker", "action": "memory"}},
             )
         if stalled:
-            stalled = await self._commit_again(stalled, behind)
+            stalled = await self._sort_out(stalled, behind)
         if stalled:
             (topic, partition), (start, end) = max(
                 ((key, behind[key]) for key in stalled), key=lambda item: item[1][1] - item[1][0]
@@ -219,25 +225,79 @@ class Watchdog:
                 extra={"sagalog": {"agent": "saga-tracker", "action": "open_transaction"}},
             )
 
-    async def _commit_again(
+    async def _sort_out(
         self, stalled: set[tuple[str, int]], behind: dict[tuple[str, int], tuple[int, int]]
     ) -> set[tuple[str, int]]:
-        """Commit again what was decided past a group offset that stood still; return
-        the partitions that are not read at all (see ``stall.unread``)."""
+        """Commit again what was decided past a group offset that stood still, wait for a
+        batch in hand that waits for the broker, and return the partitions that are not
+        read at all (see ``stall.sort_stalled``)."""
         tracker = self.tracker
         tps = {(tp.topic, tp.partition): tp for tp in tracker.offsets.finished}
         finished = {key: tracker.offsets.finished[tp] for key, tp in tps.items()}
-        not_read, recommit = unread(sorted(stalled), behind, finished)
-        if recommit:
+        handed = {}
+        for topic, partition in stalled:
+            offset = tracker.input.handed(TP(topic, partition))
+            if offset is not None:
+                handed[(topic, partition)] = offset
+        batch_age_s = tracker.turns.batch_age_s(time.monotonic())
+        verdict = sort_stalled(
+            sorted(stalled),
+            behind,
+            finished,
+            handed,
+            batch_age_s=batch_age_s,
+            batch_bound_s=self.batch_bound_s,
+        )
+        if verdict.recommit:
             log.warning(
                 "decided past the group's offset, but the commit did not land; committing "
                 "again: %s",
-                {f"{t}/{p}": (behind[(t, p)][0], offset) for (t, p), offset in recommit.items()},
+                {f"{t}/{p}": (behind[(t, p)][0], o) for (t, p), o in verdict.recommit.items()},
                 extra={"sagalog": {"agent": "saga-tracker", "action": "recommit"}},
             )
-            offsets = {tps[key]: offset for key, offset in recommit.items()}
+            offsets = {tps[key]: offset for key, offset in verdict.recommit.items()}
             if await faust_internals.commit_offsets(tracker.app.consumer, offsets):
                 tracker.offsets.mark_committed(offsets)
-            for key in recommit:
+            for key in verdict.recommit:
                 self.suspects.pop(key, None)
-        return set(not_read)
+        if verdict.in_hand:
+            waiting = (
+                f"the batch in hand has waited {batch_age_s or 0:.0f} s for Kafka; records of "
+                f"{', '.join(f'{t}/{p}' for t, p in verdict.in_hand)} wait behind it (the "
+                f"transaction timeout, {tracker.settings.transaction_timeout_s:g} s, bounds it)"
+            )
+            tracker.health.degrade(BATCH, waiting)
+            log.warning(
+                "%s; waiting for the broker rather than restarting",
+                waiting,
+                extra={"sagalog": {"agent": "saga-tracker", "action": "batch_waits"}},
+            )
+        if verdict.not_read and batch_age_s is not None and batch_age_s >= self.batch_bound_s:
+            log.error(
+                "the batch in hand has not finished in %.0f s, past the transaction timeout",
+                batch_age_s,
+            )
+        return set(verdict.not_read)
+
+    @property
+    def batch_bound_s(self) -> float:
+        """The longest the watch waits for a batch in hand: its transactions' timeout
+        (past it the coordinator aborts them and the batch fails on its own) plus a
+        stall timeout for the answer to come back."""
+        settings = self.tracker.settings
+        return settings.transaction_timeout_s + settings.stall_timeout_s
+
+    def _batch_moved_on(self) -> None:
+        waited_s = self.tracker.health.recover(BATCH)
+        if waited_s is not None:
+            log.info(
+                "the batch that waited for Kafka finished; degraded for %.1f s",
+                waited_s,
+                extra={
+                    "sagalog": {
+                        "agent": "saga-tracker",
+                        "action": "recovered",
+                        "duration_ms": int(waited_s * 1000),
+                    }
+                },
+            )
