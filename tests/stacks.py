@@ -155,7 +155,15 @@ class SharedStacks:
                 self.release(shape)
 
 
-SHAPES = ("chaos_run", "secure_cluster", "cluster", "secure_stack", "plain_stack", "netns_cluster")
+SHAPES = (
+    "chaos_run",
+    "secure_cluster",
+    "cluster",
+    "secure_stack",
+    "plain_stack",
+    "netns_cluster",
+    "disk_run",
+)
 """The fixtures of the shapes, in the order their modules run, after every test of
 the shared dev stack."""
 
@@ -330,7 +338,30 @@ def chaos_run(directory: Path) -> tuple[Any, Callable[[], None]]:
     return run, stop
 
 
+def disk_run(directory: Path) -> tuple[Any, Callable[[], None]]:
+    """``chaos_run``'s shape with the broker's, the tracker's and the budget agent's
+    data directories on small disks (``chaos.full_disks``; root only, for ``mount``)."""
+    import random
+
+    from chaos.full_disks import open_disk_run
+    from chaos.stack import ChaosStack
+
+    external_tools.require_root("mounting a size-limited tmpfs over the data directories")
+    base = port_slot()
+    stack = ChaosStack(
+        state_dir=directory / "stack",
+        kafka_port=base + KAFKA,
+        controller_port=base + CONTROLLER,
+        registry_port=base + REGISTRY,
+        network_faults=False,
+    )
+    seed = int(os.environ.get("SAGALOG_CHAOS_SEED") or random.SystemRandom().randrange(1, 10**6))
+    print(f"chaos: seed {seed} (rerun with SAGALOG_CHAOS_SEED={seed})")
+    return open_disk_run(stack, directory / "run", seed=seed)
+
+
 STARTERS = {
+    "disk_run": disk_run,
     "plain_stack": plain_stack,
     "chaos_run": chaos_run,
     "cluster": cluster,
