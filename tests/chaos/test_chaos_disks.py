@@ -1,4 +1,6 @@
-"""The full-disk rounds (issue 50) in ``make test-all``: the broker's log directory,
+"""The full-disk rounds (issue 50), in ``make chaos`` (the Makefile's CHAOS_ONLY keeps
+them out of ``make test-all``: 7-8 minutes; ``test_small_disk_store.py`` holds what they
+found, in seconds): the broker's log directory,
 the tracker's and the budget agent's RocksDB directories, each filled under load and
 freed (``full_disks.py``), on a fleet whose data directories are small disks
 (``disk_run``, ``tests/stacks.py``; root only)."""
