@@ -7,9 +7,11 @@ jumps, ``time.monotonic()`` does not) and ``FAKETIME_TIMESTAMP_FILE`` with
 ``FAKETIME_NO_CACHE=1``: the process reads its offset from the file at every call, so
 the harness moves the clock of a running process, mid-round, by rewriting the file.
 
-libfaketime 0.9.10 breaks every ``time.sleep`` of Python 3.11 when monotonic is left
-alone (``monotonic_sleep.c``); a small library, built here with the system's C
-compiler and preloaded first, sends monotonic sleeps to the kernel.
+libfaketime 0.9.10 gets two kinds of wait wrong (``faketime_waits.c``): every
+``time.sleep`` of Python 3.11 raises when monotonic is left alone, and librdkafka's
+waits on its queues last the shift on top (an hour, with the clock an hour ahead). A
+small library, built here with the system's C compiler and preloaded first, hands
+both to the kernel with the kernel's times.
 
 ``WallClockShift.check`` proves the mechanism on this machine before a round relies
 on it: a probe process under the same settings must see its wall clock follow the
@@ -53,7 +55,7 @@ def unavailable() -> str | None:
     if libfaketime() is None:
         return f"libfaketime is not installed: {INSTALL}"
     if shutil.which("cc") is None:
-        return f"no C compiler to build tests/chaos/monotonic_sleep.c: {INSTALL}"
+        return f"no C compiler to build tests/chaos/faketime_waits.c: {INSTALL}"
     return None
 
 
@@ -66,10 +68,10 @@ class WallClockShift:
             raise WallClockUnavailable(reason)
         work_dir.mkdir(parents=True, exist_ok=True)
         self.offset_file = work_dir / "faketime-offset"
-        self.sleep_library = work_dir / "monotonic_sleep.so"
+        self.wait_library = work_dir / "faketime_waits.so"
         self.offset_s = 0
         subprocess.run(
-            [*COMPILE, "-o", str(self.sleep_library), str(HERE / "monotonic_sleep.c"), "-ldl"],
+            [*COMPILE, "-o", str(self.wait_library), str(HERE / "faketime_waits.c"), "-ldl"],
             check=True,
             capture_output=True,
         )
@@ -78,7 +80,7 @@ class WallClockShift:
     def environment(self) -> dict[str, str]:
         """What a process needs in its environment to follow the offset file."""
         return {
-            "LD_PRELOAD": f"{self.sleep_library} {libfaketime()}",
+            "LD_PRELOAD": f"{self.wait_library} {libfaketime()}",
             "FAKETIME_TIMESTAMP_FILE": str(self.offset_file),
             "FAKETIME_NO_CACHE": "1",
             "DONT_FAKE_MONOTONIC": "1",
@@ -95,7 +97,8 @@ class WallClockShift:
         self.offset_s = offset_s
 
     def check(self, python: str = sys.executable) -> None:
-        """Shift a probe process's clock +1 h and back; raise unless only its wall clock moved.
+        """Shift a probe process's clock +1 h and back; raise unless only its wall clock moved
+        and its sleeps and librdkafka's waits still last what they ask.
 
         Raises:
             WallClockUnavailable: the probe failed, or a clock did not behave.
@@ -110,7 +113,9 @@ class WallClockShift:
             sys.stdin.readline()
             wall1, mono1 = look()
             time.sleep(0.05)
-            print(round(wall1 - wall0 - (mono1 - mono0)), round(mono1 - mono0, 1), flush=True)
+            from confluent_kafka import Producer  # librdkafka waits on a realtime deadline
+            Producer({"bootstrap.servers": "127.0.0.1:9", "log_level": 0}).poll(0.5)
+            print(round(wall1 - wall0 - (mono1 - mono0)), round(time.monotonic() - mono0, 1))
             """
         )
         before = self.offset_s
@@ -138,7 +143,8 @@ class WallClockShift:
             raise WallClockUnavailable(f"the probe failed: {out!r} {err[-500:]!r}") from None
         if jumped != 3600 or monotonic_s > 30:
             raise WallClockUnavailable(
-                f"under libfaketime a +3600 s shift moved the probe's wall clock {jumped:+.0f} s "
-                f"and its monotonic clock {monotonic_s:.1f} s: the clock rounds need the wall "
-                f"clock only to jump ({libfaketime()})"
+                f"under libfaketime a +3600 s shift moved the probe's wall clock {jumped:+.0f} s, "
+                f"and its monotonic clock read {monotonic_s:.1f} s after a sleep and a 0.5 s "
+                f"librdkafka poll: the clock rounds need the wall clock only to jump, and "
+                f"waits to last what they ask ({libfaketime()})"
             )
