@@ -40,8 +40,8 @@ WALL_CLOCK = clock_rounds.WallClockJumps()
 CLOCK_JUMPS = Fault(
     "tracker wall clock +1 h, -10 min",
     WALL_CLOCK.inject,
-    window_s=30,
-    workflows=30,
+    window_s=40,
+    workflows=50,
     timers=True,
     verify=WALL_CLOCK.verify,
     prepare=WALL_CLOCK.prepare,
