@@ -64,6 +64,9 @@ class WebhookCall:
 
 @dataclass
 class WallClockJumps:
+    """The round's fault (``inject``), its set-up (``prepare``) and its checks (``verify``),
+    sharing the offset file and the webhook calls made."""
+
     forward_s: int = 3600
     back_s: int = 600
     shift: WallClockShift | None = None
@@ -115,22 +118,24 @@ class WallClockJumps:
         waiting = [r.workflow_id for r in requests if r.plan in (Plan.ESCALATE, Plan.EXPIRE)]
         others = [r.workflow_id for r in requests if r.workflow_id not in waiting]
         time.sleep(window_s * rng.uniform(0.2, 0.35))  # some workflows in, more coming
-        jumped = time.monotonic()
-        self.shift.shift(self.forward_s)
-        run.report(f"chaos: the tracker's wall clock is now {self.forward_s:+d} s")
-        self._call_webhooks(run, "ahead")
-        run.wait(lambda: _at(run, waiting, {"pending_approval"}) and _ended(run, others), 300)
-        run.advance(25 * HOUR_MS)  # the gates escalate (24 h), on the virtual clock
-        run.wait(lambda: escalated(run, waiting), 240)
-        back = time.monotonic()
-        self.shift.shift(self.forward_s - self.back_s)
-        run.report(f"chaos: the tracker's wall clock went back {self.back_s} s")
-        self._call_webhooks(run, "back")
-        run.advance(48 * HOUR_MS)  # past the gates' deadline (72 h)
-        run.wait(lambda: _ended(run, [r.workflow_id for r in requests]), 240)
-        restored = time.monotonic()
-        for name in (TRACKER, "gateway"):
-            self._restart(run, name, None)
+        jumped = back = time.monotonic()
+        try:
+            self.shift.shift(self.forward_s)
+            run.report(f"chaos: the tracker's wall clock is now {self.forward_s:+d} s")
+            self._call_webhooks(run, "ahead")
+            run.wait(lambda: _at(run, waiting, {"pending_approval"}) and _ended(run, others), 300)
+            run.advance(25 * HOUR_MS)  # the gates escalate (24 h), on the virtual clock
+            run.wait(lambda: escalated(run, waiting), 240)
+            back = time.monotonic()
+            self.shift.shift(self.forward_s - self.back_s)  # the escalated ones run on
+            run.report(f"chaos: the tracker's wall clock went back {self.back_s} s")
+            self._call_webhooks(run, "back")
+            run.advance(48 * HOUR_MS)  # past the gates' deadline (72 h)
+            run.wait(lambda: _ended(run, [r.workflow_id for r in requests]), 240)
+        finally:  # later rounds get the fleet as it was, whatever happened here
+            restored = time.monotonic()
+            for name in (TRACKER, "gateway"):
+                self._restart(run, name, None)
         return [(jumped, back), (back, restored)]
 
     def _call_webhooks(self, run: ChaosRun, when: str) -> None:
