@@ -111,13 +111,18 @@ test: up lint
 
 test-all: up lint tools
 	$(ON_STACK) $(BIN)/pytest $(PYTEST_PARALLEL) -m "not private_stack"
-	$(ON_STACK) $(BIN)/pytest -n $(PRIVATE_WORKERS) -m private_stack $(NOT_YET)
+	$(ON_STACK) $(BIN)/pytest -n $(PRIVATE_WORKERS) -m private_stack $(NOT_YET) $(CHAOS_ONLY)
 
 # Out of test-all until its defect is fixed, in `make chaos` meanwhile: a leader cut off
 # from its peers for 30 s exited the tracker (70) in 3 of 6 rounds, blocked on a call
 # to that broker past the 20 s stall watch (docs/chaos.md); the 20 s round sits on
 # that edge.
 NOT_YET := --ignore=tests/chaos/test_chaos_partitions.py
+
+# Past test-all's few minutes a round, in `make chaos` instead: the clock round restarts
+# the tracker four times (under libfaketime and back), 4 to 14 minutes on this machine
+# (docs/chaos.md); `pytest tests/chaos/test_chaos_clock.py` runs it alone.
+CHAOS_ONLY := --ignore=tests/chaos/test_chaos_clock.py
 
 .PHONY: bench
 bench: up

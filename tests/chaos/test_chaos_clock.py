@@ -1,7 +1,9 @@
 """The clock round (``clock_rounds.py``): the tracker's wall clock +1 h, then back 10 min.
 
 On the run's chaos fleet (``chaos_run``, ``tests/stacks.py``), with Debian's
-libfaketime (``tool("faketime")``: a skip outside CI, a failure under it).
+libfaketime (``tool("faketime")``: a skip outside CI, a failure under it). Outside
+``make test-all`` (``CHAOS_ONLY`` in the Makefile: it takes longer than a round
+there may); ``make chaos`` runs the round too.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ TIMER_COLUMNS = (
 def test_a_tracker_whose_wall_clock_jumps_fires_no_timer_early_or_twice(
     chaos_run: ChaosRun,
 ) -> None:
-    """Minutes, not seconds: the tracker restarts three times (under libfaketime, and
-    back; each restores its tables, 20 s to 2 min on a loaded two-core machine), and the
-    round waits for 30 workflows to reach their gates, escalate and expire between the
-    jumps."""
+    """Minutes, not seconds: the tracker restarts twice (under libfaketime, and back;
+    each restores its tables, 20 s on a quiet machine, 390 s at a load average of 40
+    on two cores), and the round waits for 50 workflows to reach their gates, escalate
+    and expire between the jumps (about 80 s). 14 minutes with the fleet's start, at
+    load 40."""
     (result,) = run_rounds(chaos_run, (CLOCK_JUMPS,))
     report = table([result.row()], TIMER_COLUMNS)
     print(report)
