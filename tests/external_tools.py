@@ -66,6 +66,7 @@ TOOLS = {
         Tool("node", ("node",), "install Node.js 18+"),
         Tool("ip", ("ip",), "apt-get install -y iproute2"),
         Tool("iptables", ("iptables",), "apt-get install -y iptables"),
+        Tool("faketime", ("faketime",), "apt-get install -y faketime"),
     )
 }
 ASYNCAPI = "asyncapi-parser"

@@ -424,7 +424,7 @@ def clock_jump(run: ChaosRun, rng: random.Random, window_s: float) -> Injections
     time.sleep(window_s * 0.5)
     run.wait(lambda: settled(waiting, "pending_approval") and settled(others, None), 300)
     for hours, then in (
-        (25, lambda: _escalated(run, waiting)),
+        (25, lambda: escalated(run, waiting)),
         (48, lambda: settled(escalate, None)),
     ):
         started = time.monotonic()
@@ -440,7 +440,8 @@ def clock_jump(run: ChaosRun, rng: random.Random, window_s: float) -> Injections
     return injections
 
 
-def _escalated(run: ChaosRun, ids: list[str]) -> bool:
+def escalated(run: ChaosRun, ids: list[str]) -> bool:
+    """Every one of ``ids`` has had its gate escalated at least once."""
     return all(
         any(
             int(e.get("escalation_level") or 0) >= 1

@@ -103,6 +103,12 @@ class Fault:
     """How long the round's workflows may take to end after the fault; the run's default."""
     max_exits: int | None = None
     """Service exits (the supervisor's restarts) the round tolerates; None: counted only."""
+    prepare: Callable[[ChaosRun], None] | None = None
+    """Sets the fleet up for the fault before the round's load starts (and its injector
+    puts it back): a service restarted under libfaketime, say."""
+    unavailable: Callable[[], str | None] | None = None
+    """Why the round cannot run on this machine (a tool missing, and how to install it);
+    None when it can. The suite skips such a round, and fails it under CI."""
 
 
 @dataclass
@@ -344,6 +350,12 @@ class ChaosRun:
 
         self.current = requests
         self.figures = {}
+        if fault.prepare is not None:
+            try:
+                fault.prepare(self)
+            except Exception as exc:
+                errors.append(f"the fault's preparation failed: {exc!r}")
+                self.report(f"chaos: {fault.name}: preparing failed:\n{traceback.format_exc()}")
         exits_before = len(self.supervisor.exits)
         injector = threading.Thread(target=inject, name=f"fault-{fault.name}", daemon=True)
         started = time.monotonic()
