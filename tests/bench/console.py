@@ -61,7 +61,8 @@ from sagalog.contracts.catalog import SchemaCatalog
 from sagalog.contracts.codec import EventCodec
 from sagalog.contracts.hash_chain import chain_next, chain_start, content_hash, signed
 from sagalog.contracts.headers import EventHeaders
-from sagalog.contracts.registry import SchemaRegistry, subject_for
+from sagalog.contracts.registry import SchemaRegistry
+from sagalog.contracts.subjects import subject_for
 from sagalog.contracts.validation import to_avro_datum
 from sagalog.events import StateTransition
 from sagalog.flows.states import WorkflowState
