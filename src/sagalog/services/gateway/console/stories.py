@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sagalog.audit.collect import Collected, Sources, collect, verify_collected
 from sagalog.audit.lookup import WorkflowSeal
-from sagalog.audit.reading import ReadStats, audit_consumer
+from sagalog.audit.reading import LoggedEvent, Position, ReadStats, audit_consumer
 from sagalog.audit.trail import AuditTrail, GateRecord, ModelDecision, TrailEntry
 from sagalog.audit.verify import Verification
 from sagalog.contracts.codec import EventCodec
 from sagalog.events import EffectRecorded
 from sagalog.personal.envelope import ERASED, Envelope
 from sagalog.personal.envelope import parse as parse_envelope
+from sagalog.services.gateway.console.story_cache import StoryCache
 from sagalog.services.gateway.read_model import TransitionEntry
 from sagalog.settings import ClientSettings
 from sagalog.tracker.record import WorkflowRecord
@@ -57,7 +58,9 @@ def seal_of(record: WorkflowRecord, history: Sequence[TransitionEntry]) -> Workf
 
 class LogStories:
     """Reads stories from Kafka with the audit's own reader (its own consumer per story:
-    pages are served from a thread pool, and a consumer is not shared between threads)."""
+    pages are served from a thread pool, and a consumer is not shared between threads),
+    keeping what it read (``story_cache``): a story seen before is read again only for
+    its new records."""
 
     def __init__(
         self,
@@ -66,31 +69,40 @@ class LogStories:
         codec: EventCodec,
         transitions_topic: str,
         timeout_s: float,
+        cache: StoryCache | None = None,
     ) -> None:
         self.settings = settings
         self.codec = codec
         self.transitions_topic = transitions_topic
         self.timeout_s = timeout_s
+        self.cache = cache if cache is not None else StoryCache()
 
     def story(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> AuditTrail:
-        return self._collect(record, history).trail
+        seal = seal_of(record, history)
+        held = self.cache.story(seal)
+        if held is not None:
+            return held.trail
+        return self._collect(seal, known=self.cache.known(seal.workflow_id)).trail
 
     def verified(
         self, record: WorkflowRecord, history: Sequence[TransitionEntry]
     ) -> tuple[AuditTrail, Verification]:
-        collected = self._collect(record, history)
+        collected = self._collect(seal_of(record, history), known={})
         return collected.trail, verify_collected(collected, self.settings.blob_store())
 
-    def _collect(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> Collected:
+    def _collect(self, seal: WorkflowSeal, *, known: Mapping[Position, LoggedEvent]) -> Collected:
         with closing(audit_consumer(self.settings)) as consumer:
-            return collect(
+            collected = collect(
                 consumer,
                 self.codec,
-                seal_of(record, history),
+                seal,
                 sources=Sources(transitions_topic=self.transitions_topic),
                 timeout_s=self.timeout_s,
                 stats=ReadStats(),
+                known=known,
             )
+        self.cache.keep(seal, collected)
+        return collected
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,7 @@ class StoryRow:
     event_id: str | None
     position: str
     causation_path: tuple[str, ...]
+    causes_shown: tuple[str, ...]
     gate: GateRecord | None = None
     model: ModelDecision | None = None
     effect: dict[str, Any] | None = None
@@ -136,6 +149,21 @@ def shown_personal(value: Any, is_erased: IsErased | None) -> Any:
     if envelope is None:
         return value
     return ERASED if is_erased is not None and is_erased(envelope) else SEALED
+
+
+CAUSES_SHOWN = 3
+"""The nearest causes a row names before it skips to the first one (the request)."""
+
+
+def shown_causes(path: tuple[str, ...]) -> tuple[str, ...]:
+    """What a row says of its causation path: the nearest causes and the first, with how
+    many lie between. Each cause is a row of the same story; a workflow whose every
+    event causes the next would otherwise print its whole history on every row, a page
+    that grows with the square of the story."""
+    if len(path) <= CAUSES_SHOWN + 1:
+        return path
+    between = len(path) - CAUSES_SHOWN - 1
+    return (*path[:CAUSES_SHOWN], f"… {between} more", path[-1])
 
 
 def story_rows(trail: AuditTrail, *, is_erased: IsErased | None = None) -> list[StoryRow]:
@@ -172,6 +200,7 @@ def _row(entry: TrailEntry, number: int | None) -> StoryRow:
         event_id=entry.event_id,
         position=entry.record.position,
         causation_path=entry.causation_path,
+        causes_shown=shown_causes(entry.causation_path),
         gate=entry.gate,
         model=entry.model,
         effect=effect,
