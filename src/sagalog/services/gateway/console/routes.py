@@ -52,7 +52,7 @@ from sagalog.services.gateway.console.sessions import (
     Session,
     SessionSigner,
 )
-from sagalog.services.gateway.console.stories import IsErased, StorySource
+from sagalog.services.gateway.console.stories import IsErased, RowMemo, StorySource
 from sagalog.services.gateway.console.workflow_pages import workflow_routes
 from sagalog.services.gateway.dead_letter_operations import DeadLetterOperations
 from sagalog.services.gateway.exceptions import (
@@ -160,6 +160,8 @@ class Console:
         self.signer = SessionSigner(gateway.secret)
         self.roles = {self.signer.key_id(key): role for key, role in keys.by_role()}
         self.correlation_keys = sorted({k for flow in gateway.flows for k in flow.correlation_keys})
+        self.story_rows = RowMemo()
+        """The rows of the stories shown lately (``stories.RowMemo``)."""
 
     def now_s(self) -> int:
         return int(self.gateway.now().timestamp())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from sagalog.contracts.codec import EventCodec
 from sagalog.events import EffectRecorded
 from sagalog.personal.envelope import ERASED, Envelope
 from sagalog.personal.envelope import parse as parse_envelope
-from sagalog.services.gateway.console.story_cache import StoryCache
+from sagalog.services.gateway.console.story_cache import CACHED_RECORDS, StoryCache
 from sagalog.services.gateway.read_model import TransitionEntry
 from sagalog.settings import ClientSettings
 from sagalog.tracker.record import WorkflowRecord
@@ -121,6 +122,7 @@ class StoryRow:
     causes_shown: tuple[str, ...]
     gate: GateRecord | None = None
     model: ModelDecision | None = None
+    model_json: str | None = None  # the model's outcome, pretty-printed once (rows are kept)
     effect: dict[str, Any] | None = None
     payload_json: str | None = None
     error: str | None = None
@@ -166,17 +168,46 @@ def shown_causes(path: tuple[str, ...]) -> tuple[str, ...]:
     return (*path[:CAUSES_SHOWN], f"… {between} more", path[-1])
 
 
-def story_rows(trail: AuditTrail, *, is_erased: IsErased | None = None) -> list[StoryRow]:
+class RowMemo:
+    """Rows already made, by the trail entry they were made from: the story cache hands
+    out the same entries while a workflow's seal holds, and a row costs a pretty-printed
+    payload (Python's JSON encoder does not indent in C). A row whose payload holds
+    personal data is made each time: its subject may have been erased since. Shared by
+    the threads that serve pages; past ``max_rows`` it starts again."""
+
+    def __init__(self, *, max_rows: int = CACHED_RECORDS) -> None:
+        self.max_rows = max_rows
+        self._rows: dict[tuple[int, int | None], tuple[TrailEntry, StoryRow]] = {}
+        self._lock = threading.Lock()
+
+    def row(self, entry: TrailEntry, number: int | None, is_erased: IsErased | None) -> StoryRow:
+        key = (id(entry), number)
+        with self._lock:
+            held = self._rows.get(key)
+        if held is not None and held[0] is entry:
+            return held[1]
+        shown = entry.payload if entry.payload is None else shown_personal(entry.payload, is_erased)
+        row = _row(dataclasses.replace(entry, payload=shown), number)
+        if shown == entry.payload:
+            with self._lock:
+                if len(self._rows) >= self.max_rows:
+                    self._rows.clear()
+                self._rows[key] = (entry, row)  # the entry is held, so its id is not reused
+        return row
+
+
+def story_rows(
+    trail: AuditTrail, *, is_erased: IsErased | None = None, memo: RowMemo | None = None
+) -> list[StoryRow]:
     """The trail's entries in its order (each transition after the event that caused
     it), with what the page shows of each; personal data as erased or sealed."""
+    memo = memo if memo is not None else RowMemo()
     rows = []
     number = 0
     for entry in trail.entries:
         if entry.kind == "event":
             number += 1
-        if entry.payload is not None:
-            entry = dataclasses.replace(entry, payload=shown_personal(entry.payload, is_erased))
-        rows.append(_row(entry, number if entry.kind == "event" else None))
+        rows.append(memo.row(entry, number if entry.kind == "event" else None, is_erased))
     return rows
 
 
@@ -189,7 +220,13 @@ def _row(entry: TrailEntry, number: int | None) -> StoryRow:
             for k in ("effect", "idempotency_key", "dependency", "reconciliation", "result_json")
             if payload.get(k) is not None
         }
-    shown = entry.payload is not None and entry.gate is None and entry.model is None and not effect
+    shown = (
+        entry.kind == "event"  # a transition's row says its states; the page shows no payload
+        and entry.payload is not None
+        and entry.gate is None
+        and entry.model is None
+        and not effect
+    )
     return StoryRow(
         kind=entry.kind,
         number=number,
@@ -203,6 +240,9 @@ def _row(entry: TrailEntry, number: int | None) -> StoryRow:
         causes_shown=shown_causes(entry.causation_path),
         gate=entry.gate,
         model=entry.model,
+        model_json=None
+        if entry.model is None
+        else json.dumps(entry.model.outcome, indent=2, ensure_ascii=False),
         effect=effect,
         payload_json=json.dumps(payload, indent=2, ensure_ascii=False) if shown else None,
         error=entry.error,
