@@ -51,7 +51,11 @@ def _written(settings: ClientSettings, topic: str, workflow_id: str) -> list[Sea
             causation_id=f"{workflow_id}-e{n - 1}" if n else None,
         ).to_kafka()
         producer.produce(
-            topic, key=workflow_id.encode(), value=b"not avro", headers=headers, on_delivery=delivered
+            topic,
+            key=workflow_id.encode(),
+            value=b"not avro",
+            headers=headers,
+            on_delivery=delivered,
         )
         producer.flush(30)  # in order: one at a time
     assert len(sealed) == EVENTS
