@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Callable
 from contextlib import closing
 
 from confluent_kafka import Producer
@@ -29,18 +30,22 @@ def _written(settings: ClientSettings, topic: str, workflow_id: str) -> list[Sea
     producer = Producer(settings.producer_config())
     sealed: list[SealedEvent] = []
 
-    def delivered(err: object, message: object) -> None:
-        assert err is None, err
-        ids = dict(message.headers())  # type: ignore[attr-defined]
-        sealed.append(
-            SealedEvent(
-                topic=topic,
-                partition=0,
-                offset=message.offset(),  # type: ignore[attr-defined]
-                event_id=ids["ce_id"].decode(),
-                hash="unchecked",
+    def delivered(event_id: str) -> Callable[[object, object], None]:
+        """The delivery report of one record (a report carries no headers)."""
+
+        def report(err: object, message: object) -> None:
+            offset = None if err is not None else message.offset()  # type: ignore[attr-defined]
+            sealed.append(
+                SealedEvent(
+                    topic=topic,
+                    partition=0,
+                    offset=-1 if offset is None else offset,
+                    event_id=event_id,
+                    hash="unchecked",
+                )
             )
-        )
+
+        return report
 
     for n in range(EVENTS):
         headers = EventHeaders(
@@ -55,10 +60,10 @@ def _written(settings: ClientSettings, topic: str, workflow_id: str) -> list[Sea
             key=workflow_id.encode(),
             value=b"not avro",
             headers=headers,
-            on_delivery=delivered,
+            on_delivery=delivered(f"{workflow_id}-e{n}"),
         )
         producer.flush(30)  # in order: one at a time
-    assert len(sealed) == EVENTS
+    assert [s.offset >= 0 for s in sealed] == [True] * EVENTS, sealed
     return sealed
 
 
