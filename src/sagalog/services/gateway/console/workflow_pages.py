@@ -224,6 +224,7 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
             w=detail,
             steps=steps,
             story=story,
+            story_row=console.story_row,
             story_notes=story_notes,
             story_error=story_error,
             verifying=verifying,
