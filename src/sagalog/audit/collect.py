@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from sagalog.audit.exceptions import AuditError, UnknownWorkflowError
 from sagalog.audit.lookup import WorkflowSeal, partition_for, record_from_changelog
 from sagalog.audit.reading import (
     LoggedEvent,
+    Position,
     ReadStats,
     fetch_at,
     offset_at_time,
@@ -139,12 +140,20 @@ def collect(
     timeout_s: float,
     stats: ReadStats,
     notes: list[str] | None = None,
+    known: Mapping[Position, LoggedEvent] | None = None,
 ) -> Collected:
-    """Read the workflow's events and transitions and assemble its trail."""
+    """Read the workflow's events and transitions and assemble its trail.
+
+    ``known``: records already read at their positions (an earlier read of the same
+    workflow): a record in the log never changes, so only the positions it lacks are
+    fetched, and a running workflow's story grows by its new records alone."""
     notes = list(notes or [])
     reader = _Reader(codec)
     decode = reader.decode
-    events = _events(consumer, workflow, sources.substitutes, timeout_s=timeout_s, stats=stats)
+    read_at = _PointReader(consumer, known or {}, timeout_s=timeout_s, stats=stats)
+    events = _events(
+        consumer, workflow, sources.substitutes, read_at, timeout_s=timeout_s, stats=stats
+    )
     missing = _missing(workflow.sealed, events)
     transitions: list[LoggedEvent] = []
     if sources.transitions_topic is not None:
@@ -155,6 +164,7 @@ def collect(
             topic=sources.transitions_topic,
             substitutes=sources.substitutes,
             decode=decode,
+            read_at=read_at,
             timeout_s=timeout_s,
             stats=stats,
             notes=notes,
@@ -180,6 +190,7 @@ def _events(
     consumer: Consumer,
     workflow: WorkflowSeal,
     substitutes: Mapping[str, str],
+    read_at: _PointReader,
     *,
     timeout_s: float,
     stats: ReadStats,
@@ -191,12 +202,7 @@ def _events(
         if sealed.topic not in topics:
             topics.append(sealed.topic)
     direct = [s for s in workflow.sealed if s.topic not in substitutes]
-    found = fetch_at(
-        consumer,
-        ((s.topic, s.partition, s.offset) for s in direct),
-        timeout_s=timeout_s,
-        stats=stats,
-    )
+    found = read_at((s.topic, s.partition, s.offset) for s in direct)
     events: list[LoggedEvent] = []
     key = workflow.workflow_id.encode()
     for topic in topics:
@@ -231,6 +237,7 @@ def _transitions(
     topic: str,
     substitutes: Mapping[str, str],
     decode: Callable[[bytes | None], Decoded],
+    read_at: _PointReader,
     timeout_s: float,
     stats: ReadStats,
     notes: list[str],
@@ -244,12 +251,7 @@ def _transitions(
         notes.append(f"transitions not shown: {exc}")
         return []
     if workflow.transitions is not None:
-        found = fetch_at(
-            consumer,
-            ((topic, p, o) for p, o in workflow.transitions),
-            timeout_s=timeout_s,
-            stats=stats,
-        )
+        found = read_at((topic, p, o) for p, o in workflow.transitions)
         return [found[(topic, p, o)] for p, o in workflow.transitions if (topic, p, o) in found]
     partition = partition_for(key, partitions)
     low, high = watermarks(consumer, topic, partition, timeout_s=timeout_s)
@@ -298,6 +300,37 @@ def _whole_topic(
             stats=stats,
         )
     return found
+
+
+class _PointReader:
+    """Records by position: those ``known`` from an earlier read, the rest from the log."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        known: Mapping[Position, LoggedEvent],
+        *,
+        timeout_s: float,
+        stats: ReadStats,
+    ) -> None:
+        self._consumer = consumer
+        self._known = known
+        self._timeout_s = timeout_s
+        self._stats = stats
+
+    def __call__(self, positions: Iterable[Position]) -> dict[Position, LoggedEvent]:
+        wanted = list(positions)
+        found = {p: self._known[p] for p in wanted if p in self._known}
+        if len(found) < len(wanted):
+            found.update(
+                fetch_at(
+                    self._consumer,
+                    (p for p in wanted if p not in found),
+                    timeout_s=self._timeout_s,
+                    stats=self._stats,
+                )
+            )
+        return found
 
 
 class _Reader:

@@ -276,12 +276,10 @@ class ReadModel:
         prefix = _history_prefix(workflow_id)
         for key, value in self._scan(prefix):
             position = key[len(prefix) :]
-            entry = TransitionEntry.model_validate_json(value)
+            fields = json.loads(value)
             if len(position) == 25 and position.isdigit():
-                entry = entry.model_copy(
-                    update={"partition": int(position[:5]), "offset": int(position[5:])}
-                )
-            found.append(entry)
+                fields["partition"], fields["offset"] = int(position[:5]), int(position[5:])
+            found.append(TransitionEntry.model_validate(fields))  # one validation, no copy
             if len(found) >= limit:
                 break
         return found

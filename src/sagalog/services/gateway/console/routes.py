@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
+from markupsafe import Markup
 
 from sagalog.errors import SagalogError
 from sagalog.services.gateway.application import Gateway
@@ -52,7 +54,7 @@ from sagalog.services.gateway.console.sessions import (
     Session,
     SessionSigner,
 )
-from sagalog.services.gateway.console.stories import IsErased, StorySource
+from sagalog.services.gateway.console.stories import IsErased, RowMemo, StoryRow, StorySource
 from sagalog.services.gateway.console.workflow_pages import workflow_routes
 from sagalog.services.gateway.dead_letter_operations import DeadLetterOperations
 from sagalog.services.gateway.exceptions import (
@@ -160,6 +162,25 @@ class Console:
         self.signer = SessionSigner(gateway.secret)
         self.roles = {self.signer.key_id(key): role for key, role in keys.by_role()}
         self.correlation_keys = sorted({k for flow in gateway.flows for k in flow.correlation_keys})
+        self.story_rows = RowMemo()
+        """The rows of the stories shown lately (``stories.RowMemo``)."""
+        self._row_html: dict[int, tuple[StoryRow, Markup]] = {}
+        self._row_html_lock = threading.Lock()
+
+    def story_row(self, row: StoryRow) -> Markup:
+        """One row of a story as HTML, rendered once while the row is kept: ``RowMemo``
+        hands out the same rows while a workflow's seal holds, and rendering a
+        500-record story's rows (each value escaped) was most of its page's time."""
+        with self._row_html_lock:
+            held = self._row_html.get(id(row))
+        if held is not None and held[0] is row:
+            return held[1]
+        html = Markup(_TEMPLATES.get_template("_story_row.html").render(row=row))
+        with self._row_html_lock:
+            if len(self._row_html) >= self.story_rows.max_rows:
+                self._row_html.clear()
+            self._row_html[id(row)] = (row, html)  # the row is held, so its id is not reused
+        return html
 
     def now_s(self) -> int:
         return int(self.gateway.now().timestamp())

@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sagalog.audit.collect import Collected, Sources, collect, verify_collected
 from sagalog.audit.lookup import WorkflowSeal
-from sagalog.audit.reading import ReadStats, audit_consumer
+from sagalog.audit.reading import LoggedEvent, Position, ReadStats, audit_consumer
 from sagalog.audit.trail import AuditTrail, GateRecord, ModelDecision, TrailEntry
 from sagalog.audit.verify import Verification
 from sagalog.contracts.codec import EventCodec
 from sagalog.events import EffectRecorded
 from sagalog.personal.envelope import ERASED, Envelope
 from sagalog.personal.envelope import parse as parse_envelope
+from sagalog.services.gateway.console.story_cache import CACHED_RECORDS, StoryCache
 from sagalog.services.gateway.read_model import TransitionEntry
 from sagalog.settings import ClientSettings
 from sagalog.tracker.record import WorkflowRecord
@@ -57,7 +59,9 @@ def seal_of(record: WorkflowRecord, history: Sequence[TransitionEntry]) -> Workf
 
 class LogStories:
     """Reads stories from Kafka with the audit's own reader (its own consumer per story:
-    pages are served from a thread pool, and a consumer is not shared between threads)."""
+    pages are served from a thread pool, and a consumer is not shared between threads),
+    keeping what it read (``story_cache``): a story seen before is read again only for
+    its new records."""
 
     def __init__(
         self,
@@ -66,31 +70,40 @@ class LogStories:
         codec: EventCodec,
         transitions_topic: str,
         timeout_s: float,
+        cache: StoryCache | None = None,
     ) -> None:
         self.settings = settings
         self.codec = codec
         self.transitions_topic = transitions_topic
         self.timeout_s = timeout_s
+        self.cache = cache if cache is not None else StoryCache()
 
     def story(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> AuditTrail:
-        return self._collect(record, history).trail
+        seal = seal_of(record, history)
+        held = self.cache.story(seal)
+        if held is not None:
+            return held.trail
+        return self._collect(seal, known=self.cache.known(seal.workflow_id)).trail
 
     def verified(
         self, record: WorkflowRecord, history: Sequence[TransitionEntry]
     ) -> tuple[AuditTrail, Verification]:
-        collected = self._collect(record, history)
+        collected = self._collect(seal_of(record, history), known={})
         return collected.trail, verify_collected(collected, self.settings.blob_store())
 
-    def _collect(self, record: WorkflowRecord, history: Sequence[TransitionEntry]) -> Collected:
+    def _collect(self, seal: WorkflowSeal, *, known: Mapping[Position, LoggedEvent]) -> Collected:
         with closing(audit_consumer(self.settings)) as consumer:
-            return collect(
+            collected = collect(
                 consumer,
                 self.codec,
-                seal_of(record, history),
+                seal,
                 sources=Sources(transitions_topic=self.transitions_topic),
                 timeout_s=self.timeout_s,
                 stats=ReadStats(),
+                known=known,
             )
+        self.cache.keep(seal, collected)
+        return collected
 
 
 @dataclass(frozen=True)
@@ -106,8 +119,10 @@ class StoryRow:
     event_id: str | None
     position: str
     causation_path: tuple[str, ...]
+    causes_shown: tuple[str, ...]
     gate: GateRecord | None = None
     model: ModelDecision | None = None
+    model_json: str | None = None  # the model's outcome, pretty-printed once (rows are kept)
     effect: dict[str, Any] | None = None
     payload_json: str | None = None
     error: str | None = None
@@ -138,17 +153,61 @@ def shown_personal(value: Any, is_erased: IsErased | None) -> Any:
     return ERASED if is_erased is not None and is_erased(envelope) else SEALED
 
 
-def story_rows(trail: AuditTrail, *, is_erased: IsErased | None = None) -> list[StoryRow]:
+CAUSES_SHOWN = 3
+"""The nearest causes a row names before it skips to the first one (the request)."""
+
+
+def shown_causes(path: tuple[str, ...]) -> tuple[str, ...]:
+    """What a row says of its causation path: the nearest causes and the first, with how
+    many lie between. Each cause is a row of the same story; a workflow whose every
+    event causes the next would otherwise print its whole history on every row, a page
+    that grows with the square of the story."""
+    if len(path) <= CAUSES_SHOWN + 1:
+        return path
+    between = len(path) - CAUSES_SHOWN - 1
+    return (*path[:CAUSES_SHOWN], f"… {between} more", path[-1])
+
+
+class RowMemo:
+    """Rows already made, by the trail entry they were made from: the story cache hands
+    out the same entries while a workflow's seal holds, and a row costs a pretty-printed
+    payload (Python's JSON encoder does not indent in C). A row whose payload holds
+    personal data is made each time: its subject may have been erased since. Shared by
+    the threads that serve pages; past ``max_rows`` it starts again."""
+
+    def __init__(self, *, max_rows: int = CACHED_RECORDS) -> None:
+        self.max_rows = max_rows
+        self._rows: dict[tuple[int, int | None], tuple[TrailEntry, StoryRow]] = {}
+        self._lock = threading.Lock()
+
+    def row(self, entry: TrailEntry, number: int | None, is_erased: IsErased | None) -> StoryRow:
+        key = (id(entry), number)
+        with self._lock:
+            held = self._rows.get(key)
+        if held is not None and held[0] is entry:
+            return held[1]
+        shown = entry.payload if entry.payload is None else shown_personal(entry.payload, is_erased)
+        row = _row(dataclasses.replace(entry, payload=shown), number)
+        if shown == entry.payload:
+            with self._lock:
+                if len(self._rows) >= self.max_rows:
+                    self._rows.clear()
+                self._rows[key] = (entry, row)  # the entry is held, so its id is not reused
+        return row
+
+
+def story_rows(
+    trail: AuditTrail, *, is_erased: IsErased | None = None, memo: RowMemo | None = None
+) -> list[StoryRow]:
     """The trail's entries in its order (each transition after the event that caused
     it), with what the page shows of each; personal data as erased or sealed."""
+    memo = memo if memo is not None else RowMemo()
     rows = []
     number = 0
     for entry in trail.entries:
         if entry.kind == "event":
             number += 1
-        if entry.payload is not None:
-            entry = dataclasses.replace(entry, payload=shown_personal(entry.payload, is_erased))
-        rows.append(_row(entry, number if entry.kind == "event" else None))
+        rows.append(memo.row(entry, number if entry.kind == "event" else None, is_erased))
     return rows
 
 
@@ -161,7 +220,13 @@ def _row(entry: TrailEntry, number: int | None) -> StoryRow:
             for k in ("effect", "idempotency_key", "dependency", "reconciliation", "result_json")
             if payload.get(k) is not None
         }
-    shown = entry.payload is not None and entry.gate is None and entry.model is None and not effect
+    shown = (
+        entry.kind == "event"  # a transition's row says its states; the page shows no payload
+        and entry.payload is not None
+        and entry.gate is None
+        and entry.model is None
+        and not effect
+    )
     return StoryRow(
         kind=entry.kind,
         number=number,
@@ -172,8 +237,12 @@ def _row(entry: TrailEntry, number: int | None) -> StoryRow:
         event_id=entry.event_id,
         position=entry.record.position,
         causation_path=entry.causation_path,
+        causes_shown=shown_causes(entry.causation_path),
         gate=entry.gate,
         model=entry.model,
+        model_json=None
+        if entry.model is None
+        else json.dumps(entry.model.outcome, indent=2, ensure_ascii=False),
         effect=effect,
         payload_json=json.dumps(payload, indent=2, ensure_ascii=False) if shown else None,
         error=entry.error,

@@ -184,7 +184,6 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
                 workflow_id=workflow_id,
             )
         history = gateway.model.history(workflow_id)
-        detail = detail_view(record, history)
         story, story_notes, story_error = None, [], None
         verifying = _verify_asked(request)
         verification: Verification | None = None
@@ -199,7 +198,9 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
                     trail, verification = console.options.stories.verified(record, history)
                 else:
                     trail = console.options.stories.story(record, history)
-                story = story_rows(trail, is_erased=console.options.is_erased)
+                story = story_rows(
+                    trail, is_erased=console.options.is_erased, memo=console.story_rows
+                )
                 story_notes = [*trail.notes] + [
                     f"sealed event {s.event_id} at {s.topic}/{s.partition}@{s.offset} was not "
                     "found in the log"
@@ -207,6 +208,8 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
                 ]
             except SagalogError as exc:
                 story_error = str(exc)
+        # The read model's transitions are listed only when the log's story is not shown.
+        detail = detail_view(record, history if story is None else [])
         try:
             flow = gateway.flow_of(record)
             steps = [entry.name for entry in flow.entries]
@@ -221,6 +224,7 @@ def workflow_routes(router: APIRouter, console: Console) -> None:
             w=detail,
             steps=steps,
             story=story,
+            story_row=console.story_row,
             story_notes=story_notes,
             story_error=story_error,
             verifying=verifying,
