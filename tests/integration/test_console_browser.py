@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from playwright.sync_api import Page, expect
 
 import external_tools
@@ -43,6 +44,7 @@ from demo.filing_scenario import Filing, build_filings
 from demo.fleet import Fleet
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 from sagalog.exit_codes import Restart, restart_policy
+from sagalog.tracker.ticks import clock_topic
 
 from . import stuck_fleet
 from .browser import chromium, screenshot
@@ -104,6 +106,25 @@ class FilingRun:
             filings=self.filings,
         )
         self.driver._start_clock()
+        # Events decided before the first tick would run on the virtual clock's 0, and
+        # the tick (the real time) would then fire every timer of theirs at once: under
+        # load the gate's deadline rejected the filing the test was about to approve.
+        self.wait(self._clock_decided, what="the tracker deciding the clock's first tick")
+
+    def _clock_decided(self) -> bool:
+        """Whether the tracker's group committed every clock partition to its end."""
+        topic = clock_topic(self.config.tracker_app_id)
+        reader = Consumer(
+            self.project.settings.kafka_config(**{"group.id": self.config.tracker_app_id})
+        )
+        try:
+            parts = reader.list_topics(topic, timeout=10).topics[topic].partitions
+            tps = [TopicPartition(topic, p) for p in sorted(parts)]
+            committed = reader.committed(tps, timeout=10)
+            ends = [reader.get_watermark_offsets(tp, timeout=10)[1] for tp in tps]
+        finally:
+            reader.close()
+        return all(tp.offset >= end for tp, end in zip(committed, ends, strict=True))
 
     @property
     def url(self) -> str:
