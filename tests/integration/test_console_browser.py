@@ -109,7 +109,10 @@ class FilingRun:
         # Events decided before the first tick would run on the virtual clock's 0, and
         # the tick (the real time) would then fire every timer of theirs at once: under
         # load the gate's deadline rejected the filing the test was about to approve.
-        self.wait(self._clock_decided, what="the tracker deciding the clock's first tick")
+        # Loaded, the tracker may still be rebalancing (a minute or more past its start).
+        self.wait(
+            self._clock_decided, what="the tracker deciding the clock's first tick", timeout=360
+        )
 
     def _clock_decided(self) -> bool:
         """Whether the tracker's group committed every clock partition to its end."""
