@@ -58,7 +58,10 @@ def _offsets(settings: ClientSettings, topic: str, group: str) -> str:
         }
         reader = Consumer(settings.kafka_config(**{"group.id": group}))
         try:
-            committed = {tp.partition: tp.offset for tp in reader.committed(tps, TIMEOUT_S)}
+            committed = {
+                tp.partition: tp.offset if tp.offset >= 0 else "none"
+                for tp in reader.committed(tps, TIMEOUT_S)
+            }
         finally:
             reader.close()
     except (KafkaException, KeyError, TimeoutError) as exc:
