@@ -30,10 +30,12 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from playwright.sync_api import Page, expect
 
 import external_tools
@@ -41,7 +43,10 @@ from demo.filing_driver import FilingDriver
 from demo.filing_scenario import Filing, build_filings
 from demo.fleet import Fleet
 from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
+from sagalog.exit_codes import Restart, restart_policy
+from sagalog.tracker.ticks import clock_topic
 
+from . import stuck_fleet
 from .browser import chromium, screenshot
 from .project import REPO, Project
 from .test_filing_workflow import apply_filing_project
@@ -50,7 +55,8 @@ from .test_reference_workflow import reference_fleet_config
 DOCS_SHOTS = REPO / "docs" / "images" / "console"
 TRACKER_S = 120_000
 """How long a page may wait for the tracker (ms): on a loaded machine its stall detector
-may restart it (exit 70, "has not moved for 20s"), and it then restores its tables."""
+may restart it (exit 70, "has not moved for 20s": the fleet is supervised), and it then
+restores its tables."""
 PAGES = (
     "sign-in",
     "overview",
@@ -86,6 +92,7 @@ class FilingRun:
 
     def start(self) -> None:
         self.fleet.start_all()
+        self.fleet.supervise()  # a tracker that exits 70 is restarted, as in production
         self.fleet.wait_gateway_ready()
         self.gateway = GatewayClient(
             GatewayClientSettings(url=self.url, api_key=self.api_key, timeout_s=30)
@@ -99,6 +106,28 @@ class FilingRun:
             filings=self.filings,
         )
         self.driver._start_clock()
+        # Events decided before the first tick would run on the virtual clock's 0, and
+        # the tick (the real time) would then fire every timer of theirs at once: under
+        # load the gate's deadline rejected the filing the test was about to approve.
+        # Loaded, the tracker may still be rebalancing (a minute or more past its start).
+        self.wait(
+            self._clock_decided, what="the tracker deciding the clock's first tick", timeout=360
+        )
+
+    def _clock_decided(self) -> bool:
+        """Whether the tracker's group committed every clock partition to its end."""
+        topic = clock_topic(self.config.tracker_app_id)
+        reader = Consumer(
+            self.project.settings.kafka_config(**{"group.id": self.config.tracker_app_id})
+        )
+        try:
+            parts = reader.list_topics(topic, timeout=10).topics[topic].partitions
+            tps = [TopicPartition(topic, p) for p in sorted(parts)]
+            committed = reader.committed(tps, timeout=10)
+            ends = [reader.get_watermark_offsets(tp, timeout=10)[1] for tp in tps]
+        finally:
+            reader.close()
+        return all(tp.offset >= end for tp, end in zip(committed, ends, strict=True))
 
     @property
     def url(self) -> str:
@@ -128,10 +157,29 @@ class FilingRun:
         while time.monotonic() < deadline:
             if condition():
                 return
-            dead = self.fleet.dead()
+            dead = [
+                d
+                for d in self.fleet.dead()
+                if restart_policy(d.process.returncode if d.process else 0) is not Restart.AT_ONCE
+            ]
             assert not dead, [(d.name, d.tail()) for d in dead]
             time.sleep(0.5)
         raise AssertionError(f"timed out waiting for {what}")
+
+    @contextmanager
+    def explained(self, what: str) -> Iterator[None]:
+        """A wait on the tracker that fails says why: the offsets, the logs and the
+        tracker's stacks at that moment (``stuck_fleet``)."""
+        try:
+            yield
+        except AssertionError as exc:
+            told = stuck_fleet.report(
+                self.fleet,
+                self.project.settings,
+                topic=self.config.filing_topic,
+                group=self.config.tracker_app_id,
+            )
+            raise AssertionError(f"{what}: {exc}\n{told}") from exc
 
     def audit(self, workflow_id: str) -> list[tuple[str, str]]:
         """``sagalog audit --json``'s history: (kind, event id or transition's states)."""
@@ -256,9 +304,10 @@ def test_an_operator_works_the_filings_in_the_browser_console(
         row.locator("button[value=approve]").click()
         expect(row.locator(".decided")).to_contain_text("approved by lee@filings.example")
         # The tracker takes the decision: the row and the other tab hear it, no reload.
-        expect(
-            page.locator(f'tr.moved-on[data-workflow="{approved.workflow_id}"]')
-        ).to_contain_text("moved on: now awaiting_input", timeout=TRACKER_S)
+        with run.explained(f"{approved.workflow_id} past its legal review"):
+            expect(
+                page.locator(f'tr.moved-on[data-workflow="{approved.workflow_id}"]')
+            ).to_contain_text("moved on: now awaiting_input", timeout=TRACKER_S)
         expect(watching.locator("dl.facts .state")).to_have_text("awaiting_input")
         assert page.evaluate("window.sameDocument") is True
         assert watching.evaluate("window.sameDocument") is True
@@ -292,10 +341,11 @@ def test_an_operator_works_the_filings_in_the_browser_console(
         page.fill("#cancel-reason", "filed twice by mistake")
         page.click("form button:has-text('Cancel the workflow')")
         expect(page.locator("[role=status]")).to_contain_text("cancellation published")
-        expect(page.locator("dl.facts .state")).to_have_text(
-            re.compile("compensat"), timeout=TRACKER_S
-        )
-        expect(page.locator("dl.facts .state")).to_have_text("compensated", timeout=TRACKER_S)
+        with run.explained(f"{cancelled.workflow_id} compensated"):
+            expect(page.locator("dl.facts .state")).to_have_text(
+                re.compile("compensat"), timeout=TRACKER_S
+            )
+            expect(page.locator("dl.facts .state")).to_have_text("compensated", timeout=TRACKER_S)
         expect(page.locator("#story")).to_contain_text("WorkflowCancelled")
 
     assert not browser.problems, browser.problems

@@ -97,3 +97,26 @@ def test_only_committed_records_past_the_groups_offset_are_waiting(
 
     _write(settings, topic, 1, commit=True)
     assert (topic, 0) in probe.waiting([(topic, 0)])
+
+
+def test_a_read_that_ran_out_of_time_is_not_taken_for_markers(
+    settings: ClientSettings, topic: str
+) -> None:
+    """Issue 45: a read of a stalled span that did not reach its end (a fresh consumer
+    on a loaded machine) was remembered as "only markers there", and every later watch
+    skipped the span, so the watchdog never handed a stalled worker over."""
+    group = f"tracker-{uuid.uuid4().hex[:8]}"
+    probe = BacklogProbe(
+        TrackerSettings(bootstrap_servers=settings.bootstrap_servers, app_id=group)
+    )
+    _write(settings, topic, 1, commit=True)  # a record at 0, its marker at 1
+    spans = probe.behind([(topic, 0)])
+    assert spans == {(topic, 0): (0, 2)}
+
+    assert probe.readable(spans, within_s=0) == set()  # no time to read: nothing known
+    assert probe.readable(spans) == {(topic, 0)}  # read again, and the record is there
+
+    _commit(settings, group, topic, 1)  # decided: only the marker is left past the offset
+    markers = probe.behind([(topic, 0)])
+    assert probe.readable(markers) == set()
+    assert probe._unreadable == markers  # read to its end: remembered, not read again

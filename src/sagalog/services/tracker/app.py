@@ -680,16 +680,30 @@ class Tracker:
             self.offsets.mark_committed(due)
 
     async def _report(self) -> None:
+        """Every 30 s, the counts, and where the input and the stall watch are: a tracker
+        whose counts stand still says whether its input fetched nothing (the high
+        watermarks), fetched and handed over records no batch took (queued, handed), or
+        whether its watch stopped looking (issue 45: the counts stood still for two
+        minutes and nothing else was logged)."""
         outcomes = {str(k): v for k, v in self.processor.outcomes.items()}
+        inputs = {
+            f"{tp.topic}/{tp.partition}": (*self.input.position(tp), self.input.handed(tp))
+            for tp in self.input.assigned
+        }
         log.info(
             "tracker stats: %s; outcomes %s; timers fired %d (early wake-ups %d); "
-            "published %d; health %s",
+            "published %d; health %s; input (next, high watermark, handed) %s, %d queued; "
+            "stall watch last looked %.0f s ago, suspects %s",
             {**self.counts, "dead_lettered": self.tally.dead_lettered},
             outcomes,
             self.processor.fired,
             self.processor.woke_early,
             self.sink.sent,
             self.health.describe(),
+            inputs,
+            self.input.queued,
+            time.monotonic() - self.watchdog.last_look,
+            {f"{t}/{p}": s.committed for (t, p), s in self.watchdog.suspects.items()},
             extra={"sagalog": {"agent": "saga-tracker", "action": "stats"}},
         )
 

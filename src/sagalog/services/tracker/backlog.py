@@ -15,7 +15,10 @@ The offsets are asked every watch (two small admin requests and one offset fetch
 the read, which
 costs a consumer, only for a partition whose committed offset stood still for
 ``stall_timeout_s`` with records past it (``stall.judge``), and a verdict of
-"only markers there" is remembered for the same offsets.
+"only markers there" is remembered for the same offsets. Only a read that reached the
+span's end can give that verdict: a read that ran out of time (a fresh consumer on a
+loaded machine) knows nothing, and remembering it as "only markers" once hid a
+stalled partition from every later watch (issue 45).
 
 While the broker is away every one of those calls fails, and they fail two ways: a
 ``KafkaException`` from librdkafka, or a ``TimeoutError`` from ``future.result``
@@ -36,6 +39,7 @@ three runs, with the watch's previous call timed out.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -46,7 +50,11 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from sagalog.errors import ServiceUnavailableError
 from sagalog.services.tracker.settings import TrackerSettings
 
+log = logging.getLogger("sagalog.tracker")
+
 TIMEOUT_S = 10.0
+READ_S = TIMEOUT_S / 2
+"""How long a read of the records past a stalled partition's offset may take."""
 GUARD_TIMEOUT_S = 2.0
 """How long the timer guard waits for the partitions' ends (``stable_ends``): it holds
 the batch in hand, and a partition whose leader is moving answers after the election;
@@ -139,20 +147,31 @@ class BacklogProbe:
             GUARD_TIMEOUT_S,
         )
 
-    def readable(self, spans: dict[Position, Span]) -> set[Position]:
+    def readable(self, spans: dict[Position, Span], *, within_s: float = READ_S) -> set[Position]:
         """The partitions where a committed record can be read inside its span.
+
+        A span read to its end without a record holds only markers, and is not read
+        again while it stays the same; one not read to its end within ``within_s`` is
+        neither, and is read again at the next look.
 
         Raises:
             ServiceUnavailableError: the broker did not answer.
         """
         unknown = {key: span for key, span in spans.items() if self._unreadable.get(key) != span}
         try:
-            found = self._read(unknown)
+            found, unsettled = self._read(unknown, within_s)
         except (KafkaException, TimeoutError) as exc:
             raise self._unavailable("a read of the records past the group's offset", exc) from exc
         for key, span in unknown.items():
-            if key not in found:
+            if key not in found and key not in unsettled:
                 self._unreadable[key] = span
+        if unsettled:
+            log.warning(
+                "stall check: %s not read to the end within %g s; read again at the next look",
+                {f"{t}/{p}": unknown[(t, p)] for t, p in sorted(unsettled)},
+                within_s,
+                extra={"sagalog": {"agent": "saga-tracker", "action": "stall_check"}},
+            )
         return found
 
     def waiting(self, partitions: Iterable[Position]) -> dict[Position, int]:
@@ -161,9 +180,12 @@ class BacklogProbe:
         readable = self.readable(behind)
         return {key: end - start for key, (start, end) in behind.items() if key in readable}
 
-    def _read(self, spans: dict[Position, Span]) -> set[Position]:
+    def _read(
+        self, spans: dict[Position, Span], within_s: float
+    ) -> tuple[set[Position], set[Position]]:
+        """The spans where a record was read, and those not read to their end in time."""
         if not spans:
-            return set()
+            return set(), set()
         reader = Consumer(
             self.settings.kafka_config(
                 **{
@@ -175,10 +197,10 @@ class BacklogProbe:
             )
         )
         found: set[Position] = set()
+        open_spans = dict(spans)
         try:
             reader.assign([TopicPartition(t, p, start) for (t, p), (start, _) in spans.items()])
-            deadline = time.monotonic() + TIMEOUT_S / 2
-            open_spans = dict(spans)
+            deadline = time.monotonic() + within_s
             while open_spans and time.monotonic() < deadline:
                 for message in reader.consume(num_messages=500, timeout=0.2):
                     if message.error() is None:
@@ -192,7 +214,7 @@ class BacklogProbe:
                         del open_spans[(tp.topic, tp.partition)]
         finally:
             reader.close()
-        return found
+        return found, set(open_spans)
 
     def _asking(
         self,
