@@ -51,7 +51,7 @@ def _sort(
     batch_age_s: float | None = None,
 ) -> Sorted:
     return sort_stalled(
-        stalled, behind, finished, handed or {}, batch_age_s=batch_age_s, batch_bound_s=140.0
+        stalled, behind, finished, handed or {}, batch_age_s=batch_age_s, batch_bound_s=60.0
     )
 
 
@@ -76,7 +76,7 @@ def test_records_behind_a_batch_waiting_for_the_broker_wait_with_it() -> None:
 def test_a_batch_in_hand_past_its_bound_or_none_at_all_is_a_stall() -> None:
     behind = {A: (18, 38)}
     handed = {A: 27}
-    hung = _sort([A], behind, {A: 18}, handed, batch_age_s=140.0)
+    hung = _sort([A], behind, {A: 18}, handed, batch_age_s=60.0)
     assert hung.not_read == [A] and hung.in_hand == []
     lost = _sort([A], behind, {A: 18}, handed, batch_age_s=None)  # handed, yet no batch runs
     assert lost.not_read == [A]

@@ -88,10 +88,9 @@ def sort_stalled(
     for the broker (a leader cut off from its peers holds the transaction's acks until
     the cut heals, a restarted coordinator answers late), and the records behind it
     wait their turn. A restart would not get past the broker any sooner: it would throw
-    the batch away, and the tables with it, to wait for the same broker. The batch's
-    own calls are bounded by the transaction timeout (past it the coordinator aborts,
-    and the batch fails); a batch in hand longer than ``batch_bound_s``, or records
-    handed while no batch is in hand, is a stall like any other.
+    the batch away, and the tables with it, to wait for the same broker. A batch in
+    hand longer than ``batch_bound_s`` (a cut that lasts, or a client that hangs), or
+    records handed while no batch is in hand, is a stall like any other.
 
     Args:
         finished: the offset after the last record decided, per partition.

@@ -264,7 +264,7 @@ class Watchdog:
             waiting = (
                 f"the batch in hand has waited {batch_age_s or 0:.0f} s for Kafka; records of "
                 f"{', '.join(f'{t}/{p}' for t, p in verdict.in_hand)} wait behind it (the "
-                f"transaction timeout, {tracker.settings.transaction_timeout_s:g} s, bounds it)"
+                f"worker is handed over past {self.batch_bound_s:g} s)"
             )
             tracker.health.degrade(BATCH, waiting)
             log.warning(
@@ -274,18 +274,21 @@ class Watchdog:
             )
         if verdict.not_read and batch_age_s is not None and batch_age_s >= self.batch_bound_s:
             log.error(
-                "the batch in hand has not finished in %.0f s, past the transaction timeout",
+                "the batch in hand has not finished in %.0f s (the watch waits %g s for one)",
                 batch_age_s,
+                self.batch_bound_s,
             )
         return set(verdict.not_read)
 
     @property
     def batch_bound_s(self) -> float:
-        """The longest the watch waits for a batch in hand: its transactions' timeout
-        (past it the coordinator aborts them and the batch fails on its own) plus a
-        stall timeout for the answer to come back."""
+        """The longest the watch waits for a batch in hand: three stall timeouts (60 s
+        by default). A leader cut off from its peers holds a batch until the cut heals
+        and a few seconds more, so cuts up to about 50 s are ridden out; a batch held
+        longer, by a cut or by a client that hangs, is handed over to a fresh worker as
+        before, well inside the transactions' own timeout."""
         settings = self.tracker.settings
-        return settings.transaction_timeout_s + settings.stall_timeout_s
+        return min(3 * settings.stall_timeout_s, settings.transaction_timeout_s)
 
     def _batch_moved_on(self) -> None:
         waited_s = self.tracker.health.recover(BATCH)
