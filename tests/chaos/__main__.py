@@ -52,7 +52,7 @@ def main() -> int:
     if args.netns:
         suite = partitions.PARTITIONS_SHORT if args.short else partitions.PARTITIONS
         columns = partitions.COLUMNS
-        with Network(partitions.BROKERS) as network:
+        with Network(partitions.HOSTS) as network:
             stack = netns_stack(work_dir, network, secure=not args.plaintext)
             try:
                 seed, results = run_suite(

@@ -103,6 +103,8 @@ class Fault:
     """How long the round's workflows may take to end after the fault; the run's default."""
     max_exits: int | None = None
     """Service exits (the supervisor's restarts) the round tolerates; None: counted only."""
+    expected_exits: dict[str, int] = field(default_factory=dict)
+    """Exits the fault itself causes, per service, not held against ``max_exits``."""
 
 
 @dataclass
@@ -213,6 +215,7 @@ class ChaosRun:
                 deadletter_topic=self.topics.deadletter,
                 tracker_app_id=self.app_id,
                 agent_suffix=f"-{s}",
+                launch_prefixes=self.placed(),
             )
         )
         self.recorder = Recorder(self.settings, self.codec, self.topics).start()
@@ -237,6 +240,14 @@ class ChaosRun:
         self.supervisor = Supervisor(self.fleet).start()
         threading.Thread(target=self._decide_gates, name="chaos-people", daemon=True).start()
         return self
+
+    def placed(self) -> dict[str, tuple[str, ...]]:
+        """Services that run in a host of the stack's network, by the host's name: the
+        fencing round puts ``tracker-a`` in a namespace of its own to cut it off."""
+        network = self.stack.network
+        if network is None:
+            return {}
+        return {name: host.prefix for name, host in network.hosts.items()}
 
     def close(self) -> None:
         self._stop.set()
@@ -374,6 +385,7 @@ class ChaosRun:
             ],
         )
         history.exits, history.max_exits = list(exits), fault.max_exits
+        history.expected_exits = dict(fault.expected_exits)
         history.figures.update(self.probe.figures(started, time.monotonic(), injections))
         return check(history, self.rules)
 
