@@ -8,16 +8,15 @@ each record batch carries its producer id and epoch, and each transaction ends i
 control batch (``COMMIT`` or ``ABORT``) with the epoch that ended it
 (``kafka.tools.DumpLogSegments``, read from a replica's segment files).
 
-Two rules, each a finding per offending batch:
+Two rules, each a finding per offending batch, for every producer (the agents' too):
 
 - **Log order.** In one partition's log, once a producer id has written with epoch
   *E*, nothing with a lower epoch of that id follows: not data, not a ``COMMIT``.
-  This holds for every producer, the agents' too, so it is checked for all.
-- **After the takeover.** A producer id whose epoch rose while the worker was cut off
-  was taken over; from the first batch of its new epoch (anywhere) on, nothing with an
-  older epoch of that id may be written (by its timestamp), in any partition. This
-  catches a stale write to a partition the new owner had not written to yet, where
-  the log order alone shows nothing.
+- **Time.** Once a producer id's epoch *E* has written anywhere (its first batch's
+  timestamp), nothing with a lower epoch of that id is written later, in any
+  partition. This catches a stale write to a partition the new owner had not written
+  to yet, where the log order alone shows nothing. The tracker's partitions'
+  producers run on this machine and the coordinator too: one clock.
 
 Aborted data is written too (``read_committed`` readers skip it); only its commit
 would be a fault, so an older epoch's ``ABORT`` marker is no finding.
@@ -88,13 +87,11 @@ def parse_dump(text: str) -> list[LogBatch]:
     return batches
 
 
-def written_after_fencing(batches: Iterable[LogBatch], *, cut_ms: int, healed_ms: int) -> list[str]:
-    """Every batch an older epoch wrote after a newer one (log order, then takeover time).
+def written_after_fencing(batches: Iterable[LogBatch]) -> list[str]:
+    """Every batch an older epoch wrote after a newer one (log order, then time).
 
     Args:
         batches: every partition's batches, each partition's in log order.
-        cut_ms, healed_ms: when the worker was cut off and when the cut healed
-            (wall clock, ms): an epoch that rose in between is a takeover.
     """
     by_partition: dict[str, list[LogBatch]] = defaultdict(list)
     for batch in batches:
@@ -111,42 +108,44 @@ def written_after_fencing(batches: Iterable[LogBatch], *, cut_ms: int, healed_ms
                 )
             highest[batch.producer_id] = max(seen, batch.epoch)
     every = [b for log in by_partition.values() for b in log]
-    taken = takeovers(every, cut_ms=cut_ms, healed_ms=healed_ms)
-    for producer, (old, new, taken_ms) in taken.items():
-        for batch in every:
-            if (
-                batch.producer_id == producer
-                and batch.epoch <= old
-                and batch.timestamp_ms >= taken_ms
-                and batch.commits
-            ):
-                findings.append(
-                    f"{batch.partition}@{batch.base_offset}: producer {producer} epoch "
-                    f"{batch.epoch} {_what(batch)} at {batch.timestamp_ms}, after epoch {new} "
-                    f"took it over at {taken_ms}"
-                )
+    began = epochs_began(every)
+    for batch in every:
+        if not batch.commits:
+            continue
+        newer = [
+            (ms, epoch)
+            for epoch, ms in began[batch.producer_id].items()
+            if epoch > batch.epoch and ms < batch.timestamp_ms
+        ]
+        if newer:
+            ms, epoch = min(newer)
+            findings.append(
+                f"{batch.partition}@{batch.base_offset}: producer {batch.producer_id} epoch "
+                f"{batch.epoch} {_what(batch)} at {batch.timestamp_ms}, after epoch {epoch} "
+                f"took it over at {ms}"
+            )
     return sorted(set(findings))
 
 
-def takeovers(
-    batches: Sequence[LogBatch], *, cut_ms: int, healed_ms: int
-) -> dict[int, tuple[int, int, int]]:
-    """Producer ids whose epoch rose during the cut: ``{id: (old, new, first new ms)}``.
-
-    ``old`` is the highest epoch written before the cut, ``new`` the first higher one
-    written during it, and its first timestamp the takeover's moment.
-    """
-    before: dict[int, int] = {}
+def epochs_began(batches: Iterable[LogBatch]) -> dict[int, dict[int, int]]:
+    """When each producer id's each epoch first wrote anywhere: ``{id: {epoch: ms}}``."""
+    began: dict[int, dict[int, int]] = defaultdict(dict)
     for batch in batches:
-        if batch.timestamp_ms < cut_ms:
-            before[batch.producer_id] = max(before.get(batch.producer_id, -1), batch.epoch)
+        first = began[batch.producer_id].get(batch.epoch)
+        if first is None or batch.timestamp_ms < first:
+            began[batch.producer_id][batch.epoch] = batch.timestamp_ms
+    return began
+
+
+def takeovers(batches: Sequence[LogBatch], *, since_ms: int) -> dict[int, tuple[int, int, int]]:
+    """Producer ids that wrote with a new epoch from ``since_ms`` on (the cut): each
+    one's ``(epoch before, first new epoch, when it began)``, for the round's row."""
     found: dict[int, tuple[int, int, int]] = {}
-    for batch in sorted(batches, key=lambda b: b.timestamp_ms):
-        old = before.get(batch.producer_id)
-        if old is None or batch.producer_id in found:
-            continue
-        if cut_ms <= batch.timestamp_ms <= healed_ms and batch.epoch > old:
-            found[batch.producer_id] = (old, batch.epoch, batch.timestamp_ms)
+    for producer, epochs in epochs_began(batches).items():
+        before = [e for e, ms in epochs.items() if ms < since_ms]
+        after = sorted((e, ms) for e, ms in epochs.items() if ms >= since_ms)
+        if before and after and after[0][0] > max(before):
+            found[producer] = (max(before), after[0][0], after[0][1])
     return found
 
 

@@ -105,6 +105,9 @@ class Fault:
     """Service exits (the supervisor's restarts) the round tolerates; None: counted only."""
     expected_exits: dict[str, int] = field(default_factory=dict)
     """Exits the fault itself causes, per service, not held against ``max_exits``."""
+    prepare: Callable[[ChaosRun], None] | None = None
+    """Readies the fleet before the round's load (the fencing round's second tracker
+    worker, whose start takes minutes on a loaded machine: the load would be over)."""
 
 
 @dataclass
@@ -355,6 +358,8 @@ class ChaosRun:
 
         self.current = requests
         self.figures = {}
+        if fault.prepare is not None:
+            fault.prepare(self)
         exits_before = len(self.supervisor.exits)
         injector = threading.Thread(target=inject, name=f"fault-{fault.name}", daemon=True)
         started = time.monotonic()

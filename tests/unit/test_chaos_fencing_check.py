@@ -74,8 +74,8 @@ def test_a_clean_takeover_is_no_finding() -> None:
         batch("t-0", 4, 4, 2600),
         batch("t-0", 5, 4, 2610, marker="COMMIT"),
     ]
-    assert takeovers(log, cut_ms=2000, healed_ms=3000) == {7: (3, 4, 2500)}
-    assert written_after_fencing(log, cut_ms=2000, healed_ms=3000) == []
+    assert takeovers(log, since_ms=2000) == {7: (3, 4, 2500)}
+    assert written_after_fencing(log) == []
 
 
 def test_an_older_epoch_committing_after_a_newer_one_is_a_finding_in_log_order() -> None:
@@ -85,7 +85,7 @@ def test_an_older_epoch_committing_after_a_newer_one_is_a_finding_in_log_order()
         batch("t-0", 2, 3, 1500),  # a zombie's batch, created before the takeover
         batch("t-0", 3, 3, 3100, marker="COMMIT"),
     ]
-    found = written_after_fencing(log, cut_ms=2000, healed_ms=3000)
+    found = written_after_fencing(log)
     assert any("t-0@2: producer 7 epoch 3 data after its epoch 4 (log order)" in f for f in found)
     assert any("t-0@3: producer 7 epoch 3 COMMIT marker after its epoch 4" in f for f in found)
 
@@ -99,7 +99,7 @@ def test_a_stale_write_where_the_new_owner_has_not_written_yet_is_found_by_time(
         batch("t-1", 1, 3, 3200),
         batch("t-1", 2, 3, 3210, marker="COMMIT"),
     ]
-    found = written_after_fencing(log, cut_ms=2000, healed_ms=3000)
+    found = written_after_fencing(log)
     assert len(found) == 2
     assert all("after epoch 4 took it over at 2500" in f for f in found)
 
@@ -111,7 +111,7 @@ def test_an_older_epochs_abort_marker_is_no_finding_and_other_producers_are_left
         batch("t-0", 2, 3, 3100, marker="ABORT"),
         batch("t-0", 3, 1, 3100, pid=8),  # another producer's own epoch: not taken over
     ]
-    assert written_after_fencing(log, cut_ms=2000, healed_ms=3000) == []
+    assert written_after_fencing(log) == []
 
 
 def move(event_id: str, from_state: str, to_state: str, step: str | None = None) -> Transition:
