@@ -248,6 +248,7 @@ def tracker_cut_off(
         with run.supervisor.lock:
             run.supervisor.held.discard(TRACKER)
     run.figures.update(takeover_s=taken, cut_s=round(healed - cut_at, 1))
+    run.figures["moved_while_cut"] = any(cut_at <= t < healed for t in run.recorder.progress_at())
     run.figures["progress_after_heal_s"] = first_progress_after(run, healed, timeout=30)
     back = run.wait(lambda: "partitions assigned" in _log_since(run, TRACKER, seen_by_a), 120)
     run.figures["a_back_s"] = round(time.monotonic() - healed, 1) if back else None
