@@ -111,7 +111,15 @@ test: up lint
 
 test-all: up lint tools
 	$(ON_STACK) $(BIN)/pytest $(PYTEST_PARALLEL) -m "not private_stack"
-	$(ON_STACK) $(BIN)/pytest -n $(PRIVATE_WORKERS) -m private_stack
+	$(ON_STACK) $(BIN)/pytest -n $(PRIVATE_WORKERS) -m private_stack $(CHAOS_ONLY)
+
+# In `make chaos`, not in test-all, for CI's 35 minutes:
+# - the three full-disk rounds (7-8 minutes of one worker); what they found is held by
+#   tests/chaos/test_small_disk_store.py (seconds, in test-all), which fails without it;
+# - the clock round, which restarts the tracker twice (under libfaketime and back): 231 s
+#   at load 45, 9 minutes with the fleet (docs/chaos.md).
+# `pytest tests/chaos/test_chaos_disks.py` or `..._clock.py` runs one alone.
+CHAOS_ONLY := --ignore=tests/chaos/test_chaos_disks.py --ignore=tests/chaos/test_chaos_clock.py
 
 .PHONY: bench
 bench: up
@@ -145,6 +153,7 @@ ifeq ($(strip $(CHAOS_ARGS)),)
 	$(CHAOS) --output chaos-results.json || failed=1; \
 	$(CHAOS) --brokers 3 --output chaos-cluster-results.json || failed=1; \
 	$(CHAOS) --netns --output chaos-partitions-results.json || failed=1; \
+	$(CHAOS) --disks --output chaos-disks-results.json || failed=1; \
 	exit $$failed
 else
 	$(CHAOS) $(CHAOS_ARGS)

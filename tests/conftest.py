@@ -167,6 +167,12 @@ def chaos_run(private_stacks: stacks.SharedStacks) -> ChaosRun:
     return private_stacks.get("chaos_run")  # type: ignore[no-any-return]
 
 
+@pytest.fixture(scope="session")
+def disk_run(private_stacks: stacks.SharedStacks) -> ChaosRun:
+    """The reference fleet on one broker, its data directories on small disks."""
+    return private_stacks.get("disk_run")  # type: ignore[no-any-return]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
     """After the test's own fixtures are gone, stop a stack the next test does not use."""

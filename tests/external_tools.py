@@ -58,9 +58,15 @@ TOOLS = {
         Tool("docker-compose", ("docker-compose",), "apt-get install -y docker-compose"),
         Tool("helm", ("helm",), "bash .ci/ensure-tools (builds Helm with Go)"),
         Tool("gofakes3", ("gofakes3",), "bash .ci/ensure-tools (builds gofakes3 with Go)"),
+        Tool(
+            "toxiproxy-server",
+            ("toxiproxy-server",),
+            "bash .ci/ensure-tools (builds Toxiproxy with Go)",
+        ),
         Tool("node", ("node",), "install Node.js 18+"),
         Tool("ip", ("ip",), "apt-get install -y iproute2"),
         Tool("iptables", ("iptables",), "apt-get install -y iptables"),
+        Tool("faketime", ("faketime",), "apt-get install -y faketime"),
     )
 }
 ASYNCAPI = "asyncapi-parser"

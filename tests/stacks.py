@@ -6,7 +6,7 @@ may stop), ``secure_stack`` (one SASL_SSL broker),
 ``secure_cluster`` (three of them), ``cluster`` (three plaintext brokers, which its
 tests may kill and restart), ``netns_cluster`` (three secured brokers, each in a
 network namespace of its own, for the partition rounds; root only) or ``chaos_run``
-(one broker behind the fault proxy, with the reference fleet on it, for the chaos
+(one broker, with the reference fleet on it, for the chaos
 rounds and the broker outages). Each starts
 on first use, is shared by every later test of its shape, and stops after the last:
 ``order_by_shape`` runs the modules of one shape together, and ``release_after``
@@ -155,7 +155,15 @@ class SharedStacks:
                 self.release(shape)
 
 
-SHAPES = ("chaos_run", "secure_cluster", "cluster", "secure_stack", "plain_stack", "netns_cluster")
+SHAPES = (
+    "chaos_run",
+    "secure_cluster",
+    "cluster",
+    "secure_stack",
+    "plain_stack",
+    "netns_cluster",
+    "disk_run",
+)
 """The fixtures of the shapes, in the order their modules run, after every test of
 the shared dev stack."""
 
@@ -292,9 +300,11 @@ def netns_cluster(directory: Path) -> tuple[Any, Callable[[], None]]:
 
 
 def chaos_run(directory: Path) -> tuple[Any, Callable[[], None]]:
-    """One broker behind the fault proxy and the reference fleet on it, supervised.
+    """One broker and the reference fleet on it, supervised.
 
-    The seed is ``SAGALOG_CHAOS_SEED``'s, or drawn and printed: a failing round names it.
+    No proxy: the rounds of the tests cut no network (``make chaos`` runs those, through
+    Toxiproxy). The seed is ``SAGALOG_CHAOS_SEED``'s, or drawn and printed: a failing
+    round names it.
     """
     import random
 
@@ -307,7 +317,7 @@ def chaos_run(directory: Path) -> tuple[Any, Callable[[], None]]:
         kafka_port=base + KAFKA,
         controller_port=base + CONTROLLER,
         registry_port=base + REGISTRY,
-        proxy_port=base + PROXY,
+        network_faults=False,
     )
     seed = int(os.environ.get("SAGALOG_CHAOS_SEED") or random.SystemRandom().randrange(1, 10**6))
     print(f"chaos: seed {seed} (rerun with SAGALOG_CHAOS_SEED={seed})")
@@ -328,7 +338,30 @@ def chaos_run(directory: Path) -> tuple[Any, Callable[[], None]]:
     return run, stop
 
 
+def disk_run(directory: Path) -> tuple[Any, Callable[[], None]]:
+    """``chaos_run``'s shape with the broker's, the tracker's and the budget agent's
+    data directories on small disks (``chaos.full_disks``; root only, for ``mount``)."""
+    import random
+
+    from chaos.full_disks import open_disk_run
+    from chaos.stack import ChaosStack
+
+    external_tools.require_root("mounting a size-limited tmpfs over the data directories")
+    base = port_slot()
+    stack = ChaosStack(
+        state_dir=directory / "stack",
+        kafka_port=base + KAFKA,
+        controller_port=base + CONTROLLER,
+        registry_port=base + REGISTRY,
+        network_faults=False,
+    )
+    seed = int(os.environ.get("SAGALOG_CHAOS_SEED") or random.SystemRandom().randrange(1, 10**6))
+    print(f"chaos: seed {seed} (rerun with SAGALOG_CHAOS_SEED={seed})")
+    return open_disk_run(stack, directory / "run", seed=seed)
+
+
 STARTERS = {
+    "disk_run": disk_run,
     "plain_stack": plain_stack,
     "chaos_run": chaos_run,
     "cluster": cluster,

@@ -204,7 +204,9 @@ class _Handler(JsonHandler):
         if refused == HTTPStatus.UNPROCESSABLE_ENTITY:
             book.log_call(arrived_at, operation, key, refused)
             fields = ", ".join(f"{k}={v!r}" for k, v in faults.reject_when.items())
-            self._reply(refused, {"error": f"refused: {fields}"})
+            # As many systems do, the refusal quotes the request, personal data and all:
+            # what the caller makes of the answer must not carry it into the log.
+            self._reply(refused, {"error": f"refused: {fields}", "request": body})
             return
         if refused is not None:
             with book.lock:

@@ -15,6 +15,12 @@ each broker, and tracker worker a (the fencing round cuts it off), in a network
 namespace of its own (root only; ``netns.py``; ``partitions.HOSTS``): ports
 34092/34093/34081 by default, the namespaces and their links removed at the end
 (after a killed run: ``python -m chaos.netns cleanup``).
+
+    PYTHONPATH=services:tests .venv/bin/python -m chaos --disks [--only tracker]
+
+runs the full-disk rounds of ``full_disks.py`` (root only): the broker's log
+directory, the tracker's and the budget agent's RocksDB directories, each on a small
+tmpfs filled and freed (after a killed run: ``python -m chaos.disks cleanup``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import cluster, partitions
+from . import cluster, full_disks, partitions
 from .netns import Network
 from .stack import ChaosStack
 from .suite import COLUMNS, FULL, SHORT, run_suite, table, write_results
@@ -43,6 +49,7 @@ def main() -> int:
         "--brokers", type=int, choices=(1, 3), default=1, help="3: the cluster rounds"
     )
     parser.add_argument("--netns", action="store_true", help="the partition rounds")
+    parser.add_argument("--disks", action="store_true", help="the full-disk rounds (root)")
     parser.add_argument(
         "--plaintext", action="store_true", help="--netns without TLS, SCRAM and ACLs"
     )
@@ -50,7 +57,10 @@ def main() -> int:
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args()
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="sagalog-chaos-"))
-    if args.netns:
+    if args.disks:
+        columns = full_disks.COLUMNS
+        seed, results = full_disks.run_disk_suite(work_dir, seed=args.seed, only=args.only)
+    elif args.netns:
         suite = partitions.PARTITIONS_SHORT if args.short else partitions.PARTITIONS
         columns = partitions.COLUMNS
         with Network(partitions.HOSTS) as network:

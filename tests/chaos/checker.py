@@ -119,6 +119,9 @@ class Transition:
     to_state: str
     step: str | None
     from_step: str | None = None
+    cause_event_id: str | None = None
+    at_ms: int | None = None
+    """The tracker's clock when it decided the move (``StateTransition.at``)."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from sagalog.dead_letters import H_DLQ_AGENT
 if TYPE_CHECKING:
     from .harness import ChaosRun
     from .stack import Broker
+    from .toxiproxy import Toxiproxy
 
 WORKFLOW_PARTITIONS = 3  # the chaos topology's workflow topic (harness.TOPOLOGY)
 
@@ -423,7 +424,7 @@ def clock_jump(run: ChaosRun, rng: random.Random, window_s: float) -> Injections
     time.sleep(window_s * 0.5)
     run.wait(lambda: settled(waiting, "pending_approval") and settled(others, None), 300)
     for hours, then in (
-        (25, lambda: _escalated(run, waiting)),
+        (25, lambda: escalated(run, waiting)),
         (48, lambda: settled(escalate, None)),
     ):
         started = time.monotonic()
@@ -439,7 +440,8 @@ def clock_jump(run: ChaosRun, rng: random.Random, window_s: float) -> Injections
     return injections
 
 
-def _escalated(run: ChaosRun, ids: list[str]) -> bool:
+def escalated(run: ChaosRun, ids: list[str]) -> bool:
+    """Every one of ``ids`` has had its gate escalated at least once."""
     return all(
         any(
             int(e.get("escalation_level") or 0) >= 1
@@ -467,35 +469,47 @@ def clock_jump_verify(run: ChaosRun, requests: list[Request]) -> list[str]:
     return failures
 
 
-# -- the network (through the chaos stack's proxy) -----------------------------------------
+# -- the network (through the chaos stack's Toxiproxy) ------------------------------------
+
+
+def _proxy(run: ChaosRun) -> Toxiproxy:
+    proxy = run.stack.proxy
+    if proxy is None:
+        raise RuntimeError(
+            "the network rounds need the one-broker stack behind Toxiproxy "
+            "(ChaosStack(network_faults=True), as python -m chaos starts it)"
+        )
+    return proxy
 
 
 def network_delay_loss(run: ChaosRun, rng: random.Random, window_s: float) -> Injections:
-    """Every client-broker byte delayed 50-400 ms, and 0.5-2% of chunks end in a reset."""
-    faults = run.stack.proxy.faults
-    faults.rng.seed(rng.randrange(1 << 30))
+    """Every client-broker byte delayed 50-400 ms for 8-15 s at a time, and about one
+    connection in 20-50 reset every second meanwhile."""
+    proxy = _proxy(run)
 
     def act() -> None:
-        faults.delay_ms, faults.jitter_ms = rng.uniform(50, 250), rng.uniform(0, 150)
-        faults.loss = rng.uniform(0.005, 0.02)
+        proxy.delay(rng.uniform(50, 250), rng.uniform(0, 150))
         try:
-            time.sleep(rng.uniform(8, 15))
+            until = time.monotonic() + rng.uniform(8, 15)
+            while time.monotonic() < until:
+                proxy.reset_some(rng.uniform(0.02, 0.05))
+                time.sleep(0.8)
         finally:
-            faults.delay_ms = faults.jitter_ms = faults.loss = 0.0
+            proxy.heal()
 
     return _every(run, rng, window_s, (3, 6), act, first=(2, 4))
 
 
 def network_blackhole(run: ChaosRun, rng: random.Random, window_s: float) -> Injections:
     """Nothing passes between the clients and the broker for 10-25 s, then everything does."""
-    faults = run.stack.proxy.faults
+    proxy = _proxy(run)
 
     def act() -> None:
-        faults.blackhole = True
+        proxy.blackhole()
         try:
             time.sleep(rng.uniform(10, 25))
         finally:
-            faults.blackhole = False
+            proxy.heal()
 
     return _every(run, rng, window_s, (8, 12), act)
 

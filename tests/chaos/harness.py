@@ -106,8 +106,12 @@ class Fault:
     expected_exits: dict[str, int] = field(default_factory=dict)
     """Exits the fault itself causes, per service, not held against ``max_exits``."""
     prepare: Callable[[ChaosRun], None] | None = None
-    """Readies the fleet before the round's load (the fencing round's second tracker
-    worker, whose start takes minutes on a loaded machine: the load would be over)."""
+    """Sets the fleet up for the fault before the round's load starts (and its injector
+    puts it back): a service restarted under libfaketime, say, or the fencing round's
+    second tracker worker, whose start takes minutes on a loaded machine."""
+    unavailable: Callable[[], str | None] | None = None
+    """Why the round cannot run on this machine (a tool missing, and how to install it);
+    None when it can. The suite skips such a round, and fails it under CI."""
 
 
 @dataclass
@@ -359,7 +363,11 @@ class ChaosRun:
         self.current = requests
         self.figures = {}
         if fault.prepare is not None:
-            fault.prepare(self)
+            try:
+                fault.prepare(self)
+            except Exception as exc:
+                errors.append(f"the fault's preparation failed: {exc!r}")
+                self.report(f"chaos: {fault.name}: preparing failed:\n{traceback.format_exc()}")
         exits_before = len(self.supervisor.exits)
         injector = threading.Thread(target=inject, name=f"fault-{fault.name}", daemon=True)
         started = time.monotonic()

@@ -150,6 +150,8 @@ class Recorder:
                 to_state=str(payload.get("to_state")),
                 step=payload.get("step"),
                 from_step=payload.get("from_step"),
+                cause_event_id=payload.get("cause_event_id"),
+                at_ms=_epoch_ms(payload.get("at")),
             )
             with self._lock:
                 self.seen.transitions[workflow_id].append(move)
@@ -224,3 +226,12 @@ class Sender:
     def recorded(self) -> list[Send]:
         with self._lock:
             return list(self.sends)
+
+
+def _epoch_ms(at: Any) -> int | None:
+    """A ``timestamp-millis`` as fastavro decodes it (an aware datetime), in epoch ms."""
+    if at is None:
+        return None
+    if isinstance(at, int):
+        return at
+    return round(at.timestamp() * 1000)

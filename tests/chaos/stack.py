@@ -8,8 +8,9 @@ faults go through the stack's own pid record, so only this stack's JVM is signal
 Faults name their target as a ``Broker`` (``brokers()``, ``leader_of(topic,
 partition)``, ``group_coordinator(group)``), asked of the cluster's metadata, so a
 round written for one broker picks the right one of three (the leader of a workflow
-partition, an agent group's coordinator). ``broker_count=1`` (the default) is one node
-behind a TCP proxy for the network faults; ``broker_count=3`` is a three-node KRaft
+partition, an agent group's coordinator). ``broker_count=1`` (the default) is one node,
+behind Toxiproxy when the rounds include network faults (``network_faults``;
+``toxiproxy.py``); ``broker_count=3`` is a three-node KRaft
 quorum (replication 3, min ISR 2, production's profile) without a proxy: the cluster
 rounds (``cluster.py``) kill and wipe brokers, they do not cut the network.
 
@@ -38,7 +39,7 @@ from sagalog.devstack.processes import is_running, port_is_free
 from sagalog.settings import ClientSettings
 
 from .netns import Network
-from .proxy import BrokerProxy
+from .toxiproxy import Toxiproxy
 
 DEFAULT_PORTS = {
     "kafka_port": 29092,
@@ -46,6 +47,7 @@ DEFAULT_PORTS = {
     "registry_port": 28081,
     "proxy_port": 29094,
 }
+"""The proxy's API listens on the next port (29095)."""
 SHARED_PORTS = frozenset({9092, 9093, 8081})
 
 
@@ -84,12 +86,18 @@ class ChaosStack:
     network: Network | None = None
     """Each broker in its namespace (hosts ``kafka-<id>``); three brokers only."""
     secure: bool = False
+    network_faults: bool = True
+    """One broker behind Toxiproxy, for the network rounds (``faults.network_*``); the
+    test shapes, which run none, reach the broker directly."""
 
     def __post_init__(self) -> None:
         if self.broker_count not in (1, 3):
             raise ValueError(f"the chaos stack runs 1 or 3 brokers, not {self.broker_count}")
         clustered = self.broker_count > 1
-        ports = {self.kafka_port, self.controller_port, self.registry_port, self.proxy_port}
+        proxied = self.network_faults and not clustered
+        ports = {self.kafka_port, self.controller_port, self.registry_port}
+        if proxied:
+            ports |= {self.proxy_port, self.proxy_port + 1}
         for node in range(1, self.broker_count):
             ports |= {self.kafka_port + 100 * node, self.controller_port + 100 * node}
         if ports & SHARED_PORTS:
@@ -100,7 +108,7 @@ class ChaosStack:
             kafka_port=self.kafka_port,
             controller_port=self.controller_port,
             registry_port=self.registry_port,
-            kafka_advertised_port=0 if clustered else self.proxy_port,
+            kafka_advertised_port=self.proxy_port if proxied else 0,
             node_port_step=100,
             state_dir=self.state_dir,
             # the agent binds loopback; in a namespace nobody would read it
@@ -125,7 +133,14 @@ class ChaosStack:
             progress=self.log.append,
             placement=placement,
         )
-        self.proxy = BrokerProxy(listen_port=self.proxy_port, target_port=self.kafka_port)
+        self.proxy: Toxiproxy | None = None
+        if proxied:
+            self.proxy = Toxiproxy(
+                listen_port=self.proxy_port,
+                target_port=self.kafka_port,
+                api_port=self.proxy_port + 1,
+                log=self.state_dir / "toxiproxy.log",
+            )
         self._proxying = False
 
     @classmethod
@@ -156,7 +171,7 @@ class ChaosStack:
                 min_insync_replicas=2,
             )
         return ClientSettings(
-            bootstrap_servers=f"127.0.0.1:{self.proxy_port}",
+            bootstrap_servers=f"127.0.0.1:{self.proxy_port if self.proxy else self.kafka_port}",
             schema_registry_url=self.settings.schema_registry_url,
             project_dir=str(project_dir),
             connect_timeout_s=15,
@@ -166,19 +181,19 @@ class ChaosStack:
         )
 
     def up(self) -> float:
-        """Start the proxy, then what is not running; seconds until both answer.
+        """Start the proxy (if any), then what is not running; seconds until both answer.
 
         The broker advertises the proxy's port, so the proxy runs first: even the
         readiness probe reaches the broker through it after bootstrapping.
         """
-        if not self._proxying and self.broker_count == 1:
+        if self.proxy is not None and not self._proxying:
             self.proxy.start()
             self._proxying = True
         return self.stack.up().elapsed_s
 
     def down(self) -> None:
         self.stack.down()
-        if self._proxying:
+        if self.proxy is not None and self._proxying:
             self.proxy.stop()
             self._proxying = False
 

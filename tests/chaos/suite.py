@@ -10,7 +10,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import faults
+from external_tools import under_ci
+
+from . import clock_rounds, faults, wall_clock
 from .checker import RoundResult
 from .harness import ChaosRun, Fault
 from .herd import ThunderingHerd
@@ -32,6 +34,19 @@ ROLLING = Fault(
 
 # A tracker worker frozen through a rebalance and thawed: its batch must be fenced.
 PAUSED_TRACKER = Fault("tracker SIGSTOP (fenced)", faults.tracker_pause, window_s=55, workflows=30)
+
+# The tracker's wall clock +1 h, then back 10 min, under load (libfaketime).
+WALL_CLOCK = clock_rounds.WallClockJumps()
+CLOCK_JUMPS = Fault(
+    "tracker wall clock +1 h, -10 min",
+    WALL_CLOCK.inject,
+    window_s=40,
+    workflows=50,
+    timers=True,
+    verify=WALL_CLOCK.verify,
+    prepare=WALL_CLOCK.prepare,
+    unavailable=wall_clock.unavailable,
+)
 
 FULL = (
     Fault("tracker SIGKILL", faults.tracker_kill, window_s=45, workflows=40),
@@ -62,6 +77,7 @@ FULL = (
         timers=True,
         verify=faults.clock_jump_verify,
     ),
+    CLOCK_JUMPS,
     Fault(
         "thundering herd",
         HERD.inject,
@@ -175,6 +191,14 @@ def run_rounds(
     for fault in suite:
         if only and not any(o.lower() in fault.name.lower() for o in only):
             continue
+        missing = fault.unavailable() if fault.unavailable is not None else None
+        if missing is not None:
+            if under_ci():
+                report(f"chaos: {fault.name}: FAILED, cannot run under CI: {missing}")
+                results.append(_not_run(fault, run.seed, missing))
+            else:
+                report(f"chaos: {fault.name}: skipped: {missing}")
+            continue
         report(f"chaos: {fault.name}: {fault.workflows} workflows, {fault.window_s:g}s of faults…")
         result = run.round(fault)
         results.append(result)
@@ -184,6 +208,22 @@ def run_rounds(
             f"{result.details.get('seconds')}s, {verdict}"
         )
     return results
+
+
+def _not_run(fault: Fault, seed: int, why: str) -> RoundResult:
+    return RoundResult(
+        fault=fault.name,
+        seed=seed,
+        workflows=0,
+        ended_as_planned=0,
+        lost=0,
+        duplicated_effects=0,
+        stuck=0,
+        illegal_transitions=0,
+        rebuild_mismatches=0,
+        recovery_s=None,
+        failures=[f"not run: {why}"],
+    )
 
 
 def write_results(path: Path, seed: int, results: Sequence[RoundResult]) -> None:

@@ -10,10 +10,8 @@ the hash chain of real workflows of the erased requester after the rotation.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import secrets
 import subprocess
 import sys
 import time
@@ -21,10 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from demo.driver import Driver
-from demo.fleet import Fleet
-from demo.scenario import Plan, build_mix
-from sagalog.cli.gateway_client import GatewayClient, GatewayClientSettings
 from sagalog.errors import PersonalDataError
 from sagalog.personal import ERASED
 from sagalog.personal.cipher import personal_data
@@ -33,8 +27,14 @@ from sagalog.personal.keys import LocalKeyService, new_data_key
 from sagalog.settings import ClientSettings
 
 from .project import REPO, Project
-from .test_personal_data import ERASURES
-from .test_reference_workflow import apply_reference_project, reference_fleet_config
+from .requester_fleet import (
+    ERASURES,
+    audit_the_erased,
+    erase,
+    run_requesters,
+    shown_requester,
+    tailed_requests,
+)
 
 SUBJECTS = 10_000
 REWRAPPED = re.compile(
@@ -106,11 +106,7 @@ def test_a_rotation_of_10000_subjects_keeps_data_open_and_erasure_working(
 
     # Erase one subject after the rotation: its data reads as erased, the others open.
     erased = emails[0]
-    result = project.sagalog(
-        "erase", erased, "--reason", "after rotation", "--by", "dpo", "--topic", f"erasures.{s}"
-    )
-    assert result.exit_code == 0, result.output
-    assert "1 key(s) deleted" in result.output
+    erase(project, erased, reason="after rotation")
     reader = personal_data(settings, reveal=True)
     assert reader is not None
     try:
@@ -159,36 +155,7 @@ def test_after_a_rotation_an_erased_requesters_workflows_verify_and_read_as_eras
     key_file, kek_file = tmp_path / "naming.key", tmp_path / "keks.json"
     LocalKeyService.load(key_file, create=True)
     settings = _use_keys(monkeypatch, project, key_file, None)
-    monkeypatch.setenv("PYTHONPATH", str(REPO / "services"))
-    apply_reference_project(project, more_topics=ERASURES.replace("{s}", s))
-    topic, app_id = f"procurement.events.{s}", f"saga-tracker-{s}"
-    requests = build_mix(f"kr{s[:6]}", 12, seed=7)
-    for n, request in enumerate(requests):
-        request.payload["requester"] = f"person{n % 4}.{s}@example.com"
-    erased = next(r for r in requests if r.plan is Plan.APPROVE).payload["requester"]
-    api_key, gate_secret = secrets.token_urlsafe(16), secrets.token_urlsafe(32)
-    monkeypatch.setenv("SAGALOG_TRACKER_GATE_SECRET", gate_secret)
-    fleet = Fleet(
-        reference_fleet_config(
-            project, tmp_path / "run", api_key=api_key, gate_secret=gate_secret, settings=settings
-        )
-    )
-    try:
-        fleet.start_all()
-        fleet.wait_gateway_ready()
-        gateway = GatewayClient(
-            GatewayClientSettings(url=fleet.urls["gateway"], api_key=api_key, timeout_s=30)
-        )
-        Driver(
-            settings=settings,
-            catalog=project.catalog,
-            gateway=gateway,
-            topic=topic,
-            tracker_app_id=app_id,
-            requests=requests,
-        ).run(phase_timeout_s=180)
-    finally:
-        fleet.stop_all()
+    run = run_requesters(project, tmp_path, monkeypatch, settings, prefix="kr", seed=7)
 
     writer = personal_data(settings)
     assert writer is not None
@@ -207,36 +174,10 @@ def test_after_a_rotation_an_erased_requesters_workflows_verify_and_read_as_eras
     assert rewrapped == SUBJECTS + 4  # and the fleet's four requesters
     print(f"\nre-wrapped {rewrapped:,} keys at {rate:,.0f}/s")
 
-    result = project.sagalog(
-        "erase", erased, "--reason", "after rotation", "--by", "dpo", "--topic", f"erasures.{s}"
-    )
-    assert result.exit_code == 0, result.output
-    assert "1 key(s) deleted" in result.output
+    erase(project, run.erased, reason="after rotation")
 
-    tailed = project.sagalog("tail", topic, "--idle-timeout", "3")
-    assert tailed.exit_code == 0, tailed.output
-    shown = {
-        r["payload"]["request_id"]: r["payload"]["requester"]
-        for r in map(json.loads, tailed.stdout.splitlines())
-        if r.get("type") == "procurement.v1.RequestSubmitted"
-    }
-    for request in requests:
-        want = request.payload["requester"]
-        assert shown[request.payload["request_id"]] == (ERASED if want == erased else want)
+    shown = tailed_requests(project, run.topic)
+    for request in run.requests:
+        assert shown[request.payload["request_id"]]["requester"] == shown_requester(run, request)
 
-    for request in (r for r in requests if r.payload["requester"] == erased):
-        audited = project.sagalog(
-            "audit",
-            request.workflow_id,
-            "--verify",
-            "--tracker-app-id",
-            app_id,
-            "--transitions-topic",
-            f"transitions.{s}",
-            "--json",
-        )
-        assert audited.exit_code == 0, audited.output
-        assert json.loads(audited.stdout)["verification"]["ok"] is True
-        at = audited.output.find(erased)
-        assert at < 0, (request.plan, audited.output[max(0, at - 1500) : at + 200])
-        assert ERASED in audited.stdout
+    audit_the_erased(project, run)

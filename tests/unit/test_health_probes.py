@@ -6,11 +6,13 @@ import json
 import socket
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sagalog.agents import probes as agent_probes
+from sagalog.disk_space import problem_key, problem_text
 from sagalog.errors import ConfigurationError
 from sagalog.exit_codes import ExitCode
 from sagalog.health import HealthBook, Verdict, liveness, readiness
@@ -76,6 +78,20 @@ def test_an_agent_reconnecting_through_an_outage_stays_live() -> None:
     assert not agent_probes.live(health=health, last_progress=0, now=600, bound_s=120).ok
     health.degrade("kafka", "all brokers down")
     assert agent_probes.live(health=health, last_progress=0, now=600, bound_s=120).ok
+
+
+def test_an_agent_waiting_on_a_full_disk_is_live_and_not_ready_and_says_where() -> None:
+    health = HealthBook(clock=Clock())
+    health.ready()
+    directory = Path("/data/budget-agent/a")
+    health.degrade(problem_key(directory), problem_text(directory, f"{directory}/000004.log"))
+    verdict = agent_probes.ready(health=health, joined=True, hydrating=0, stopping=False)
+    assert not verdict.ok
+    [waiting] = verdict.body["waiting_for"]
+    assert waiting.startswith(f"no space left on device for {directory} (writing ")
+    assert agent_probes.live(health=health, last_progress=0, now=600, bound_s=120).ok
+    health.recover(problem_key(directory))
+    assert agent_probes.ready(health=health, joined=True, hydrating=0, stopping=False).ok
 
 
 def get(port: int, path: str) -> tuple[int, dict[str, Any]]:

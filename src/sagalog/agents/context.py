@@ -56,8 +56,10 @@ from sagalog.contracts.json_values import jsonable
 from sagalog.errors import ConfigurationError, PersonalDataError
 from sagalog.events import EffectRecorded
 from sagalog.flows.model import BUDGET_GATE_SUFFIX
+from sagalog.personal import ERASED
 from sagalog.personal.cipher import PersonalData
 from sagalog.personal.envelope import parse as parse_envelope
+from sagalog.personal.redaction import redact
 from sagalog.position import RecordPosition
 from sagalog.streams.record import attempt_of
 
@@ -145,6 +147,9 @@ class HandlerContext:
     """Set when a call of this handler probed a half-open breaker and failed, or failed
     as an outage opened the breaker: if the handler then fails retryably, the runtime
     defers the event without an attempt."""
+    revealed: set[str] = field(default_factory=set)
+    """The plaintexts ``reveal`` handed out: ``redact`` keeps them out of the failure
+    texts the runtime writes to the log (``sagalog.personal.redaction``)."""
     _occurrences: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -211,9 +216,17 @@ class HandlerContext:
                 "writers use"
             )
         try:
-            return self.personal_data.open_value(value)
+            opened = self.personal_data.open_value(value)
         except PersonalDataError as exc:
             raise NonRetryableError(str(exc)) from exc
+        if isinstance(opened, str) and opened != ERASED:
+            self.revealed.add(opened)
+        return opened
+
+    def redact(self, text: str) -> str:
+        """``text`` without the personal data this handler revealed: a failure's text
+        goes to the log, where only a sealed value may hold it."""
+        return redact(text, self.revealed) if self.revealed else text
 
     @property
     def event_id(self) -> str:
@@ -638,7 +651,9 @@ class HandlerContext:
                 agent=self.agent,
                 effect=name,
                 idempotency_key=key,
-                result_json=json.dumps(jsonable(result), default=str),
+                # A system's answer often echoes the request it was given: what the
+                # handler revealed for the call must not enter the log in clear.
+                result_json=self.redact(json.dumps(jsonable(result), default=str)),
                 dependency=None if intent is None else intent.dependency,
                 arguments_sha256=None if intent is None else intent.arguments_sha256,
                 intended_at=None if intent is None else intent.intended_at,

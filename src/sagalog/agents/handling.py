@@ -241,7 +241,7 @@ class HandlerRunner:
         delay_ms = max(0, int((unavailable.retry_at - self.clock()) * 1000))
         error = str(unavailable)
         if cause is not None:
-            error += f" (its probe failed: {cause.__class__.__name__}: {cause})"
+            error += f" (its probe failed: {cause.__class__.__name__}: {ctx.redact(str(cause))})"
         return self.builder.retry(
             item.message,
             Outcome.DEFER,
@@ -272,16 +272,22 @@ class HandlerRunner:
                 attempt=item.attempt,
                 origin=item.origin,
                 not_before_ms=self.wall_ms() + int(delay * 1000),
-                error=f"{error.__class__.__name__}: {error}",
+                error=f"{error.__class__.__name__}: {ctx.redact(str(error))}",
                 extra=recorded,
             )
+        # The reason goes to the log (the StepFailed, the tracker's transitions, the
+        # dead letter): an answer quoted in the error may hold what the handler revealed.
         reason = (
             f"step '{item.spec.step}' failed after {item.attempt} attempt(s): "
-            f"{error.__class__.__name__}: {error}"
+            f"{error.__class__.__name__}: {ctx.redact(str(error))}"
         )
         # Out of budget with a gate to decide: a StepFailed alone, no dead letter.
         gated = isinstance(error, BudgetRefused) and error.gated
-        finish = self.builder.gated if gated else partial(self.builder.dead, retryable=retryable)
+        finish = (
+            self.builder.gated
+            if gated
+            else partial(self.builder.dead, retryable=retryable, redact=ctx.redact)
+        )
         result = finish(
             item.message,
             reason=reason,

@@ -142,15 +142,19 @@ class RecordBuilder:
         spec: HandlerSpec | None = None,
         headers: EventHeaders | None = None,
         retryable: bool = False,
+        redact: Callable[[str], str] | None = None,
     ) -> Result:
         """The record byte for byte to the dead-letter topic, saying why; and where a
-        step ran (``spec`` and ``headers`` known), a ``StepFailed`` for the tracker."""
+        step ran (``spec`` and ``headers`` known), a ``StepFailed`` for the tracker.
+        ``redact`` clears the stack of what the handler revealed (``reason`` comes
+        cleared): the stack quotes every chained exception's message."""
+        stack = "".join(traceback.format_exception(error))
         dlq_headers = dead_letter_headers(
             headers_of(message),
             agent=self.agent,
             reason=reason,
             error_class=f"{type(error).__module__}.{type(error).__qualname__}",
-            stack="".join(traceback.format_exception(error)),
+            stack=stack if redact is None else redact(stack),
             attempts=attempts,
             origin=origin,
             now_ms=self.wall_ms(),

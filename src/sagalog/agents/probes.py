@@ -5,13 +5,15 @@ clients through a broker outage (bounded by ``outage_limit_s``, past which it ex
 3 itself), so a restart is never asked for what a restart cannot cure. Ready: it
 joined its group and holds its assignment (possibly none, when there are more
 instances than partitions), with no partition still paused to rebuild its
-projection from the log; a rolling restart moves on only then.
+projection from the log, and its store's disk not full (``disk_space``); a rolling
+restart moves on only then.
 
 Plain functions of what the worker knows, so that they are tested without one.
 """
 
 from __future__ import annotations
 
+from sagalog.disk_space import disk_problems
 from sagalog.health import HealthBook, Verdict, liveness, readiness
 
 
@@ -29,4 +31,5 @@ def ready(*, health: HealthBook, joined: bool, hydrating: int, stopping: bool) -
         waiting.append(f"hydration: {hydrating} partition(s) rebuilding the projection")
     if stopping:
         waiting.append("stopping: SIGTERM received, finishing the batch")
+    waiting += disk_problems(health)  # a full disk stops its work: not ready
     return readiness(health, waiting_for=waiting)

@@ -29,12 +29,16 @@ one atomic batch (the worker flushes once per polled batch): one WAL append inst
 of two per event, and a workflow that gets several events in a batch is stored once.
 The checkpoint rides in the same batch as the events it covers, so a crash can never
 leave a checkpoint ahead of the projection.
+
+Every write waits out a full disk (``sagalog.disk_space``): the thread that writes
+blocks, ``health`` names the directory, the database is reopened once there is room,
+and the write is made again (each is a put or delete of the same keys, idempotent).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +48,8 @@ from sagalog.agents.intents import EffectIntent
 from sagalog.agents.workflow_context import WorkflowContext
 from sagalog.budgets.book import Spend
 from sagalog.budgets.claims import merged
+from sagalog.disk_space import full_path, wait_for_space
+from sagalog.health import HealthBook
 from sagalog.position import RecordPosition
 from sagalog.rocksdb_options import bounded_options
 
@@ -76,6 +82,8 @@ class StateStore:
         """
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self.health: HealthBook | None = None
+        """Where a full disk is reported (the worker's book); None: not reported."""
         self.db = Rdict(str(path), bounded_options(raw_mode=False))
         # The projection can be rebuilt from the log, so its writes are not synced: the
         # WAL reaches the OS page cache, which survives a killed process (the common
@@ -106,14 +114,18 @@ class StateStore:
         """Write the buffered projection changes and checkpoints in one atomic batch."""
         if not (self._dirty or self._pending_seen or self._pending_checkpoints):
             return
-        batch = WriteBatch(raw_mode=False)
-        for event_id, position in self._pending_seen.items():
-            batch.put(_SEEN + event_id, list(position))
-        for workflow_id, context in self._dirty.items():
-            batch.put(_PROJECTION + workflow_id, context.to_stored())
-        for (topic, partition), next_offset in self._pending_checkpoints.items():
-            batch.put(f"{_CHECKPOINT}{topic}:{partition}", next_offset)
-        self.db.write(batch, self._rebuildable)
+
+        def write() -> None:  # a batch is consumed by a write, even a refused one
+            batch = WriteBatch(raw_mode=False)
+            for event_id, position in self._pending_seen.items():
+                batch.put(_SEEN + event_id, list(position))
+            for workflow_id, context in self._dirty.items():
+                batch.put(_PROJECTION + workflow_id, context.to_stored())
+            for (topic, partition), next_offset in self._pending_checkpoints.items():
+                batch.put(f"{_CHECKPOINT}{topic}:{partition}", next_offset)
+            self.db.write(batch, self._rebuildable)
+
+        self._durably(write)
         self._dirty.clear()
         self._pending_seen.clear()
         self._pending_checkpoints.clear()
@@ -249,8 +261,7 @@ class StateStore:
     def record_intent(self, key: str, intent: EffectIntent) -> None:
         """Write down a call before it is made, synced: a crash during the call must
         leave it behind (see ``sagalog.agents.intents``)."""
-        self.db.put(_INTENT + key, intent.as_dict())
-        self.db.flush_wal(True)
+        self._durably(lambda: self.db.put(_INTENT + key, intent.as_dict()), sync=True)
 
     def record_effect(
         self,
@@ -274,20 +285,22 @@ class StateStore:
             entry["reconciliation"] = reconciliation
         if spends:
             entry["spends"] = spends
-        batch = WriteBatch(raw_mode=False)
-        batch.put(_LEDGER + key, entry)
-        batch.delete(_INTENT + key)
-        self.db.write(batch)
-        self.db.flush_wal(True)
+
+        def write() -> None:  # a batch is consumed by a write, even a refused one
+            batch = WriteBatch(raw_mode=False)
+            batch.put(_LEDGER + key, entry)
+            batch.delete(_INTENT + key)
+            self.db.write(batch)
+
+        self._durably(write, sync=True)
 
     # -- budget claims ---------------------------------------------------------------
 
     def record_spend(self, topic: str, partition: int, spend: Spend, *, sync: bool = False) -> None:
         """Keep a model call's claim with its input partition; ``sync`` for one that
         must outlive a crash during the call and is not synced with the call's intent."""
-        self.db.put(f"{_SPEND}{topic}:{partition}:{spend.reservation}", spend.as_dict())
-        if sync:
-            self.db.flush_wal(True)
+        key = f"{_SPEND}{topic}:{partition}:{spend.reservation}"
+        self._durably(lambda: self.db.put(key, spend.as_dict()), sync=sync)
 
     def keep_spend(self, topic: str, partition: int, spend: Spend) -> None:
         """Keep a claim read from elsewhere (the claims topic, the log), merged with
@@ -297,10 +310,11 @@ class StateStore:
         held = None if value is None else Spend.from_dict(value)
         kept = merged(held, spend)
         if kept is not held:
-            self.db.put(key, kept.as_dict())
+            self._durably(lambda: self.db.put(key, kept.as_dict()))
 
     def drop_spend(self, topic: str, partition: int, spend: Spend) -> None:
-        self.db.delete(f"{_SPEND}{topic}:{partition}:{spend.reservation}")
+        key = f"{_SPEND}{topic}:{partition}:{spend.reservation}"
+        self._durably(lambda: self.db.delete(key))
 
     def spends(self, held: frozenset[int] | None = None) -> Iterator[tuple[int, Spend]]:
         """The claims kept for the input partitions numbered in ``held`` (None: every
@@ -319,7 +333,7 @@ class StateStore:
         """Drop the claims no budget window holds any more; how many were dropped."""
         old = [k for k in self.keys(_SPEND) if int(self._entry(k)["at_ms"]) < at_ms]
         for key in old:
-            self.db.delete(key)
+            self._durably(lambda key=key: self.db.delete(key))  # type: ignore[misc]
         return len(old)
 
     # -- parked workflows ----------------------------------------------------------------
@@ -335,18 +349,38 @@ class StateStore:
         parked = self.parked(workflow_id)
         parked[event_id] = offset
         self._parked_workflows.add(workflow_id)
-        self.db.put(_PARKED + workflow_id, parked)
+        self._durably(lambda: self.db.put(_PARKED + workflow_id, parked))
 
     def unpark(self, workflow_id: str, event_id: str) -> None:
         parked = self.parked(workflow_id)
         if parked.pop(event_id, None) is not None:
             if parked:
-                self.db.put(_PARKED + workflow_id, parked)
+                self._durably(lambda: self.db.put(_PARKED + workflow_id, parked))
             else:
                 self._parked_workflows.discard(workflow_id)
-                self.db.delete(_PARKED + workflow_id)
+                self._durably(lambda: self.db.delete(_PARKED + workflow_id))
 
     # -- plumbing ------------------------------------------------------------------------
+
+    def _durably(self, write: Callable[[], object], *, sync: bool = False) -> None:
+        """``write`` (and sync the WAL if ``sync``), waiting out a full disk."""
+
+        def written() -> None:
+            write()
+            if sync:
+                self.db.flush_wal(True)
+
+        wait_for_space(written, directory=self.path, reopen=self._reopen, health=self.health)
+
+    def _reopen(self) -> None:
+        """Close and open the database: RocksDB refuses every write after one failed
+        for want of space, until it is opened again."""
+        try:
+            self.db.close()
+        except Exception as exc:  # a close that flushes can fail the same way
+            if full_path(exc) is None:
+                raise
+        self.db = Rdict(str(self.path), bounded_options(raw_mode=False))
 
     def _entry(self, key: str) -> dict[str, Any]:
         value = self.db[key]

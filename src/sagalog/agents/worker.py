@@ -203,7 +203,7 @@ class AgentWorker:
 
     def _open_stores(self) -> None:
         for lane in self.lanes:
-            lane.open_store(self.settings.data_dir, self.settings.instance_id)
+            lane.open_store(self.settings.data_dir, self.settings.instance_id).health = self.health
         self._assign()
 
     def _assign(self) -> None:

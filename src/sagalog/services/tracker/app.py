@@ -211,7 +211,9 @@ class Tracker:
             budget=self.rocksdb_budget,
             topic_configs=profile_config(settings),
         )
-        self.store = FaustTables(self.tables, self.sink)
+        self.store = FaustTables(
+            self.tables, self.sink, directory=settings.data_dir, health=self.health
+        )
         # Never joined: both read by assignment, under the group the tracker's ACLs name.
         group = f"{settings.app_id}-changelog-tail"
         tails = TailReader(

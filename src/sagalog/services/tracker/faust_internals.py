@@ -21,6 +21,7 @@ to do; no accessor here falls back to a default.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -286,6 +287,25 @@ def open_db(table: Any, partition: int) -> Any:
 def db_for_write(table: Any, partition: int) -> Any:
     """The partition's RocksDB, opened if needed, as faust's own ``__setitem__`` gets it."""
     return table.data._db_for_partition(partition)
+
+
+def open_partitions(table: Any) -> set[int]:
+    """The partitions whose RocksDB the table's store holds open."""
+    return set(table.data._dbs)
+
+
+def reopen_dbs(table: Any, partitions: set[int]) -> None:
+    """Close and open again the RocksDB of each of ``partitions``: RocksDB refuses
+    writes after one failed for want of space until it is opened again. Each is open
+    again on return (a partition missing from the store reads as not held), or the
+    open's error is raised and the caller tries again later with the same set."""
+    store = table.data
+    for partition in sorted(partitions):
+        db = store._dbs.pop(partition, None)
+        if db is not None:
+            with contextlib.suppress(Exception):  # a close that flushes may fail alike
+                db.close()
+        store._db_for_partition(partition)
 
 
 def persist_offset(table: Any, tp: Any, offset: int) -> None:

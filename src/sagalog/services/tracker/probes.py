@@ -7,7 +7,8 @@ and stays live: a restart would only start the restore again. A partition that
 stalls is the watchdog's to judge, and it exits 70 itself.
 
 Ready: the tables are restored and faust's running consumer checked
-(``watchdog``), and no rebalance is in progress.
+(``watchdog``), no rebalance is in progress, and the tables' disk is not full
+(``disk_space``: the worker waits for space, live and not ready).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from sagalog.disk_space import disk_problems
 from sagalog.health import Verdict, liveness, readiness
 
 if TYPE_CHECKING:
@@ -39,4 +41,5 @@ def ready(tracker: Tracker) -> Verdict:
         waiting.append("tables: restoring from the changelogs")
     if tracker.app.rebalancing:
         waiting.append("rebalance: partitions are being reassigned")
+    waiting += disk_problems(tracker.health)  # the batch in hand waits for space
     return readiness(tracker.health, waiting_for=waiting)

@@ -13,12 +13,15 @@ unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 import rocksdict
 from faust.types import TP
 
+from sagalog.disk_space import await_space
 from sagalog.errors import SagalogError
+from sagalog.health import HealthBook
 from sagalog.rocksdb_options import MemoryBudget
 from sagalog.services.tracker import faust_internals
 from sagalog.services.tracker.rocks import ROCKSDB_OPTIONS, BudgetedRocksDBOptions
@@ -89,11 +92,27 @@ class FaustTables:
     offset recorded (``set_persisted_offset``, the bookkeeping faust's own send
     callback does). A batch that was aborted (a fenced worker's) thus leaves no trace
     in the local tables either, and restore and standby replicas work unchanged.
+    A full disk under the tables is waited out in ``sync``: the batch committed, so
+    the worker holds it until its local copy is stored, and takes no other.
     """
 
-    def __init__(self, tables: dict[Table, Any], producer: ChangelogProducer) -> None:
+    def __init__(
+        self,
+        tables: dict[Table, Any],
+        producer: ChangelogProducer,
+        *,
+        directory: Path | None = None,
+        health: HealthBook | None = None,
+    ) -> None:
+        """Args:
+        directory: where the tables' RocksDBs live; a full disk there is waited out
+            (``disk_space``), named in ``health``.
+        """
         self.tables = tables
         self.producer = producer
+        self.directory = directory
+        self.health = health
+        self._reopening: dict[Table, set[int]] | None = None
         self.topics = {table: tables[table].changelog_topic.get_topic_name() for table in tables}
         self._acked: dict[tuple[Table, int], int] = {}
         self._staged: list[tuple[Table, int, bytes, bytes | None]] = []
@@ -155,16 +174,38 @@ class FaustTables:
             self._errors.clear()
             self._acked.clear()
             raise SagalogError(f"Kafka refused {count} changelog record(s); first: {first}")
-        for table, partition, key, value in staged:
-            db = faust_internals.db_for_write(self.tables[table], partition)
-            if value is None:
-                db.delete(key)
-            else:
-                db.put(key, value)
         acked, self._acked = self._acked, {}
-        for (table, partition), offset in acked.items():
-            tp = TP(self.topics[table], partition)
-            faust_internals.persist_offset(self.tables[table], tp, offset)
+
+        def store() -> None:
+            for table, partition, key, value in staged:
+                db = faust_internals.db_for_write(self.tables[table], partition)
+                if value is None:
+                    db.delete(key)
+                else:
+                    db.put(key, value)
+            for (table, partition), offset in acked.items():
+                tp = TP(self.topics[table], partition)
+                faust_internals.persist_offset(self.tables[table], tp, offset)
+
+        if self.directory is None:
+            store()
+            return
+        # The batch committed: its records are in the changelogs, and only the local
+        # copy waits for space (puts of the same values, so repeating them is harmless).
+        await await_space(store, directory=self.directory, reopen=self._reopen, health=self.health)
+
+    def _reopen(self) -> None:
+        """Close and reopen every table partition's RocksDB (see ``disk_space``): all
+        of them, as a partition not open reads as not held. The set is taken before
+        the first attempt, so an open refused for want of space is tried again."""
+        if self._reopening is None:
+            self._reopening = {
+                table: faust_internals.open_partitions(faust_table)
+                for table, faust_table in self.tables.items()
+            }
+        for table, partitions in self._reopening.items():
+            faust_internals.reopen_dbs(self.tables[table], partitions)
+        self._reopening = None
 
     def _send(self, table: Table, partition: int, key: bytes, value: bytes | None) -> None:
         def delivered(error: Any, message: Any) -> None:

@@ -27,6 +27,7 @@ from confluent_kafka import KafkaException
 from faust.types import TP
 
 from sagalog import open_transactions
+from sagalog.disk_space import disk_problems
 from sagalog.errors import ServiceUnavailableError
 from sagalog.memory import release_free_memory
 from sagalog.rocksdb_options import MB
@@ -98,9 +99,11 @@ class Watchdog:
         )
         if steady:
             await self._look_for_open_transactions()
-        if not steady or busy:
-            # Offsets stand still across a rebalance (commits fail while it runs), and
-            # records wait their turn behind a backlog: suspicion starts again after.
+        if not steady or busy or disk_problems(tracker.health):
+            # Offsets stand still across a rebalance (commits fail while it runs),
+            # records wait their turn behind a backlog, and the batch in hand waits
+            # for space on a full disk (``disk_space``; a restart would not free it):
+            # suspicion starts again after.
             self.suspects = {}
             self.watched_generation = generation
             return
