@@ -147,6 +147,10 @@ class FleetConfig:
     login: Callable[[str], dict[str, str]] | None = None
     tracker_service: str = "saga-tracker"  # the names of topology/services.yaml
     gateway_service: str = "gateway"
+    launch_prefixes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """What a service's command line runs under, by service name (``ip netns exec
+    <namespace>``: the chaos suite's fencing round cuts a tracker worker off in a
+    network namespace); a service not named runs as is."""
 
 
 @dataclass
@@ -362,7 +366,7 @@ class Fleet:
     def _launch(self, name: str, argv: list[str], env: dict[str, str]) -> Service:
         service = Service(
             name=name,
-            argv=[sys.executable, *argv],
+            argv=[*self.config.launch_prefixes.get(name, ()), sys.executable, *argv],
             env={
                 **os.environ,
                 "PYTHONPATH": os.pathsep.join(

@@ -11,7 +11,8 @@ three-broker cluster (node i on the ports + 100 * (i - 1)) instead of the suite.
     PYTHONPATH=services:tests .venv/bin/python -m chaos --netns [--short] [--plaintext]
 
 runs the partition rounds of ``partitions.py`` on the secured three-broker cluster,
-each broker in a network namespace of its own (root only; ``netns.py``): ports
+each broker, and tracker worker a (the fencing round cuts it off), in a network
+namespace of its own (root only; ``netns.py``; ``partitions.HOSTS``): ports
 34092/34093/34081 by default, the namespaces and their links removed at the end
 (after a killed run: ``python -m chaos.netns cleanup``).
 
@@ -62,7 +63,7 @@ def main() -> int:
     elif args.netns:
         suite = partitions.PARTITIONS_SHORT if args.short else partitions.PARTITIONS
         columns = partitions.COLUMNS
-        with Network(partitions.BROKERS) as network:
+        with Network(partitions.HOSTS) as network:
             stack = netns_stack(work_dir, network, secure=not args.plaintext)
             try:
                 seed, results = run_suite(

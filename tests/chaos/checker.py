@@ -183,6 +183,10 @@ class RoundHistory:
     """``(service, exit code)`` of every exit during the round (None: no code known)."""
     max_exits: int | None = None
     """How many exits the round tolerates; None: they are counted, not judged."""
+    expected_exits: dict[str, int] = field(default_factory=dict)
+    """Exits the fault itself causes, at most this many per service (the fencing
+    round's cut-off tracker worker may exit once): counted and shown, and only those
+    beyond it are held against ``max_exits``."""
 
 
 @dataclass
@@ -349,6 +353,12 @@ def rebuild_mismatches(
     )
 
 
+def unexpected_exits(exits: Iterable[tuple[str, int | None]], expected: Mapping[str, int]) -> int:
+    """The exits beyond each service's expected number (``RoundHistory.expected_exits``)."""
+    counted = Counter(service for service, _ in exits)
+    return sum(max(0, n - expected.get(service, 0)) for service, n in counted.items())
+
+
 def service_exits(exits: Iterable[tuple[str, int | None]]) -> dict[str, dict[str, int]]:
     """``{service: {exit code: times}}``, each sorted: what the supervisor had to restart."""
     by: dict[str, Counter[str]] = defaultdict(Counter)
@@ -434,14 +444,16 @@ def check(
         (result.rebuild_mismatches, "live state differs from the rebuild from the log"),
     ]
     result.failures = [f"{n} {what}" for n, what in checks if n]
-    if history.max_exits is not None and result.exits > history.max_exits:
+    unexpected = unexpected_exits(history.exits, history.expected_exits)
+    if history.max_exits is not None and unexpected > history.max_exits:
         listing = ", ".join(
             f"{name} {code} x{n}"
             for name, codes in result.exits_by_service.items()
             for code, n in codes.items()
         )
         result.failures.append(
-            f"{result.exits} service exits ({listing}), at most {history.max_exits} allowed: "
+            f"{result.exits} service exits ({listing}), {unexpected} beyond those the fault "
+            f"causes ({history.expected_exits or 'none'}), at most {history.max_exits} allowed: "
             "the supervisor restarted them, but this fault must be ridden out in-process"
         )
     if not ids or as_planned < min_ended_as_planned * len(ids):

@@ -103,9 +103,12 @@ class Fault:
     """How long the round's workflows may take to end after the fault; the run's default."""
     max_exits: int | None = None
     """Service exits (the supervisor's restarts) the round tolerates; None: counted only."""
+    expected_exits: dict[str, int] = field(default_factory=dict)
+    """Exits the fault itself causes, per service, not held against ``max_exits``."""
     prepare: Callable[[ChaosRun], None] | None = None
     """Sets the fleet up for the fault before the round's load starts (and its injector
-    puts it back): a service restarted under libfaketime, say."""
+    puts it back): a service restarted under libfaketime, say, or the fencing round's
+    second tracker worker, whose start takes minutes on a loaded machine."""
     unavailable: Callable[[], str | None] | None = None
     """Why the round cannot run on this machine (a tool missing, and how to install it);
     None when it can. The suite skips such a round, and fails it under CI."""
@@ -219,6 +222,7 @@ class ChaosRun:
                 deadletter_topic=self.topics.deadletter,
                 tracker_app_id=self.app_id,
                 agent_suffix=f"-{s}",
+                launch_prefixes=self.placed(),
             )
         )
         self.recorder = Recorder(self.settings, self.codec, self.topics).start()
@@ -243,6 +247,14 @@ class ChaosRun:
         self.supervisor = Supervisor(self.fleet).start()
         threading.Thread(target=self._decide_gates, name="chaos-people", daemon=True).start()
         return self
+
+    def placed(self) -> dict[str, tuple[str, ...]]:
+        """Services that run in a host of the stack's network, by the host's name: the
+        fencing round puts ``tracker-a`` in a namespace of its own to cut it off."""
+        network = self.stack.network
+        if network is None:
+            return {}
+        return {name: host.prefix for name, host in network.hosts.items()}
 
     def close(self) -> None:
         self._stop.set()
@@ -386,6 +398,7 @@ class ChaosRun:
             ],
         )
         history.exits, history.max_exits = list(exits), fault.max_exits
+        history.expected_exits = dict(fault.expected_exits)
         history.figures.update(self.probe.figures(started, time.monotonic(), injections))
         return check(history, self.rules)
 

@@ -17,6 +17,13 @@ usual checker plus its own figures:
 - ``lossy``: 200 ms delay and 5 % loss on every link, both ways, for the window
   (2 minutes): iptables' statistic match drops, netem or a delay line delays
   (``netns.Network.delay``: this machine's kernel has no netem).
+- ``tracker_cut_off`` (fencing): tracker worker a, in a namespace of its own
+  (``TRACKER``), is cut off from every broker for 60 s while worker b runs; b takes
+  a's partitions over when a's session ends (initializing their transactional ids,
+  which fences a). After the healing, nothing a still held may be written: the
+  partitions' logs, read from a replica's segments, and the transitions topic are
+  checked for it (``fencing_check``). a may exit once (70, fenced or stalled), which
+  the round expects; nothing else may exit.
 
 The healing is the fault's end (the checker's recovery is measured from it); the
 round then waits until every partition has its three in-sync replicas again.
@@ -25,6 +32,8 @@ round then waits until every partition has its three in-sync replicas again.
 from __future__ import annotations
 
 import random
+import re
+import subprocess
 import time
 from typing import TYPE_CHECKING
 
@@ -37,13 +46,23 @@ from .cluster import (
     replicas_of,
     wait_isr_full,
 )
+from .fencing_check import parse_dump, takeovers, transition_breaks, written_after_fencing
 from .harness import Fault
 from .netns import Network
 
 if TYPE_CHECKING:
+    from demo.scenario import Request
+
+    from .fencing_check import LogBatch
     from .harness import ChaosRun
 
 BROKERS = ("kafka-1", "kafka-2", "kafka-3")
+TRACKER = "tracker-a"
+"""The tracker worker the fencing round cuts off: it runs in the network's host of
+that name (``ChaosRun.placed``), so iptables in its namespace can cut it."""
+HOSTS = (*BROKERS, TRACKER)
+"""The hosts of ``python -m chaos --netns``: the brokers and the fencing round's tracker."""
+DUMP_LOG = "org.apache.kafka.tools.DumpLogSegments"
 LOSS = 0.05
 DELAY_MS = 200.0
 
@@ -151,12 +170,165 @@ def lossy(run: ChaosRun, rng: random.Random, window_s: float) -> faults.Injectio
     return [(started, healed)]
 
 
+ASSIGNED = re.compile(r"partitions assigned: \[([\d, ]*)\]")
+
+
+def assigned(run: ChaosRun, worker: str) -> list[int] | None:
+    """The workflow partitions ``worker`` (``tracker-a``) last said it was assigned
+    (its log's ``partitions assigned: [...]``); None before its first assignment.
+
+    The worker's own account: the group's description, asked of the brokers, lags
+    each rebalance and answered an empty assignment mid-rebalance.
+    """
+    service = run.fleet.services.get(worker)
+    if service is None or not service.log.exists():
+        return None
+    found = ASSIGNED.findall(service.log.read_text(errors="replace"))
+    return [int(p) for p in found[-1].split(",") if p.strip()] if found else None
+
+
+def _shared(run: ChaosRun) -> bool:
+    """Both workers hold workflow partitions, between them all of them."""
+    a, b = assigned(run, TRACKER), assigned(run, "tracker-b")
+    return bool(a) and bool(b) and sorted((a or []) + (b or [])) == [0, 1, 2]
+
+
+def second_tracker(run: ChaosRun) -> None:
+    """Start tracker worker b and wait until a and b share the workflow partitions."""
+    with run.supervisor.lock:
+        second = run.fleet.services.get("tracker-b")
+        if second is None:
+            run.fleet.start_tracker("b")
+        else:
+            run.supervisor.held.discard("tracker-b")
+            second.start()
+    started = time.monotonic()
+    run.figures["shared"] = run.wait(lambda: _shared(run), 400)
+    run.figures["b_ready_s"] = round(time.monotonic() - started, 1)
+
+
+def tracker_cut_off(
+    run: ChaosRun, rng: random.Random, window_s: float, *, hold_s: float = 60
+) -> faults.Injections:
+    """Tracker worker a cut off from every broker for ``hold_s`` while worker b runs.
+
+    b was started before the load (``second_tracker``), and a and b share the
+    workflow partitions; the cut comes 5-10 s into the load. a's
+    restart, should it exit during the cut, waits for the healing (the supervisor
+    holds it): a worker started into the same cut could not even start, and an
+    orchestrator would back off likewise. b is stopped at the end of the window.
+    """
+    network = _network(run)
+    if TRACKER not in network.hosts:
+        raise RuntimeError(
+            f"the fencing round needs {TRACKER} in a namespace: Network(partitions.HOSTS)"
+        )
+    address = network[TRACKER].address
+    deadline = time.monotonic() + window_s
+    faults._sleep_until(deadline, rng.uniform(5, 10))  # into the load
+    held = assigned(run, TRACKER) or []
+    run.figures.update(victim=TRACKER, led=f"{run.topic.split('.')[0]}:{held}")
+    run.figures["open_at_cut"] = _open_workflows(run)
+    run.report(f"chaos: cutting {TRACKER} ({address}, holds {held}) off from {list(BROKERS)}")
+    with run.supervisor.lock:
+        run.supervisor.held.add(TRACKER)
+    cut_at, run.figures["cut_ms"] = time.monotonic(), int(time.time() * 1000)
+    network.isolate(TRACKER, BROKERS)
+    taken: float | None = None
+    try:
+        while time.monotonic() < cut_at + hold_s:
+            if taken is None and assigned(run, "tracker-b") == [0, 1, 2]:
+                taken = round(time.monotonic() - cut_at, 1)
+                run.report(f"chaos: tracker-b holds every workflow partition after {taken}s")
+            time.sleep(1)
+    finally:
+        network.heal()
+        healed, run.figures["healed_ms"] = time.monotonic(), int(time.time() * 1000)
+        seen_by_a = _log_size(run, TRACKER)
+        with run.supervisor.lock:
+            run.supervisor.held.discard(TRACKER)
+    run.figures.update(takeover_s=taken, cut_s=round(healed - cut_at, 1))
+    run.figures["moved_while_cut"] = any(cut_at <= t < healed for t in run.recorder.progress_at())
+    run.figures["progress_after_heal_s"] = first_progress_after(run, healed, timeout=30)
+    back = run.wait(lambda: "partitions assigned" in _log_since(run, TRACKER, seen_by_a), 120)
+    run.figures["a_back_s"] = round(time.monotonic() - healed, 1) if back else None
+    run.figures["longest_stall_s"] = longest_stall(run.recorder.progress_at(), cut_at)
+    faults._sleep_until(deadline, window_s)
+    with run.supervisor.lock:
+        run.supervisor.held.add("tracker-b")
+    run.fleet.services["tracker-b"].stop()
+    return [(cut_at, healed)]
+
+
+def _log_size(run: ChaosRun, worker: str) -> int:
+    log = run.fleet.services[worker].log
+    return log.stat().st_size if log.exists() else 0
+
+
+def _log_since(run: ChaosRun, worker: str, offset: int) -> str:
+    with run.fleet.services[worker].log.open("rb") as handle:
+        handle.seek(offset)
+        return handle.read().decode(errors="replace")
+
+
+def log_batches(run: ChaosRun, broker: str = "kafka-1") -> list[LogBatch]:
+    """Every batch of the round's topics (the run's suffix) in one replica's segments."""
+    stack = run.stack.stack
+    data = stack.layout.data_dir(component=broker)
+    files = sorted(str(f) for d in data.iterdir() if run.suffix in d.name for f in d.glob("*.log"))
+    command = stack.kafka_tool_command(DUMP_LOG, ["--deep-iteration", "--files", ",".join(files)])
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"DumpLogSegments failed ({done.returncode}): {done.stderr[-400:]}")
+    return parse_dump(done.stdout)
+
+
+def fencing_verify(run: ChaosRun, requests: list[Request]) -> list[str]:
+    """Nothing written after the fence, no duplicate or stale transition, a took part."""
+    errors = []
+    cut_ms, healed_ms = run.figures.get("cut_ms"), run.figures.get("healed_ms")
+    if cut_ms is None or healed_ms is None:
+        return ["the cut never happened"]
+    if run.figures.get("takeover_s") is None:
+        errors.append("tracker-b never held every workflow partition during the cut")
+    if run.figures.get("led") is None or run.figures.get("led", "").endswith("[]"):
+        errors.append(f"{TRACKER} held no workflow partition at the cut: nothing to fence")
+    batches = log_batches(run)
+    late = written_after_fencing(batches)
+    moves = run.recorder.transitions([r.workflow_id for r in requests])
+    breaks, repeats = transition_breaks(moves)
+    run.figures.update(
+        batches=len(batches),
+        new_epochs=len(takeovers(batches, since_ms=cut_ms)),
+        after_fence=len(late),
+        transition_breaks=len(breaks),
+        transition_repeats=repeats,
+    )
+    errors += [f"written after fencing: {f}" for f in late[:10]]
+    errors += [f"transitions: {b}" for b in breaks[:10]]
+    return errors
+
+
 def _short(hold_s: float):  # type: ignore[no-untyped-def]
     def leader(run: ChaosRun, rng: random.Random, window_s: float) -> faults.Injections:
         return leader_isolated(run, rng, window_s, hold_s=hold_s)
 
     return leader
 
+
+FENCING = Fault(
+    "netns: tracker cut off 60 s (fencing)",
+    tracker_cut_off,
+    window_s=120,
+    workflows=40,
+    max_exits=0,
+    # a, cut off for 60 s, may exit once: its watchdog's exit 70 for partitions
+    # that stopped (they were taken over), or its fenced batch's; restarted after
+    # the healing, it rejoins. A second exit, or any other service's, fails.
+    expected_exits={TRACKER: 1},
+    prepare=second_tracker,
+    verify=fencing_verify,
+)
 
 PARTITIONS = (
     Fault(
@@ -183,6 +355,7 @@ PARTITIONS = (
         max_exits=0,
         verify=cluster_verify,
     ),
+    FENCING,
 )
 
 PARTITIONS_SHORT = (
@@ -212,5 +385,7 @@ COLUMNS = (
     ("stall s", "longest_stall_s", 7),
     ("ISR full s", "isr_full_s", 10),
     ("recovery s", "recovery_s", 10),
+    ("takeover s", "takeover_s", 10),
+    ("after fence", "after_fence", 11),
     ("ok", "ok", 4),
 )

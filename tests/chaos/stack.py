@@ -122,6 +122,9 @@ class ChaosStack:
             placement = NodePlacement(
                 hosts={i: h.address for i, h in enumerate(hosts, 1)},
                 prefixes={i: h.prefix for i, h in enumerate(hosts, 1)},
+                # a service placed in a namespace (the fencing round's tracker) must
+                # reach the registry: it listens on the bridge's end, not loopback
+                registry_host=self.network.gateway,
             )
         self.stack = LocalStack(
             self.settings,
@@ -161,7 +164,7 @@ class ChaosStack:
         if self.broker_count > 1:  # production's profile: 3 replicas, min ISR 2
             return ClientSettings(
                 bootstrap_servers=self.stack.bootstrap_servers,
-                schema_registry_url=self.settings.schema_registry_url,
+                schema_registry_url=self.stack.schema_registry_url,
                 project_dir=str(project_dir),
                 connect_timeout_s=15,
                 replication_factor=3,

@@ -223,3 +223,15 @@ def test_service_exits_are_counted_by_service_and_code_and_fail_a_round_that_all
     assert not judged.ok
     assert "3 service exits (budget_agent 70 x2, tracker-a 1 x1)" in judged.failures[0]
     assert check(history(exits=[], max_exits=0), RULES).ok
+
+
+def test_exits_a_fault_causes_are_counted_but_only_those_beyond_them_are_judged() -> None:
+    once = [("tracker-a", 70)]
+    judged = check(history(exits=once, max_exits=0, expected_exits={"tracker-a": 1}), RULES)
+    assert judged.ok, judged.failures
+    assert judged.exits == 1
+    twice = check(history(exits=once * 2, max_exits=0, expected_exits={"tracker-a": 1}), RULES)
+    assert not twice.ok
+    assert "1 beyond those the fault causes" in twice.failures[0]
+    other = [*once, ("budget_agent", 70)]
+    assert not check(history(exits=other, max_exits=0, expected_exits={"tracker-a": 1}), RULES).ok

@@ -183,6 +183,19 @@ def test_registry_keeps_schemas_in_an_h2_file_and_listens_on_loopback() -> None:
     assert properties["quarkus.management.host"] == "127.0.0.1"
 
 
+def test_a_placed_registry_serves_its_api_on_that_address_only_and_management_stays_local() -> None:
+    properties = registry_system_properties(
+        distribution=_distribution(management=True),
+        port=34081,
+        management_port=0,
+        database=Path("/db"),
+        work_dir=Path("/w"),
+        host="10.231.7.1",
+    )
+    assert properties["quarkus.http.host"] == "10.231.7.1"
+    assert properties["quarkus.management.host"] == "127.0.0.1"
+
+
 def test_registry_without_management_interface_gets_no_management_flags() -> None:
     properties = registry_system_properties(
         distribution=_distribution(management=False),

@@ -147,3 +147,17 @@ def test_a_placement_moves_nodes_off_loopback_for_listeners_quorum_and_bootstrap
     assert properties["advertised.listeners"] == "PLAINTEXT://10.231.7.11:9092"
     (alone,) = kafka_nodes(_settings(), StackShape())
     assert (alone.host, alone.launch_prefix) == ("127.0.0.1", ())
+
+
+def test_a_placed_registry_is_named_by_the_url_every_client_gets(tmp_path: Path) -> None:
+    """A client in a namespace (the fencing round's tracker) reaches the registry on the
+    bridge's end; a stack without a placement keeps it on loopback."""
+    from sagalog.devstack import DevStackSettings, LocalStack
+    from sagalog.devstack.nodes import NodePlacement
+
+    settings = DevStackSettings(state_dir=tmp_path, kafka_port=34092, registry_port=34081)
+    placed = LocalStack(settings, placement=NodePlacement(registry_host="10.231.7.1"))
+    assert placed.schema_registry_url == "http://10.231.7.1:34081/apis/ccompat/v7"
+    environment = placed.client_environment()
+    assert environment["SAGALOG_SCHEMA_REGISTRY_URL"] == placed.schema_registry_url
+    assert LocalStack(settings).schema_registry_url == settings.schema_registry_url

@@ -342,8 +342,9 @@ def registry_system_properties(
     database: Path,
     work_dir: Path,
     logins_file: Path | None = None,
+    host: str = LOOPBACK,
 ) -> dict[str, str]:
-    """Apicurio settings: loopback only, and SQL storage in an H2 file so schemas survive.
+    """Apicurio settings: one address (loopback unless placed), SQL storage in an H2 file.
 
     ``logins_file`` (the secure stack) is a properties file of basic-auth users
     (``registry_login_properties``), read through ``quarkus.config.locations`` so that
@@ -355,7 +356,7 @@ def registry_system_properties(
     so the management port cannot be switched off, only moved (0: any free port).
     """
     properties = {
-        "quarkus.http.host": LOOPBACK,
+        "quarkus.http.host": host,
         "quarkus.http.port": str(port),
         "apicurio.storage.kind": "sql",
         "apicurio.storage.sql.kind": "h2",

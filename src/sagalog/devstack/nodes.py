@@ -72,10 +72,16 @@ class NodePlacement:
     listens on and advertises ``hosts[id]`` (the controller quorum too) and its JVM
     starts under ``prefixes[id]``. A node not named stays on loopback. Nothing else
     about the stack changes: ports, layout, formatting, security.
+
+    ``registry_host`` is the one address the registry listens on (and every client's
+    URL names): loopback unless a client in a namespace must reach it, as the chaos
+    suite's namespaced tracker does; then the bridge's end on this machine, which
+    only the namespaces of that bridge and this machine can reach.
     """
 
     hosts: Mapping[int, str] = field(default_factory=dict)
     prefixes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    registry_host: str = LOOPBACK
 
 
 def component_name(*, node_id: int, brokers: int) -> str:

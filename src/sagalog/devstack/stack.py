@@ -62,7 +62,7 @@ class LocalStack:
     ``brokers`` and ``secure`` are what ``up --brokers/--secure`` asks for; None means
     "as recorded in the state directory" (or 1 broker, plaintext, for a new one).
     ``placement`` puts nodes elsewhere than loopback (the chaos suite's network
-    namespaces); the registry stays on loopback.
+    namespaces), and the registry on its ``registry_host``.
 
     Example:
         >>> stack = LocalStack(DevStackSettings(kafka_port=19092), progress=print)
@@ -96,6 +96,7 @@ class LocalStack:
             state_dir=self.settings.state_dir,
         )
         self.nodes = kafka_nodes(self.settings, self.shape, placement)
+        self.registry_host = placement.registry_host if placement else LOOPBACK
         self.security = StackSecurity(self.layout)
         self._progress = progress
         self._lock = lock
@@ -175,7 +176,7 @@ class LocalStack:
             brokers=tuple(start for start in brokers if start is not None),
             registry=registry,
             bootstrap_servers=self.bootstrap_servers,
-            schema_registry_url=self.settings.schema_registry_url,
+            schema_registry_url=self.schema_registry_url,
             elapsed_s=self._clock() - started,
         )
 
@@ -212,7 +213,7 @@ class LocalStack:
                 planned_version=self._planned_registry_version(),
             ),
             bootstrap_servers=self.bootstrap_servers,
-            schema_registry_url=self.settings.schema_registry_url,
+            schema_registry_url=self.schema_registry_url,
             secure=self.shape.secure,
         )
 
@@ -240,7 +241,7 @@ class LocalStack:
                 **client_environment(
                     nodes=self.nodes,
                     secure=False,
-                    schema_registry_url=self.settings.schema_registry_url,
+                    schema_registry_url=self.schema_registry_url,
                 ),
                 variable("personal_data_key_file"): str(self.personal_data_key()),
             }
@@ -249,7 +250,7 @@ class LocalStack:
             **client_environment(
                 nodes=self.nodes,
                 secure=True,
-                schema_registry_url=self.settings.schema_registry_url,
+                schema_registry_url=self.schema_registry_url,
                 ca_certificate=self.security.ca_certificate,
                 scram=None if mtls else self.security.service(name),
                 certificate=self.security.client_certificate(name) if mtls else None,
@@ -315,6 +316,16 @@ class LocalStack:
         )
 
     @property
+    def schema_registry_url(self) -> str:
+        """The value to export as ``SAGALOG_SCHEMA_REGISTRY_URL``: where the registry listens."""
+        return self._registry_url(self.settings.registry_port)
+
+    def _registry_url(self, port: int) -> str:
+        if self.registry_host == LOOPBACK:
+            return self.settings.schema_registry_url
+        return f"http://{self.registry_host}:{port}/apis/ccompat/v7"
+
+    @property
     def _hosts(self) -> list[str]:
         return sorted({node.host for node in self.nodes} - {LOOPBACK})
 
@@ -331,7 +342,7 @@ class LocalStack:
         secure = self.shape.secure
         if component == REGISTRY:
             return RegistryProbe(
-                url=f"http://{LOOPBACK}:{port}/apis/ccompat/v7",
+                url=self._registry_url(port),
                 login=self.security.admin_registry_login() if secure else None,
             )
         return KafkaProbe(
@@ -491,6 +502,7 @@ class LocalStack:
             database=self.layout.registry_database(version=distribution.version),
             work_dir=work_dir,
             logins_file=self.layout.registry_secrets if self.shape.secure else None,
+            host=self.registry_host,
         )
         command = registry_command(
             java=java.executable,
