@@ -1,4 +1,5 @@
-"""The short partition round, in `make test-all` and `make chaos`.
+"""The short partition round, in `make chaos` (out of `make test-all` until its second
+defect is fixed: the Makefile's CHAOS_ONLY says which).
 
 The broker leading a partition of the workflow topic is cut off from the other two
 brokers, and so from the controller quorum, for 30 s while the fleet still reaches
