@@ -118,10 +118,10 @@ test-all: up lint tools
 #   tests/chaos/test_small_disk_store.py (seconds, in test-all), which fails without it;
 # - the clock round, which restarts the tracker twice (under libfaketime and back): 231 s
 #   at load 45, 9 minutes with the fleet (docs/chaos.md).
-# - the short partition round, until its second defect is fixed: after the cut heals, the
-#   tracker's input can be assigned while the group coordinator moves; librdkafka's fetch of
-#   the committed offsets fails ("Not coordinator") and is never retried, so two partitions
-#   go unread and the stall watch exits 70 (1 run of 5; docs/chaos.md).
+# - the short partition round, until rounds show its second fix holds: after the cut heals,
+#   the tracker's input can be assigned while the group coordinator moves; librdkafka's
+#   fetch of the committed offsets failed ("Not coordinator") and was not retried, so two
+#   partitions went unread and the stall watch exited 70 (1 run of 5; docs/chaos.md).
 # `pytest tests/chaos/test_chaos_disks.py` (or _clock, _partitions) runs one alone.
 CHAOS_ONLY := --ignore=tests/chaos/test_chaos_disks.py --ignore=tests/chaos/test_chaos_clock.py \
 	--ignore=tests/chaos/test_chaos_partitions.py

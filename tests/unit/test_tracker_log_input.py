@@ -131,3 +131,17 @@ def test_only_a_broker_that_did_not_answer_lets_the_input_read_on() -> None:
     assert not ends_the_input(KafkaError(KafkaError._ALL_BROKERS_DOWN))
     assert ends_the_input(KafkaError(KafkaError._FATAL, "fatal", fatal=True))
     assert ends_the_input(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication failed"))
+
+
+def test_an_assignment_whose_committed_offsets_were_not_fetched_is_read_from_them_again() -> None:
+    """CI13's partition round: after the healing the input was assigned while the group's
+    coordinator moved; the fetch of the committed offsets failed ("Not coordinator"),
+    librdkafka did not retry it, and two partitions stayed at no position until the
+    stall watch exited. The partitions without a position are assigned again from the
+    committed offsets; the one that was read goes on from where it is."""
+    from confluent_kafka import OFFSET_INVALID, OFFSET_STORED
+
+    from sagalog.services.tracker.log_input import refetch_from
+
+    again = refetch_from([("w", 0, OFFSET_INVALID), ("w", 1, OFFSET_INVALID), ("w", 2, 24)])
+    assert again == [("w", 0, OFFSET_STORED), ("w", 1, OFFSET_STORED), ("w", 2, 24)]

@@ -29,6 +29,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -172,6 +173,7 @@ class LogInput:
         self._handed: dict[
             tuple[str, int], int
         ] = {}  # the offset after the last record handed over
+        self._refetch = False  # the committed offsets of an assignment were not fetched
         self._records: asyncio.Queue[list[Any] | BaseException] = asyncio.Queue()
         self._commands: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._room = threading.Event()
@@ -301,11 +303,28 @@ class LogInput:
                         self._count(len(got))
                         loop.call_soon_threadsafe(self._deliver, got)
                 self._ends = self._look(consumer, parts)
+                if self._refetch:
+                    self._refetch = False
+                    self._assign_again(consumer, parts)
         except BaseException as exc:  # handed to the loop, which ends the process
             failed = exc if isinstance(exc, SagalogError) else InputFailed(f"input: {exc}")
             loop.call_soon_threadsafe(self._deliver, failed)
         finally:
             consumer.close()
+
+    def _assign_again(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
+        """Assign again, from the committed offsets, the partitions still without a
+        position, keeping the others where they are (``refetch_from``)."""
+        time.sleep(REFETCH_PAUSE_S)  # the group's coordinator is moving: give it a moment
+        again = refetch_from(
+            [(tp.topic, tp.partition, tp.offset) for tp in consumer.position(parts)]
+        )
+        log.warning(
+            "input: assigning again, from the committed offsets, %s",
+            ", ".join(f"{t}/{p}" for t, p, o in again if o == OFFSET_STORED) or "nothing",
+            extra={"sagalog": {"agent": "saga-tracker", "action": "input_refetch"}},
+        )
+        consumer.assign([TopicPartition(t, p, o) for t, p, o in again])
 
     def _check_rights(self, consumer: Consumer, topics: set[str]) -> None:
         """Refuse to read a topic this principal may not see, naming both.
@@ -406,6 +425,11 @@ class LogInput:
                 f"reading {message.topic()}/{message.partition()} failed: {error.str()}; "
                 "the worker exits so that a fresh one takes its partitions over"
             ) from KafkaException(error)
+        if error.code() in _COORDINATOR_AWAY:
+            # This consumer never joins the group: a coordinator error can only be the
+            # fetch of an assignment's committed offsets, which librdkafka does not
+            # retry; the partitions would stay unread until the stall watch exits.
+            self._refetch = True
         log.warning(
             "input: %s",
             error.str(),
@@ -414,6 +438,25 @@ class LogInput:
 
 
 _CANNOT_READ_PAST = frozenset({KafkaError._INVALID_ARG})
+
+_COORDINATOR_AWAY = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+
+REFETCH_PAUSE_S = 1.0
+"""How long the input waits before it asks for the committed offsets again."""
+
+
+def refetch_from(positions: Iterable[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """Where each assigned partition is to be read from when an assignment's committed
+    offsets were not fetched: a partition with a position (it was read) goes on from
+    it, and one without (``position`` answers a negative offset) from the committed
+    offset again. Nothing read is read twice, and nothing is skipped."""
+    return [(t, p, o if o >= 0 else OFFSET_STORED) for t, p, o in positions]
 
 
 def ends_the_input(error: KafkaError) -> bool:
