@@ -306,21 +306,9 @@ def chaos_run(directory: Path) -> tuple[Any, Callable[[], None]]:
     Toxiproxy). The seed is ``SAGALOG_CHAOS_SEED``'s, or drawn and printed: a failing
     round names it.
     """
-    import random
-
     from chaos.harness import ChaosRun
-    from chaos.stack import ChaosStack
 
-    base = port_slot()
-    stack = ChaosStack(
-        state_dir=directory / "stack",
-        kafka_port=base + KAFKA,
-        controller_port=base + CONTROLLER,
-        registry_port=base + REGISTRY,
-        network_faults=False,
-    )
-    seed = int(os.environ.get("SAGALOG_CHAOS_SEED") or random.SystemRandom().randrange(1, 10**6))
-    print(f"chaos: seed {seed} (rerun with SAGALOG_CHAOS_SEED={seed})")
+    stack, seed = _one_broker_chaos(directory)
     stack.up()
     run = ChaosRun(stack, directory / "run", seed=seed)
 
@@ -341,12 +329,21 @@ def chaos_run(directory: Path) -> tuple[Any, Callable[[], None]]:
 def disk_run(directory: Path) -> tuple[Any, Callable[[], None]]:
     """``chaos_run``'s shape with the broker's, the tracker's and the budget agent's
     data directories on small disks (``chaos.full_disks``; root only, for ``mount``)."""
-    import random
-
     from chaos.full_disks import open_disk_run
-    from chaos.stack import ChaosStack
 
     external_tools.require_root("mounting a size-limited tmpfs over the data directories")
+    stack, seed = _one_broker_chaos(directory)
+    return open_disk_run(stack, directory / "run", seed=seed)
+
+
+def _one_broker_chaos(directory: Path) -> tuple[Any, int]:
+    """The one-broker chaos stack of a test shape (no proxy: the tests' rounds cut no
+    network), not started, and the run's seed: ``SAGALOG_CHAOS_SEED``'s, or drawn and
+    printed, so that a failing round names it."""
+    import random
+
+    from chaos.stack import ChaosStack
+
     base = port_slot()
     stack = ChaosStack(
         state_dir=directory / "stack",
@@ -357,7 +354,7 @@ def disk_run(directory: Path) -> tuple[Any, Callable[[], None]]:
     )
     seed = int(os.environ.get("SAGALOG_CHAOS_SEED") or random.SystemRandom().randrange(1, 10**6))
     print(f"chaos: seed {seed} (rerun with SAGALOG_CHAOS_SEED={seed})")
-    return open_disk_run(stack, directory / "run", seed=seed)
+    return stack, seed
 
 
 STARTERS = {
